@@ -1,0 +1,271 @@
+"""The grader's pytest plugin: points, seeds, the per-lab score table and results.json.
+
+Registered through the `pytest11` entry point, so plain `pytest` uses it:
+- `@pytest.mark.points(n)` marks a graded test (`visibility="hidden"` hides it from students);
+- `--target labs|solutions` picks the implementation (sets KERNELLAB_TARGET);
+- `--seed N` replays the random inputs of an earlier run (the seed is printed in the header);
+- `--results PATH` is where the Gradescope-format report goes (always written);
+- the `lab` fixture imports the lab a test file is named after (tests/test_lab02_*.py -> lab 02);
+- the `rng` fixture gives each test its own reproducible numpy Generator.
+`kernellab grade` runs this plugin in child processes (see kernellab.grader) and watches the
+progress events it writes, so a test that hangs or kills its interpreter costs only itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from . import device, target
+
+OUTPUT_CAP = 4000  # characters of failure text and captured output kept per test
+LAB_TEST_FILE = re.compile(r"test_lab(\d\d)_")
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("kernellab", "kernellab grading")
+    group.addoption("--target", choices=target.TARGETS, default=None,
+                    help="implementation under test: labs (the starter, default) or solutions")
+    group.addoption("--seed", type=int, default=None,
+                    help="seed for the random test inputs (default: fresh each run; printed)")
+    group.addoption("--results", default="results.json",
+                    help="where to write the Gradescope-format results.json")
+    group.addoption("--output-cap", type=int, default=OUTPUT_CAP,
+                    help="characters of output kept per test in the report")
+    # Used by kernellab.grader's child processes: progress events and the graded-test manifest.
+    group.addoption("--kl-progress", default=None, help=argparse.SUPPRESS)
+    group.addoption("--kl-manifest", default=None, help=argparse.SUPPRESS)
+
+
+def session_seed(config) -> int:
+    return config.stash[_SEED]
+
+
+_SEED = pytest.StashKey[int]()
+_STATE = pytest.StashKey["GradeState"]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "points(n, visibility='visible'): graded test worth n points")
+    config.addinivalue_line("markers", "gpu: needs a real GPU; skipped in the simulator")
+    if config.getoption("target"):
+        os.environ["KERNELLAB_TARGET"] = config.getoption("target")
+    target.current()  # a bad KERNELLAB_TARGET fails here, naming the variable
+    seed = config.getoption("seed")
+    if seed is None:
+        seed = int(os.environ.get("KERNELLAB_SEED") or secrets.randbelow(2**31))
+    os.environ["KERNELLAB_SEED"] = str(seed)
+    config.stash[_SEED] = seed
+    config.stash[_STATE] = GradeState(config)
+    config.pluginmanager.register(config.stash[_STATE], "kernellab-grade-state")
+    device.setup()
+
+
+def pytest_report_header(config):
+    seed = session_seed(config)
+    return [f"kernellab: target={target.current()}  device={device.mode()} "
+            f"({device.facts().label})  seed={seed}  (replay with --seed {seed})"]
+
+
+def lab_of(path) -> str | None:
+    match = LAB_TEST_FILE.match(Path(str(path)).name)
+    return match.group(1) if match else None
+
+
+@pytest.fixture(scope="module")
+def lab(request):
+    """The lab module under test, from the target chosen by --target / KERNELLAB_TARGET."""
+    number = lab_of(request.module.__file__)
+    if number is None:
+        raise RuntimeError("the `lab` fixture works in tests/test_labNN_*.py files only")
+    return target.load(number)
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh, reproducible Generator per test: same --seed, same inputs."""
+    seed = session_seed(request.config)
+    stream = zlib.crc32(request.node.nodeid.encode())
+    print(f"random inputs: seed {seed} (test stream {stream}); replay with --seed {seed}")
+    import numpy as np
+    return np.random.default_rng([seed, stream])
+
+
+@pytest.fixture
+def skip_in_simulator():
+    if device.is_simulator():
+        pytest.skip("needs a real GPU: the simulator has no timing and no hardware")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    state = config.stash[_STATE]
+    for item in items:
+        marker = item.get_closest_marker("points")
+        if marker is None:
+            continue
+        points = marker.args[0] if marker.args else marker.kwargs.get("n")
+        visibility = marker.kwargs.get("visibility", "visible")
+        if not isinstance(points, (int, float)) or points <= 0:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.points needs a positive number")
+        if visibility not in VISIBILITIES:
+            raise pytest.UsageError(f"{item.nodeid}: visibility must be one of {VISIBILITIES}")
+        state.graded[item.nodeid] = {
+            "lab": lab_of(item.fspath) or "kernellab",
+            "points": points,
+            "visibility": visibility,
+            "name": test_title(item),
+        }
+    manifest = config.getoption("kl_manifest")
+    if manifest:
+        Path(manifest).write_text(json.dumps(state.graded))
+
+
+def test_title(item) -> str:
+    lab_number = lab_of(item.fspath)
+    doc = (getattr(item.obj, "__doc__", None) or "").strip().splitlines()
+    summary = f": {doc[0]}" if doc else ""
+    prefix = f"Lab {lab_number} " if lab_number else ""
+    return f"{prefix}{item.name}{summary}"
+
+
+class GradeState:
+    """Per-test outcomes as pytest reports them; turned into results.json at the end."""
+
+    def __init__(self, config):
+        self.config = config
+        self.graded: dict[str, dict] = {}
+        self.outcomes: dict[str, dict] = {}
+        progress = config.getoption("kl_progress")
+        self.progress = open(progress, "a", buffering=1) if progress else None
+
+    def event(self, **fields):
+        if self.progress:
+            self.progress.write(json.dumps(fields) + "\n")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self.event(event="start", nodeid=item.nodeid, time=time.time())
+
+    def pytest_runtest_logreport(self, report):
+        entry = self.outcomes.setdefault(report.nodeid, {"outcome": "passed", "output": []})
+        if report.failed:
+            entry["outcome"] = "failed"
+            entry["output"].append(f"[{report.when}] {short_failure(report)}")
+        elif report.skipped and entry["outcome"] == "passed":
+            entry["outcome"] = "skipped"
+            entry["output"].append(f"skipped: {skip_reason(report)}")
+        if report.when == "teardown":
+            captured = "".join(text for _, text in report.sections if text)
+            if captured:
+                entry["output"].append(captured)
+            cap = self.config.getoption("output_cap")
+            entry["output"] = cap_text("\n".join(entry["output"]), cap)
+            self.event(event="done", nodeid=report.nodeid, outcome=entry["outcome"],
+                       output=entry["output"])
+
+
+def cap_text(text: str, cap: int) -> str:
+    if len(text) <= cap:
+        return text
+    return text[: cap // 2] + f"\n... [{len(text) - cap} characters cut] ...\n" + text[-cap // 2:]
+
+
+def short_failure(report) -> str:
+    """The assertion or exception message, not a page of Numba internals."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        message = crash.message.strip()
+        where = f" ({Path(crash.path).name}:{crash.lineno})" if crash.path else ""
+        return f"{message}{where}"
+    return str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "failed"
+
+
+def skip_reason(report) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def outcome_points(info: dict, outcome: dict | None) -> float:
+    return info["points"] if outcome and outcome["outcome"] == "passed" else 0
+
+
+def results_document(graded: dict, outcomes: dict, header: str) -> dict:
+    """Gradescope's results.json: every graded test appears, run or not."""
+    tests = []
+    for nodeid, info in graded.items():
+        outcome = outcomes.get(nodeid)
+        status = outcome["outcome"] if outcome else "not run"
+        text = outcome["output"] if outcome else "not run: the grader never reached this test"
+        tests.append({
+            "name": info["name"],
+            "number": nodeid,
+            "score": outcome_points(info, outcome),
+            "max_score": info["points"],
+            "status": "passed" if status == "passed" else "failed",
+            "output": f"{status}\n{text}".strip() if status != "passed" else text,
+            "visibility": info["visibility"],
+        })
+    score = sum(t["score"] for t in tests)
+    max_score = sum(t["max_score"] for t in tests)
+    return {"score": score, "max_score": max_score, "output": header,
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+
+
+def score_table(document: dict) -> str:
+    """One row per lab: points, tests passed."""
+    rows: dict[str, list[float]] = {}
+    for test in document["tests"]:
+        lab_number = test["name"].split(" ")[1] if test["name"].startswith("Lab ") else "other"
+        row = rows.setdefault(lab_number, [0, 0, 0, 0])
+        row[0] += test["score"]
+        row[1] += test["max_score"]
+        row[2] += test["score"] == test["max_score"]
+        row[3] += 1
+    lines = [f"{'lab':<6} {'points':>13} {'tests passed':>13}"]
+    for lab_number, (got, out_of, passed, count) in sorted(rows.items()):
+        lines.append(f"{lab_number:<6} {fmt(got):>6} / {fmt(out_of):<4} {passed:>6} / {count:<4}")
+    lines.append(f"{'total':<6} {fmt(document['score']):>6} / {fmt(document['max_score']):<4}")
+    return "\n".join(lines)
+
+
+def fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def run_header(seed: int) -> str:
+    return (f"target={target.current()} device={device.mode()} ({device.facts().label}) "
+            f"seed={seed}")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    state = config.stash[_STATE]
+    if not state.graded:
+        return
+    document = results_document(state.graded, state.outcomes, run_header(session_seed(config)))
+    terminalreporter.section("kernellab score")
+    terminalreporter.write_line(score_table(document))
+    terminalreporter.write_line(f"seed {session_seed(config)}: replay with --seed "
+                                f"{session_seed(config)}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    state = session.config.stash[_STATE]
+    if state.progress:
+        state.event(event="finished")
+        state.progress.close()
+    if session.config.getoption("kl_progress"):
+        return  # the isolating grader assembles the report itself
+    document = results_document(state.graded, state.outcomes,
+                                run_header(session_seed(session.config)))
+    Path(session.config.getoption("results")).write_text(json.dumps(document, indent=2))

@@ -1,0 +1,102 @@
+"""Lab 00: thread indexing and launch configuration.
+
+What you will learn
+- How a thread finds its element: `cuda.grid(1)` is `blockIdx.x * blockDim.x + threadIdx.x`.
+- Why every kernel needs a bounds guard: n is rarely a multiple of the block size.
+- 2D indexing (row, column) and the launch shape that covers a matrix.
+- Grid-stride loops: one launch shape that covers any n.
+- How to choose a grid, and whether the advice "grid = 2-4x the SM count" holds on a GPU.
+- What the simulator is (a faithful interpreter of what each thread does) and is not (a clock).
+
+Exercises (each stub says `Lab 00.M`):
+  00.1  blocks_for(n, block)          ceil(n / block) without floats
+  00.2  axpb_kernel                   out[i] = a * x[i] + b        1 global read, 1 write per thread
+  00.3  axpb                          the launcher: allocate, choose the grid, launch
+  00.4  add_row_bias_kernel           out[r, c] = x[r, c] + bias[c] 2 global reads, 1 write per thread
+  00.5  axpb_grid_stride_kernel       out[i] = a * x[i] + b for any grid: each thread loops
+
+Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
+output on the device, and the launcher returns the output (still on the device).
+"""
+
+import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+from numba import cuda
+
+DEFAULT_BLOCK = 128
+
+
+# --- 00.1: grid arithmetic ---------------------------------------------------------------------
+
+def blocks_for(n, block):
+    """Blocks of `block` threads needed to give each of `n` elements a thread."""
+    if n < 0 or block <= 0:
+        raise ValueError(f"need n >= 0 and block > 0, got n={n}, block={block}")
+    return (n + block - 1) // block
+
+
+# --- 00.2 / 00.3: one thread per element -------------------------------------------------------
+
+@cuda.jit
+def axpb_kernel(x, a, b, out):
+    i = cuda.grid(1)          # like blockIdx.x * blockDim.x + threadIdx.x in CUDA C
+    if i < out.size:          # the guard: the last block has threads past the end
+        out[i] = a * x[i] + b  # 1 read (x[i]), 1 write (out[i])
+    # per thread: 1 global read + 1 global write = 8 bytes for float32
+
+
+def axpb(x, a, b, out=None, block=DEFAULT_BLOCK):
+    """out = a * x + b, one thread per element."""
+    if out is None:
+        out = cuda.device_array_like(x)           # the output lives on the device
+    grid = blocks_for(x.size, block)              # enough blocks to cover every element
+    axpb_kernel[grid, block](x, a, b, out)        # block: a multiple of the 32-thread warp
+    return out
+
+
+# --- 00.4: 2D indexing ---------------------------------------------------------------------------
+
+@cuda.jit
+def add_row_bias_kernel(x, bias, out):
+    col, row = cuda.grid(2)   # x runs along columns: neighbouring threads touch neighbouring bytes
+    if row < out.shape[0] and col < out.shape[1]:  # guard both dimensions
+        out[row, col] = x[row, col] + bias[col]    # 2 reads (x, bias), 1 write
+    # per thread: 2 global reads + 1 global write
+
+
+def add_row_bias(x, bias, out=None, block=(32, 4)):
+    """out[r, c] = x[r, c] + bias[c]; block is (threads along columns, threads along rows)."""
+    if out is None:
+        out = cuda.device_array_like(x)
+    rows, cols = x.shape
+    grid = (blocks_for(cols, block[0]), blocks_for(rows, block[1]))  # cover columns, then rows
+    add_row_bias_kernel[grid, block](x, bias, out)  # 32 along x: one warp reads one row segment
+    return out
+
+
+# --- 00.5: grid-stride loop ----------------------------------------------------------------------
+
+@cuda.jit
+def axpb_grid_stride_kernel(x, a, b, out):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)                  # threads in the whole grid
+    for i in range(start, out.size, stride):  # each thread walks the array in grid-size steps
+        out[i] = a * x[i] + b                  # 1 read, 1 write per element
+    # per element: still 1 read + 1 write; per thread: ceil(n / gridsize) of each
+
+
+def axpb_grid_stride(x, a, b, out=None, blocks=None, block=DEFAULT_BLOCK):
+    """out = a * x + b with a fixed grid (default: 4 blocks per SM, the article's advice)."""
+    if out is None:
+        out = cuda.device_array_like(x)
+    if blocks is None:
+        blocks = 4 * kernellab.device.facts().sm_count   # a whole number of waves
+    axpb_grid_stride_kernel[blocks, block](x, a, b, out)
+    return out
+
+
+# The versions of `out = a * x + b`, each with the reason it exists; the tour and the
+# benchmark read this table.
+VARIANTS = {
+    "one_thread_per_element": (axpb, "the textbook launch: grid = ceil(n / block)"),
+    "grid_stride": (axpb_grid_stride, "a fixed grid that loops: launch shape independent of n"),
+}
