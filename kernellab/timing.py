@@ -1,0 +1,113 @@
+"""Timing on the GPU with CUDA events: warm-up, many repetitions, the median and its spread.
+
+The simulator has no clock worth reading (its events return -1), so every function here raises
+`NoTiming` there; callers say so in their output instead of printing a made-up figure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+
+import numpy as np
+
+from . import device
+
+
+class NoTiming(RuntimeError):
+    """Raised in simulator mode: there is no GPU clock to read."""
+
+    def __init__(self, what: str = "timing"):
+        super().__init__(f"{what}: the CUDA simulator runs each thread in Python and has no GPU "
+                         "clock; no timing exists in simulator mode (see data/reference/ for "
+                         "recorded H200 measurements)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Per-repetition times in milliseconds."""
+
+    samples_ms: tuple[float, ...]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def p10_ms(self) -> float:
+        return float(np.percentile(self.samples_ms, 10))
+
+    @property
+    def p90_ms(self) -> float:
+        return float(np.percentile(self.samples_ms, 90))
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median: the run-to-run noise a difference must beat."""
+        return (self.p90_ms - self.p10_ms) / self.median_ms if self.median_ms else float("nan")
+
+    def as_dict(self) -> dict:
+        return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms,
+                "reps": len(self.samples_ms)}
+
+    def __str__(self) -> str:
+        return f"{self.median_ms:.4f} ms (p10-p90 {self.p10_ms:.4f}-{self.p90_ms:.4f}, n={len(self.samples_ms)})"
+
+
+def require_gpu(what: str = "timing"):
+    if device.is_simulator():
+        raise NoTiming(what)
+
+
+def time_gpu(fn, *, warmup: int = 5, reps: int = 50, inner: int = 1, stream=0,
+             setup=None) -> Timing:
+    """Time `fn()` with CUDA events on `stream`; each sample is the mean of `inner` back-to-back calls.
+
+    `setup(rep)` runs before each sample, outside the timed region (e.g. to rotate input sets).
+    """
+    require_gpu("time_gpu")
+    cuda = device.cuda()
+    for rep in range(warmup):
+        if setup:
+            setup(rep)
+        fn()
+    cuda.synchronize()
+    start, stop = cuda.event(timing=True), cuda.event(timing=True)
+    samples = []
+    for rep in range(reps):
+        if setup:
+            setup(rep)
+        start.record(stream)
+        for _ in range(inner):
+            fn()
+        stop.record(stream)
+        stop.synchronize()
+        samples.append(cuda.event_elapsed_time(start, stop) / inner)
+    return Timing(tuple(samples))
+
+
+def time_host(fn, *, warmup: int = 5, reps: int = 50, inner: int = 100) -> Timing:
+    """Host-side cost of `fn()` (e.g. submitting a launch), in ms per call, by perf_counter."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - t0) * 1e3 / inner)
+    return Timing(tuple(samples))
+
+
+def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> dict:
+    """The device-to-device copy ceiling in GB/s (bytes read + bytes written), measured now."""
+    require_gpu("copy_bandwidth")
+    cuda = device.cuda()
+    n = nbytes // 4
+    src = cuda.device_array(n, dtype=np.float32)
+    dst = cuda.device_array(n, dtype=np.float32)
+    dst.copy_to_device(src)  # touch both
+    timing = time_gpu(lambda: dst.copy_to_device(src), warmup=3, reps=reps)
+    return {"bytes": 2 * n * 4, "gbps": 2 * n * 4 / (timing.median_ms * 1e-3) / 1e9,
+            **timing.as_dict()}

@@ -1,0 +1,56 @@
+"""`kernellab tour`: run every present lab's solution on this device, validate it, draw its figures.
+
+Labs plug in by shipping `experiments/labNN_topic.py` with a `tour(figures_dir)` function that
+returns a `TourResult`; nothing here lists them by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from . import device, target
+
+
+@dataclasses.dataclass(frozen=True)
+class TourResult:
+    ok: bool
+    key_figure: str          # one line: the number that matters, or why there is none
+    figures: tuple[str, ...] = ()
+
+
+def experiment(lab: str):
+    """The experiments module of a lab (`experiments/labNN_topic.py`)."""
+    number = target.lab_number(lab)
+    if str(target.ROOT) not in sys.path:
+        sys.path.insert(0, str(target.ROOT))
+    return importlib.import_module(f"experiments.{target.labs()[number]}")
+
+
+def run(labs: list[str] | None = None, figures_dir: Path = Path("figures"), out=print) -> bool:
+    """Tour the given labs (default: all); print one summary table; True if all validated."""
+    os.environ["KERNELLAB_TARGET"] = "solutions"
+    numbers = [target.lab_number(lab) for lab in labs] if labs else list(target.labs())
+    out(f"kernellab tour on {device.facts().label}")
+    rows = []
+    for number in numbers:
+        started = time.perf_counter()
+        try:
+            result = experiment(number).tour(Path(figures_dir))
+        except Exception as exc:  # one broken lab must not hide the others' results
+            traceback.print_exc()
+            result = TourResult(False, f"error: {type(exc).__name__}: {exc}")
+        seconds = time.perf_counter() - started
+        rows.append((number, result, seconds))
+        out(f"  lab {number}: {'ok' if result.ok else 'FAILED'} in {seconds:.1f} s")
+    out("")
+    out(f"{'lab':<5} {'result':<7} {'time':>7}  key figure")
+    for number, result, seconds in rows:
+        out(f"{number:<5} {'ok' if result.ok else 'FAILED':<7} {seconds:>6.1f}s  {result.key_figure}")
+    out(f"figures in {Path(figures_dir).resolve()}")
+    return all(result.ok for _, result, _ in rows)
