@@ -1,0 +1,138 @@
+"""The `kernellab` command: info, tour, grade, check, bench, occupancy, gradescope."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_info(args) -> int:
+    from . import device, target
+    facts = device.facts()
+    print(f"mode:    {device.mode()} (KERNELLAB_DEVICE={device.requested_mode()})")
+    print(f"device:  {facts.label}")
+    print(f"         cc {facts.cc[0]}.{facts.cc[1]}, {facts.sm_count} SMs, "
+          f"{facts.max_threads_per_sm} threads/SM, {facts.max_blocks_per_sm} blocks/SM, "
+          f"{facts.registers_per_sm} registers/SM, {facts.max_shared_per_sm // 1024} KiB shared/SM, "
+          f"{facts.l2_bytes // 2**20} MiB L2  [{facts.source}]")
+    print(f"target:  {target.current()} (KERNELLAB_TARGET)")
+    for name, version in device.versions().items():
+        if name != "mode":
+            print(f"{name + ':':<15}{version}")
+    print(f"labs:    {', '.join(f'{n} {s}' for n, s in target.labs().items())}")
+    return 0
+
+
+def cmd_tour(args) -> int:
+    from . import tour
+    return 0 if tour.run(args.labs or None, Path(args.figures)) else 1
+
+
+def cmd_bench(args) -> int:
+    from . import device, target, tour
+    import os
+    os.environ.setdefault("KERNELLAB_TARGET", "solutions")
+    if device.is_simulator():
+        print("simulator mode: benchmarks validate each variant; no timing exists without a GPU "
+              "(recorded H200 figures are in data/reference/h200/)")
+    for number in [target.lab_number(lab) for lab in args.labs] or list(target.labs()):
+        module = tour.experiment(number)
+        if not hasattr(module, "bench"):
+            print(f"lab {number}: no benchmarks declared")
+            continue
+        print(f"== lab {number} ==")
+        module.bench(Path(args.out) if args.out else None)
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from . import grader
+    if args.batch:
+        grader.grade_batch(Path(args.batch), jobs=args.jobs, labs=args.labs or None,
+                           gradebook=Path(args.gradebook), timeout=args.timeout, seed=args.seed)
+        return 0
+    grader.grade(args.labs or None, target_name="labs", results=Path(args.results),
+                 seed=args.seed, timeout=args.timeout, root=Path(args.root) if args.root else None)
+    return 0  # lost points never set the exit code
+
+
+def cmd_check(args) -> int:
+    from . import grader
+    return 0 if grader.check(args.labs or None, Path(args.out), seed=args.seed,
+                             timeout=args.timeout) else 1
+
+
+def cmd_occupancy(args) -> int:
+    from . import occupancy_cli
+    return occupancy_cli.main(args)
+
+
+def cmd_gradescope(args) -> int:
+    from . import grader
+    print(grader.build_gradescope_bundle(Path(args.out)))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="kernellab", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("info", help="mode, device and versions").set_defaults(func=cmd_info)
+
+    p = sub.add_parser("tour", help="run every lab's solution, validate it, draw its figures")
+    p.add_argument("labs", nargs="*", help="lab numbers (default: all)")
+    p.add_argument("--figures", default="figures", help="folder for the figures")
+    p.set_defaults(func=cmd_tour)
+
+    p = sub.add_parser("bench", help="run the labs' declared benchmarks (timing needs a GPU)")
+    p.add_argument("labs", nargs="*")
+    p.add_argument("--out", help="folder for the JSON (default: data/reference/<gpu>/)")
+    p.set_defaults(func=cmd_bench)
+
+    for name, helptext in (("grade", "grade the student's labs/ (exit code never reflects points)"),
+                           ("check", "instructors: solutions must score 100%, the starter 0")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("labs", nargs="*", help="lab numbers (default: all)")
+        p.add_argument("--seed", type=int, default=None, help="replay the inputs of an earlier run")
+        p.add_argument("--timeout", type=float, default=None,
+                       help="seconds a single test may run before it is killed")
+    grade_p, check_p = sub.choices["grade"], sub.choices["check"]
+    grade_p.add_argument("--results", default="results.json", help="Gradescope results.json path")
+    grade_p.add_argument("--root", help="grade the labs/ of this folder (a submission)")
+    grade_p.add_argument("--batch", help="grade every submission folder inside this folder")
+    grade_p.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once")
+    grade_p.add_argument("--gradebook", default="gradebook.csv", help="CSV written by --batch")
+    grade_p.set_defaults(func=cmd_grade)
+    check_p.add_argument("--out", default=".kernellab/check", help="folder for both results.json")
+    check_p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("occupancy", help="occupancy for a configuration or a lab kernel")
+    p.add_argument("kernel", nargs="?", help="FILE.py:KERNEL, resolved and compiled for its resources")
+    p.add_argument("--cc", help="compute capability, e.g. 9.0 (default: this device's)")
+    p.add_argument("--block-size", type=int)
+    p.add_argument("--registers", type=int)
+    p.add_argument("--static-shared", type=int, default=None)
+    p.add_argument("--dynamic-shared", type=int, default=0)
+    p.add_argument("--carveout", type=int, default=-1)
+    p.add_argument("--signature", help="Numba signature for FILE.py:KERNEL")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_occupancy)
+
+    p = sub.add_parser("gradescope", help="build a Gradescope autograder bundle")
+    p.add_argument("--out", default="build/gradescope", help="folder for the bundle and its zip")
+    p.set_defaults(func=cmd_gradescope)
+    return top
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, RuntimeError) as exc:  # bad input: one clear line, not a traceback
+        print(f"kernellab {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
