@@ -150,7 +150,7 @@ def facts() -> DeviceFacts:
         cc=tuple(dev.compute_capability),
         sm_count=attr("MULTIPROCESSOR_COUNT"),
         max_threads_per_block=attr("MAX_THREADS_PER_BLOCK"),
-        max_threads_per_sm=attr("MAX_THREADS_PER_MULTI_PROCESSOR"),
+        max_threads_per_sm=attr("MAX_THREADS_PER_MULTIPROCESSOR"),
         max_blocks_per_sm=attr("MAX_BLOCKS_PER_MULTIPROCESSOR"),
         warp_size=attr("WARP_SIZE"),
         registers_per_sm=attr("MAX_REGISTERS_PER_MULTIPROCESSOR"),
