@@ -46,3 +46,89 @@ def save(fig, name: str, figures_dir: Path | None = None) -> Path:
     fig.savefig(file, dpi=110)
     plt.close(fig)
     return file
+
+
+# --- Shared charts for benchmark results (kernellab.bench's result dicts) -------------------------
+
+def _variant_rows(result: dict):
+    """(name, is_baseline, rows with a timing) per variant, in declaration order."""
+    for name, info in result["variants"].items():
+        rows = [r for r in result["rows"] if r["variant"] == name and r.get("median_ms")]
+        if rows:
+            yield name, info.get("baseline", False), rows
+
+
+def _size_axis(ax, result: dict):
+    sizes = [s for s in result["sizes"] if isinstance(s, (int, float))]
+    if sizes and max(sizes) > 10 * min(sizes) > 0:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(result["axis"])
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def time_vs_size(ax, result: dict):
+    """Median time (p10-p90 band) against the sweep axis per variant, with the empty-launch floor."""
+    for name, baseline, rows in _variant_rows(result):
+        x = [r["size"] for r in rows]
+        line, = ax.plot(x, [r["median_ms"] for r in rows], "--" if baseline else "-", marker="o",
+                        markersize=3, label=name)
+        ax.fill_between(x, [r["p10_ms"] for r in rows], [r["p90_ms"] for r in rows],
+                        color=line.get_color(), alpha=0.2)
+    if result.get("launch_floor_ms"):
+        ax.axhline(result["launch_floor_ms"], color="grey", linestyle=":",
+                   label=f"one empty launch ({result['launch_floor_ms'] * 1e3:.0f} us)")
+    _size_axis(ax, result)
+    ax.set_yscale("log")
+    ax.set_ylabel("time per call (ms)")
+    ax.legend(fontsize=7)
+
+
+def bandwidth_vs_size(ax, result: dict):
+    """Achieved GB/s (declared bytes / time) against the sweep axis, under the copy ceiling."""
+    for name, baseline, rows in _variant_rows(result):
+        rows = [r for r in rows if "gbps" in r]
+        ax.plot([r["size"] for r in rows], [r["gbps"] for r in rows], "--" if baseline else "-",
+                marker="o", markersize=3, label=name)
+    _copy_ceiling(ax, result)
+    _size_axis(ax, result)
+    ax.set_ylabel("achieved bandwidth (GB/s)")
+    ax.legend(fontsize=7)
+
+
+def _copy_ceiling(ax, result: dict):
+    if result.get("copy_gbps"):
+        ax.axhline(result["copy_gbps"], color="black", linestyle=":",
+                   label=f"device copy ({result['copy_gbps']:.0f} GB/s, same run)")
+
+
+def bandwidth_bars(ax, result: dict, size):
+    """Achieved GB/s of each variant at one size, against the copy ceiling, labelled with % of it."""
+    rows = [r for r in result["rows"] if r["size"] == size and "gbps" in r]
+    names = [r["variant"] for r in rows]
+    bars = ax.bar(names, [r["gbps"] for r in rows],
+                  color=["lightgrey" if result["variants"][n].get("baseline") else f"C{i}"
+                         for i, n in enumerate(names)])
+    for bar, r in zip(bars, rows):
+        ax.annotate(f"{r['pct_of_copy']:.0f}%", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center", va="bottom", fontsize=8)
+    _copy_ceiling(ax, result)
+    ax.set_ylabel("achieved bandwidth (GB/s)")
+    ax.set_title(f"{result['axis']} = {size}", fontsize=9)
+    ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    ax.legend(fontsize=7)
+
+
+def stacked_bytes(ax, ledgers: dict, unit: float = 1e6, unit_name: str = "MB"):
+    """One bar per ledger ({label: traffic.Ledger}), stacked by op: where the bytes go."""
+    ops: list[str] = []
+    for ledger in ledgers.values():
+        ops += [op for op in ledger.by_op() if op not in ops]
+    bottoms = [0.0] * len(ledgers)
+    for i, op in enumerate(ops):
+        heights = [ledger.by_op().get(op, 0) / unit for ledger in ledgers.values()]
+        ax.bar(list(ledgers), heights, bottom=bottoms, label=op, color=f"C{i % 10}")
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    for x, total in enumerate(bottoms):
+        ax.annotate(f"{total:.3g} {unit_name}", (x, total), ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel(f"global memory traffic ({unit_name}, reads + writes)")
+    ax.legend(fontsize=7, title="op", title_fontsize=7)

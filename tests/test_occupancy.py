@@ -205,7 +205,8 @@ def test_dynamic_shared_beyond_the_max_dynamic_attribute_gives_zero():
 def test_max_potential_block_size():
     assert occ.max_potential_block_size("9.0", 32) == (2, 1024)
     assert occ.max_potential_block_size("9.0", 32, sm_count=132) == (264, 1024)
-    assert occ.max_potential_block_size("9.0", 32, block_size_limit=100) == (20, 100)
+    # limit 100: 100 threads is 4 warps (16 blocks, 1600 threads); 64 fills the SM (32 x 64 = 2048)
+    assert occ.max_potential_block_size("9.0", 32, block_size_limit=100) == (32, 64)
     # dynamic shared memory as a function of the block size: 4 bytes per thread
     per_thread = occ.max_potential_block_size("8.6", 32, dynamic_shared=lambda b: 4 * b)
     assert per_thread.block_size * per_thread.min_grid_size == 1536

@@ -1,0 +1,220 @@
+"""`kernellab grade` and `kernellab check`: graded tests in child processes the student cannot break.
+
+Each lab's tests run in a child pytest that reports every test's start and end as it goes
+(kernellab.grading's progress events). A test that hangs is killed at its timeout; a child that
+dies (os._exit, a crash of the interpreter) costs only the test it was running; the child is
+restarted on the tests that remain. The lab is first imported once in a probe, so a syntax error
+or an import that hangs is reported once for all of its tests. The report is always complete,
+and no score is ever read from an exit code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import grading, target
+
+DEFAULT_TIMEOUT = 60.0       # seconds one graded test may run in the simulator
+IMPORT_TIMEOUT = 60.0        # seconds the probe may take to import a lab
+POLL = 0.05
+
+
+@dataclasses.dataclass
+class LabRun:
+    """The graded tests of one lab and what happened to each."""
+
+    lab: str
+    graded: dict                   # nodeid -> {lab, points, visibility, name}
+    outcomes: dict                 # nodeid -> {outcome, output}
+    notes: list
+
+
+def child_env(target_name: str, labs_dir: Path | None, seed: int) -> dict:
+    env = dict(os.environ)
+    env.update(KERNELLAB_TARGET=target_name, KERNELLAB_SEED=str(seed), KERNELLAB_GRADING="1",
+               PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+    if labs_dir is not None:
+        env["KERNELLAB_LABS_DIR"] = str(labs_dir)
+    return env
+
+
+def test_file(lab: str) -> Path:
+    matches = sorted((target.ROOT / "tests").glob(f"test_lab{lab}_*.py"))
+    if not matches:
+        raise ValueError(f"lab {lab} has no graded tests (tests/test_lab{lab}_*.py)")
+    return matches[0]
+
+
+def collect(lab: str, env: dict, workdir: Path) -> dict:
+    """The graded tests of a lab and their points, read from the pristine tests/ (no student code runs)."""
+    manifest = workdir / f"manifest-{lab}.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           str(test_file(lab)), f"--kl-manifest={manifest}"],
+                          cwd=target.ROOT, env=env, capture_output=True, text=True, timeout=300)
+    if not manifest.exists():
+        raise RuntimeError(f"could not collect the tests of lab {lab}:\n{proc.stdout[-2000:]}"
+                           f"{proc.stderr[-2000:]}")
+    return json.loads(manifest.read_text())
+
+
+def probe_import(lab: str, env: dict, timeout: float) -> str | None:
+    """Import the lab once in a child; None if it imports, else why not (one line or a short tail)."""
+    code = ("import kernellab\nfrom kernellab import target\n"
+            f"target.load({lab!r})\n")
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=target.ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return f"importing the lab did not finish within {timeout:.0f} s (a loop at import time?)"
+    if proc.returncode == 0:
+        return None
+    tail = [line for line in proc.stderr.strip().splitlines() if line.strip()][-6:]
+    why = "\n".join(tail) or f"the interpreter exited with code {proc.returncode}"
+    return f"the lab could not be imported:\n{why}"
+
+
+def kill_group(proc: subprocess.Popen):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def read_events(path: Path, offset: int) -> tuple[list[dict], int]:
+    if not path.exists():
+        return [], offset
+    with open(path) as fh:
+        fh.seek(offset)
+        chunk = fh.read()
+    complete = chunk[: chunk.rfind("\n") + 1]
+    events = [json.loads(line) for line in complete.splitlines() if line.strip()]
+    return events, offset + len(complete)
+
+
+def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int) -> LabRun:
+    graded = collect(lab, env, workdir)
+    run = LabRun(lab, graded, {}, [])
+    why_not = probe_import(lab, env, IMPORT_TIMEOUT)
+    if why_not:
+        for nodeid in graded:
+            run.outcomes[nodeid] = {"outcome": "failed", "output": why_not}
+        return run
+    attempt = 0
+    while remaining := [n for n in graded if n not in run.outcomes]:
+        attempt += 1
+        progress = workdir / f"progress-{lab}-{attempt}.jsonl"
+        log = workdir / f"log-{lab}-{attempt}.txt"
+        with open(log, "w") as log_fh:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pytest", "-q", *remaining, f"--kl-progress={progress}",
+                 f"--output-cap={output_cap}", "-o", "console_output_style=classic"],
+                cwd=target.ROOT, env=env, stdout=log_fh, stderr=subprocess.STDOUT,
+                start_new_session=True)
+            running, started, offset, reason = None, 0.0, 0, None
+            while True:
+                events, offset = read_events(progress, offset)
+                for event in events:
+                    if event["event"] == "start":
+                        running, started = event["nodeid"], time.monotonic()
+                    elif event["event"] == "done":
+                        run.outcomes[event["nodeid"]] = {"outcome": event["outcome"],
+                                                         "output": event["output"]}
+                        running = None
+                if proc.poll() is not None:
+                    events, offset = read_events(progress, offset)
+                    for event in events:
+                        if event["event"] == "done":
+                            run.outcomes[event["nodeid"]] = {"outcome": event["outcome"],
+                                                             "output": event["output"]}
+                            running = None
+                    if running:
+                        reason = (f"the test process died during this test (exit code "
+                                  f"{proc.returncode}: os._exit, sys.exit outside a test, or a "
+                                  f"crash of the interpreter)")
+                    break
+                if running and time.monotonic() - started > timeout:
+                    kill_group(proc)
+                    reason = (f"timed out: still running after {timeout:.0f} s and was killed "
+                              f"(a kernel or loop that never ends?)")
+                    break
+                time.sleep(POLL)
+        if running:
+            run.outcomes[running] = {"outcome": "failed", "output": reason}
+        elif not any(n in run.outcomes for n in remaining):
+            tail = log.read_text()[-1500:]
+            for nodeid in remaining:
+                run.outcomes[nodeid] = {"outcome": "failed",
+                                        "output": f"the grader could not run this test:\n{tail}"}
+    return run
+
+
+def resolve_labs(labs) -> list[str]:
+    return [target.lab_number(lab) for lab in labs] if labs else list(target.labs())
+
+
+def labs_dir_of(root: Path | None) -> Path | None:
+    """A submission holds labs/labNN_*.py, or the lab files at its top level."""
+    if root is None:
+        return None
+    root = Path(root).resolve()
+    return root / "labs" if (root / "labs").is_dir() else root
+
+
+def grade(labs=None, target_name: str = "labs", results: Path = Path("results.json"),
+          seed: int | None = None, timeout: float | None = None, root: Path | None = None,
+          output_cap: int = grading.OUTPUT_CAP, out=print) -> dict:
+    """Grade `labs` of the chosen target; write results.json; print the score table."""
+    import secrets
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    timeout = timeout or DEFAULT_TIMEOUT
+    env = child_env(target_name, labs_dir_of(root), seed)
+    graded, outcomes, notes = {}, {}, []
+    with tempfile.TemporaryDirectory(prefix="kernellab-grade-") as tmp:
+        for lab in resolve_labs(labs):
+            run = run_lab(lab, env, Path(tmp), timeout, output_cap)
+            graded.update(run.graded)
+            outcomes.update(run.outcomes)
+            notes += run.notes
+    header = f"target={target_name} seed={seed} (replay with --seed {seed})"
+    document = grading.results_document(graded, outcomes, header)
+    Path(results).parent.mkdir(parents=True, exist_ok=True)
+    Path(results).write_text(json.dumps(document, indent=2))
+    out(f"kernellab grade: {header}")
+    out(grading.score_table(document))
+    if any(t["visibility"] != "visible" for t in document["tests"]):
+        out("(hidden tests are included in the score)")
+    out(f"report: {results}")
+    return document
+
+
+def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None = None,
+          timeout: float | None = None, out=print) -> bool:
+    """Solutions must score 100% and the untouched starter exactly 0, both with complete reports."""
+    ok = True
+    for target_name, want in (("solutions", "full"), ("labs", "zero")):
+        out(f"== {target_name} ==")
+        results = Path(out_dir) / f"results-{target_name}.json"
+        document = grade(labs, target_name, results, seed, timeout, out=out)
+        complete = all(t["output"] != "not run" for t in document["tests"]) and document["tests"]
+        good = document["score"] == document["max_score"] if want == "full" else \
+            document["score"] == 0
+        if not (complete and good):
+            ok = False
+            bad = [t["name"] for t in document["tests"]
+                   if (t["score"] != t["max_score"]) == (want == "full")]
+            out(f"CHECK FAILED: {target_name} should score "
+                f"{'100%' if want == 'full' else '0'}; tests at fault:")
+            for name in bad:
+                out(f"  - {name}")
+    out("check passed: solutions 100%, starter 0" if ok else "check FAILED")
+    return ok
