@@ -1,0 +1,34 @@
+# kernellab: `make tour` and `make test` each set themselves up on a fresh machine.
+VENV       ?= .venv
+PYTHON     ?= python3
+PY         := $(VENV)/bin/python
+KL         := $(VENV)/bin/kernellab
+STAMP      := $(VENV)/.kernellab-installed
+# The tests and CI run in Numba's simulator unless told otherwise (KERNELLAB_DEVICE=auto|gpu).
+TEST_DEVICE ?= sim
+
+.PHONY: install tour test lab-tests check notebooks clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $(STAMP)
+
+tour: install
+	$(KL) tour
+
+test: install
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m pytest --target solutions -q
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) check
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.notebooks --check-clean --execute
+
+check: install
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) check
+
+notebooks: install
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.notebooks --check-clean --execute
+
+clean:
+	rm -rf $(VENV) .kernellab figures results.json build

@@ -1,0 +1,116 @@
+"""Lab 00 experiments: validate every variant, then put "grid = 2-4x the SM count" to the test.
+
+The claim comes from the seed article. A grid-stride kernel with k blocks per SM is timed
+against the one-thread-per-element launch, for k from 1 to 64, on a memory-bound
+`out = a * x + b` over 2^26 float32 (512 MiB moved), next to the copy ceiling of the same run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kernellab import checks, device, plots, reference, target, timing
+from kernellab.tour import TourResult
+
+LAB = "00"
+GPU_N = 1 << 26
+SIM_N = 1000
+BLOCKS_PER_SM = (1, 2, 4, 8, 16, 32, 64)
+BLOCK = 256
+
+
+def validate(n: int, seed: int = 0) -> list[str]:
+    """Run every variant on fresh non-zero inputs into poisoned outputs; return their names."""
+    lab = target.load(LAB)
+    cuda = device.cuda()
+    rng = np.random.default_rng(seed)
+    x = checks.nonzero(rng, n)
+    a, b = 1.5, -0.25
+    ref = a * x.astype(np.float64) + b
+    d_x = cuda.to_device(x)
+    for name, (launcher, _why) in lab.VARIANTS.items():
+        out = checks.poisoned(n)
+        launcher(d_x, a, b, out=out)
+        checks.assert_matches(out, ref, rtol=1e-6, what=f"lab 00 {name}")
+    return list(lab.VARIANTS)
+
+
+def bench(out_dir: Path | None = None) -> dict:
+    """Time the variants on the GPU and save the grid-size sweep; in the simulator, validate only."""
+    names = validate(SIM_N if device.is_simulator() else 100_003)
+    if device.is_simulator():
+        print(f"validated {', '.join(names)}; simulator: no timing exists")
+        return {}
+    record = {"grid_size_sweep": measure_grid_sweep()}
+    reference.save(LAB, record, out_dir)
+    return record
+
+
+def measure_grid_sweep() -> dict:
+    """GB/s of each launch shape against the copy ceiling measured in the same run (GPU only)."""
+    lab = target.load(LAB)
+    cuda = device.cuda()
+    facts = device.facts()
+    x = cuda.to_device(np.ones(GPU_N, dtype=np.float32))
+    out = cuda.device_array(GPU_N, dtype=np.float32)
+    moved = 2 * GPU_N * 4
+    ceiling = timing.copy_bandwidth()
+    rows = []
+
+    def measure(label, blocks, fn):
+        t = timing.time_gpu(fn, warmup=5, reps=50)
+        gbps = moved / (t.median_ms * 1e-3) / 1e9
+        rows.append({"variant": label, "blocks": blocks, **t.as_dict(), "gbps": gbps,
+                     "pct_of_copy": 100 * gbps / ceiling["gbps"]})
+        print(f"{label:<28} {blocks:>8} blocks  {t}  {gbps:7.0f} GB/s "
+              f"({100 * gbps / ceiling['gbps']:.0f}% of copy)")
+
+    full_grid = lab.blocks_for(GPU_N, BLOCK)
+    measure("one_thread_per_element", full_grid, lambda: lab.axpb(x, 1.5, -0.25, out=out, block=BLOCK))
+    for k in BLOCKS_PER_SM:
+        blocks = k * facts.sm_count
+        measure(f"grid_stride {k}x SMs", blocks,
+                lambda blocks=blocks: lab.axpb_grid_stride(x, 1.5, -0.25, out=out, blocks=blocks,
+                                                           block=BLOCK))
+    return {"provenance": reference.provenance(), "n": GPU_N, "block": BLOCK,
+            "bytes_moved": moved, "copy_ceiling": ceiling, "rows": rows}
+
+
+def plot_grid_sweep(record: dict, figures_dir: Path) -> tuple[Path, str]:
+    """Bandwidth against blocks per SM, the article's 2-4x band shaded, the full grid as a line."""
+    rows = record["rows"]
+    sm = record["provenance"]["sm_count"]
+    stride = [r for r in rows if r["variant"].startswith("grid_stride")]
+    full = next(r for r in rows if r["variant"] == "one_thread_per_element")
+    fig, (ax,) = plots.new_figure(f"out = a*x + b, n = 2^{int(np.log2(record['n']))} float32: "
+                                  f"grid size vs bandwidth", record)
+    ax.plot([r["blocks"] / sm for r in stride], [r["gbps"] for r in stride], "o-",
+            label="grid-stride, k blocks per SM")
+    ax.axhline(full["gbps"], color="C1", ls="--",
+               label=f"one thread per element ({full['blocks']} blocks)")
+    ax.axhline(record["copy_ceiling"]["gbps"], color="k", ls=":", label="copy ceiling (same run)")
+    ax.axvspan(2, 4, color="C2", alpha=0.15, label="article: grid = 2-4x SMs")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("blocks per SM (k)")
+    ax.set_ylabel("GB/s (read + write)")
+    ax.legend(fontsize=8)
+    best = max(stride, key=lambda r: r["gbps"])
+    at_4 = next((r for r in stride if r["blocks"] == 4 * sm), best)
+    key = (f"grid-stride best at {best['blocks'] // sm}x SMs ({best['pct_of_copy']:.0f}% of copy); "
+           f"4x SMs gives {at_4['pct_of_copy']:.0f}%, full grid {full['pct_of_copy']:.0f}%")
+    return plots.save(fig, "lab00_grid_size", figures_dir), key
+
+
+def tour(figures_dir: Path) -> TourResult:
+    names = validate(SIM_N if device.is_simulator() else 100_003)
+    if not device.is_simulator():
+        record = {**measure_grid_sweep(), "live": True}
+    else:
+        stored = reference.load(LAB)
+        record = stored and stored["records"].get("grid_size_sweep")
+    if record is None:
+        return TourResult(True, f"validated {len(names)} variants; no reference data recorded yet")
+    figure, key = plot_grid_sweep(record, figures_dir)
+    return TourResult(True, key, (str(figure),))
