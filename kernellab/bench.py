@@ -262,8 +262,9 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
 
     On a GPU, with `lab`, the record goes through `reference.save(lab, {name: result}, out_dir)`
     (out_dir/labNN.json, or data/reference/<gpu>/labNN.json without out_dir); without `lab`,
-    to out_dir/<name>.json when out_dir is given. The PNG (time and bandwidth against size) goes
-    to out_dir (or figures/). The simulator validates only and writes nothing.
+    to out_dir/<name>.json. The PNG (time and bandwidth against size) goes to out_dir (or
+    figures/). With neither `lab` nor `out_dir`, nothing is written. The simulator validates only
+    and writes nothing.
     """
     simulated = device.is_simulator()
     sizes = list(benchmark.sim_sizes if simulated else benchmark.sizes)
@@ -308,7 +309,7 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
     if simulated:
         out(f"{benchmark.name}: validated in the simulator; no timing exists in simulator mode "
             f"(the recorded GPU measurements are in data/reference/)")
-    else:
+    elif lab is not None or out_dir is not None:
         _save(result, lab, out_dir)
     return result
 
@@ -317,7 +318,7 @@ def _save(result: dict, lab: str | None, out_dir: Path | None):
     stored = {k: v for k, v in result.items() if k != "live"}  # stored data is not live when read back
     if lab is not None:
         reference.save(lab, {result["benchmark"]: stored}, out_dir)
-    elif out_dir is not None:
+    else:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / f"{result['benchmark']}.json").write_text(json.dumps(stored, indent=1) + "\n")
     fig, (ax_time, ax_bw) = plots.new_figure(result["benchmark"], result, ncols=2)
@@ -353,7 +354,9 @@ def table(result: dict) -> str:
     for r in result["rows"]:
         head = f"{str(r['size']):>12} {r['variant']:<22}"
         if not r["ok"]:
-            lines.append(f"{head} FAILED: {r.get('error', '')[:300]}")
+            error = r.get("error", "")[:2000].splitlines() or [""]
+            lines.append(f"{head} FAILED: {error[0]}")
+            lines += [f"{'':>14}{line}" for line in error[1:]]
             continue
         if "median_ms" in r:
             spread = f"{r['p10_ms']:.4f}-{r['p90_ms']:.4f}"

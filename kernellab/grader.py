@@ -25,6 +25,7 @@ from . import grading, target
 DEFAULT_TIMEOUT = 60.0       # seconds one graded test may run in the simulator
 IMPORT_TIMEOUT = 60.0        # seconds the probe may take to import a lab
 POLL = 0.05
+IMPORTED = "kernellab: lab imported"  # the probe's last word: exit code 0 alone proves nothing
 
 
 @dataclasses.dataclass
@@ -68,14 +69,14 @@ def collect(lab: str, env: dict, workdir: Path) -> dict:
 def probe_import(lab: str, env: dict, timeout: float) -> str | None:
     """Import the lab once in a child; None if it imports, else why not (one line or a short tail)."""
     code = ("import kernellab\nfrom kernellab import target\n"
-            f"target.load({lab!r})\n")
+            f"target.load({lab!r})\nprint({IMPORTED!r})\n")
     try:
         proc = subprocess.run([sys.executable, "-c", code], cwd=target.ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout,
                               start_new_session=True)
     except subprocess.TimeoutExpired:
         return f"importing the lab did not finish within {timeout:.0f} s (a loop at import time?)"
-    if proc.returncode == 0:
+    if proc.returncode == 0 and IMPORTED in proc.stdout:
         return None
     tail = [line for line in proc.stderr.strip().splitlines() if line.strip()][-6:]
     why = "\n".join(tail) or f"the interpreter exited with code {proc.returncode}"

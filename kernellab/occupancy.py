@@ -53,7 +53,7 @@ class Architecture:
     max_registers_per_thread: int = 255
     register_allocation_unit: int = 256  # registers, granted to a warp at a time
     register_sub_partitions: int = 4    # the register file is split across these; a warp lives in one
-    shared_per_block: int = 48 * KiB    # default per-block limit; also the most static shared a kernel can have
+    shared_per_block: int = 48 * KiB    # default per-block limit, and the most static shared memory
 
     @property
     def max_warps_per_sm(self) -> int:
@@ -307,7 +307,8 @@ def _max_dynamic(arch: Architecture, static_shared: int, max_dynamic_shared: int
     """The max-dynamic attribute: default 48 KiB - static; the driver refuses more than opt-in - static."""
     if max_dynamic_shared is None:
         return arch.shared_per_block - static_shared
-    return _check_int("max_dynamic_shared", max_dynamic_shared, 0, arch.shared_per_block_optin - static_shared)
+    return _check_int("max_dynamic_shared", max_dynamic_shared, 0,
+                      arch.shared_per_block_optin - static_shared)
 
 
 class PotentialBlockSize(NamedTuple):
@@ -340,7 +341,8 @@ def max_potential_block_size(cc: CCLike, registers_per_thread: int, static_share
         block = min(limit, aligned)
         dynamic = dynamic_shared(block) if callable(dynamic_shared) else dynamic_shared
         if callable(dynamic_shared) and not (_is_int(dynamic) and dynamic >= 0):
-            raise ValueError(f"dynamic_shared({block}) must return a non-negative integer, not {dynamic!r}")
+            raise ValueError(f"dynamic_shared({block}) must return a non-negative integer, "
+                             f"not {dynamic!r}")
         result = occupancy(arch, block, registers_per_thread, static_shared, dynamic,
                            max_dynamic_shared, carveout)
         threads = block * result.active_blocks

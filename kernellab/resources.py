@@ -9,7 +9,7 @@ Two sources give the same figures:
 
 In the simulator, `@cuda.jit` gives a FakeCUDAKernel and `numba.cuda` cannot compile in-process,
 so the ptxas figures come from a child process that imports the kernel's module with the real
-`numba.cuda` (which compiles without a driver) and looks the kernel up by its qualified name.
+`numba.cuda` (which compiles without a driver) and looks the kernel up by the name it has there.
 Kernels must therefore be module-level functions of an importable file. One child answers a list
 of requests, and answers are cached per (file and its mtime, kernel, signature, cc).
 
@@ -50,7 +50,7 @@ class Resources:
     """Per-thread and per-block resources of one kernel compiled for one signature and cc."""
 
     registers_per_thread: int
-    static_shared_bytes: int            # per block, what the kernel declares (not the driver's reservation)
+    static_shared_bytes: int            # per block, as declared (without the driver's reservation)
     local_bytes: int                    # stack frame per thread (local arrays, spills)
     spill_stores_bytes: int | None      # ptxas only: the driver does not report spills
     spill_loads_bytes: int | None
@@ -80,7 +80,7 @@ def jit(func_or_sig=None, **options):
         kernel = cuda.jit(fn, **options) if signatures is None else cuda.jit(signatures, **options)(fn)
         kernel._kernellab_options = recorded
         if signatures is not None:
-            kernel._kernellab_signatures = list(signatures) if isinstance(signatures, list) else [signatures]
+            kernel._kernellab_signatures = signatures if isinstance(signatures, list) else [signatures]
         return kernel
 
     return decorate(func_or_sig) if is_function else decorate
@@ -120,7 +120,8 @@ def resolve_kernel(spec: str):
         kernel = getattr(kernel, part, None)
         if kernel is None:
             found = sorted(k for k, v in vars(module).items() if _is_kernel(v))
-            raise ValueError(f"{module.__name__} has no {name!r}; its kernels: {', '.join(found) or 'none'}")
+            raise ValueError(f"{module.__name__} has no {name!r}; "
+                             f"its kernels: {', '.join(found) or 'none'}")
     _python_function(kernel)
     return kernel
 
@@ -152,12 +153,22 @@ def _import_file(path: Path):
     raise ValueError(f"{path} is not importable as a module from {cwd} or sys.path")
 
 
+def _kernel_name(kernel) -> str:
+    """The name the kernel is bound to in its module (two kernels may wrap one function),
+    else its function's qualified name."""
+    fn = _python_function(kernel)
+    for name, value in vars(sys.modules.get(fn.__module__, object)).items():
+        if value is kernel:
+            return name
+    return fn.__qualname__
+
+
 def declared_signatures(kernel) -> list:
     """Signatures a kernel declares: its module's `SIGNATURES = {"name": "void(...)" or [...]}`
     entry, else those given to `jit("void(...)")`."""
     fn = _python_function(kernel)
     table = getattr(sys.modules.get(fn.__module__), "SIGNATURES", None) or {}
-    declared = table.get(fn.__qualname__, table.get(fn.__name__))
+    declared = table.get(_kernel_name(kernel))
     if declared is None:
         declared = getattr(kernel, "_kernellab_signatures", None) or []
     return list(declared) if isinstance(declared, (list, tuple)) else [declared]
@@ -169,8 +180,8 @@ def _argtypes(kernel, signature_or_example_args) -> tuple:
         declared = declared_signatures(kernel)
         if not declared:
             fn = _python_function(kernel)
-            raise ValueError(f"no signature given for {fn.__qualname__}, and {fn.__module__} declares "
-                             "none: pass one, or add SIGNATURES = {name: 'void(...)'} to the module")
+            raise ValueError(f"no signature given for {_kernel_name(kernel)}, and {fn.__module__} "
+                             "declares none: pass one, or add SIGNATURES = {name: 'void(...)'} to it")
         signature_or_example_args = declared[0]
     if device.is_simulator():
         import numba
@@ -240,20 +251,20 @@ def kernel_resources_batch(kernels_and_signatures, cc=None, *, method: str = "au
 
     keys, pending = [], {}
     for kernel, sig in kernels_and_signatures:
-        fn = _python_function(kernel)
+        fn, name = _python_function(kernel), _kernel_name(kernel)
         argtypes = _argtypes(kernel, sig)
-        key = (_source_stamp(fn), fn.__module__, fn.__qualname__, str(argtypes), target,
+        key = (_source_stamp(fn), fn.__module__, name, str(argtypes), target,
                "driver" if use_driver else lto)
         keys.append(key)
         if key in _CACHE or key in pending:
             continue
         if use_driver:
-            _CACHE[key] = _guarded(fn, argtypes, _driver_resources, kernel, argtypes, target)
+            _CACHE[key] = _guarded(name, argtypes, _driver_resources, kernel, argtypes, target)
         elif on_device:
-            _CACHE[key] = _guarded(fn, argtypes, _ptxas_in_process, fn, kernel.targetoptions,
+            _CACHE[key] = _guarded(name, argtypes, _ptxas_in_process, fn, kernel.targetoptions,
                                    argtypes, target, lto)
         else:
-            pending[key] = _child_request(fn, argtypes, target, lto)
+            pending[key] = _child_request(fn, name, argtypes, target, lto)
     if pending:
         for key, answer in zip(pending, _run_child(list(pending.values()))):
             _CACHE[key] = _from_answer(answer)
@@ -264,17 +275,17 @@ def kernel_resources_batch(kernels_and_signatures, cc=None, *, method: str = "au
     return results
 
 
-def _guarded(fn, argtypes, work, *args):
+def _guarded(name, argtypes, work, *args):
     """work(*args), or the exception it raised, as the cache keeps it."""
     try:
         return work(*args)
     except Exception as exc:  # Numba's errors: report the first useful line, not the traceback
-        return KernelCompileError(_compile_failure(fn.__qualname__, argtypes, exc))
+        return KernelCompileError(_compile_failure(name, argtypes, exc))
 
 
-def _compile_failure(qualname, argtypes, exc) -> str:
+def _compile_failure(name, argtypes, exc) -> str:
     types = ", ".join(map(str, argtypes))
-    return f"{qualname}({types}) did not compile: {_first_useful_line(exc)}"
+    return f"{name}({types}) did not compile: {_first_useful_line(exc)}"
 
 
 def _source_stamp(fn) -> tuple:
@@ -416,16 +427,20 @@ def _first_useful_line(exc: BaseException) -> str:
     useful = [ln for ln in lines if not ln.startswith(("Failed in ", "During: "))]
     where = next((ln for ln in lines if ln.startswith("File ") and ", line " in ln), "")
     first = useful[0] if useful else (lines[0] if lines else type(exc).__name__)
-    return f"{type(exc).__name__}: {first}" + (f" ({where.rstrip(':')})" if where and where != first else "")
+    if first.endswith(":") and len(useful) > 1:       # "No implementation ... for signature:"
+        first = f"{first} {useful[1].lstrip('> ')}"
+    location = f" ({where.rstrip(':')})" if where and where != first else ""
+    return f"{type(exc).__name__}: {first}{location}"
 
 
 # --- the child process -----------------------------------------------------------------------------
 
-def _child_request(fn, argtypes, target, lto) -> dict:
+def _child_request(fn, name, argtypes, target, lto) -> dict:
     source, _ = _source_stamp(fn)
     return {
         "module": fn.__module__,
         "file": source,
+        "name": name,
         "qualname": fn.__qualname__,
         "argtypes": base64.b64encode(pickle.dumps(argtypes)).decode(),
         "cc": list(target),
@@ -527,14 +542,15 @@ def _answer(request: dict) -> dict:
     try:
         kernel = _find_kernel(request)
     except Exception as exc:
-        return {"kind": "lookup", "error": f"cannot load kernel {request['qualname']} from "
-                                           f"{request['file'] or request['module']}: {_first_useful_line(exc)}"}
+        where = request["file"] or request["module"]
+        return {"kind": "lookup", "error": f"cannot load kernel {request['name']} from {where}: "
+                                           f"{_first_useful_line(exc)}"}
     argtypes = pickle.loads(base64.b64decode(request["argtypes"]))
     try:
         figures, log, used_lto = _compile_and_link(kernel.py_func, argtypes, kernel.targetoptions,
                                                    request["lto"])
     except Exception as exc:
-        return {"kind": "compile", "error": _compile_failure(request["qualname"], argtypes, exc)}
+        return {"kind": "compile", "error": _compile_failure(request["name"], argtypes, exc)}
     return {"ok": {"figures": figures, "cc": request["cc"], "lto": used_lto, "log": log}}
 
 
@@ -556,16 +572,13 @@ def _find_kernel(request: dict):
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     found = module
-    for part in request["qualname"].split("."):
+    for part in request["name"].split("."):
         found = getattr(found, part, None)
     if isinstance(found, CUDADispatcher):
         return found
-    for value in vars(module).values():
-        if isinstance(value, CUDADispatcher) and value.py_func.__qualname__ == request["qualname"]:
-            return value
     if "<locals>" in request["qualname"]:
         raise ValueError("the kernel must be defined at module level, not inside a function")
-    raise ValueError(f"{module.__name__} has no kernel {request['qualname']}")
+    raise ValueError(f"{module.__name__} has no kernel {request['name']}")
 
 
 # --- checks for a GPU ------------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+"""kernellab.device and kernellab.target: modes, facts, and the implementation resolver."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kernellab import device, target
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **env}, cwd=target.ROOT)
+
+
+def test_bad_device_mode_names_the_variable():
+    proc = run_python("import kernellab", KERNELLAB_DEVICE="tpu")
+    assert proc.returncode != 0 and "KERNELLAB_DEVICE must be one of auto|gpu|sim" in proc.stderr
+
+
+def test_sim_mode_enables_the_simulator_and_names_the_reference_device():
+    proc = run_python("import kernellab\nfrom kernellab import device\n"
+                      "from numba.cuda.core import config\n"
+                      "print(config.ENABLE_CUDASIM, device.facts().label)", KERNELLAB_DEVICE="sim")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("1 simulated NVIDIA H200 (cc 9.0, 132 SMs)")
+
+
+def test_numba_imported_first_in_the_other_mode_is_a_clear_error():
+    proc = run_python("import os\nos.environ['NUMBA_ENABLE_CUDASIM'] = '0'\n"
+                      "from numba import cuda\nimport kernellab", KERNELLAB_DEVICE="sim")
+    assert proc.returncode != 0 and "import kernellab first" in proc.stderr
+
+
+def test_reference_device_is_chosen_by_name():
+    proc = run_python("import kernellab\nfrom kernellab import device\nprint(device.facts().cc)",
+                      KERNELLAB_DEVICE="sim", KERNELLAB_REFERENCE_DEVICE="t4")
+    assert proc.stdout.strip() == "(7, 5)"
+    proc = run_python("import kernellab\nfrom kernellab import device\ndevice.facts()",
+                      KERNELLAB_DEVICE="sim", KERNELLAB_REFERENCE_DEVICE="gtx480")
+    assert "KERNELLAB_REFERENCE_DEVICE must be one of" in proc.stderr
+
+
+@pytest.mark.skipif(device.driver_present(), reason="this machine has a CUDA driver")
+def test_gpu_mode_without_a_driver_says_what_to_do():
+    proc = run_python("import kernellab", KERNELLAB_DEVICE="gpu")
+    assert proc.returncode != 0 and "KERNELLAB_DEVICE=sim" in proc.stderr
+
+
+def test_info_prints_mode_device_and_versions():
+    proc = run_python("from kernellab.cli import main; main(['info'])")
+    assert proc.returncode == 0, proc.stderr
+    for word in ("mode:", "device:", "numba:", "numba-cuda:", "numpy:", "cuda_driver:"):
+        assert word in proc.stdout
+
+
+@pytest.mark.parametrize("spelling", [0, "0", "00", "lab00", "lab00_indexing", "labs/lab00_indexing.py"])
+def test_lab_spellings(spelling):
+    assert target.lab_number(spelling) == "00"
+
+
+def test_unknown_lab_and_target_are_clear_errors(monkeypatch):
+    with pytest.raises(ValueError, match="no lab 99"):
+        target.lab_number(99)
+    monkeypatch.setenv("KERNELLAB_TARGET", "answers")
+    with pytest.raises(ValueError, match="KERNELLAB_TARGET must be one of labs|solutions"):
+        target.current()
+
+
+def test_starter_and_solution_have_the_same_api():
+    for number in target.labs():
+        starter, solution = target.load(number, "labs"), target.load(number, "solutions")
+        public = lambda m: {n for n in vars(m) if not n.startswith("_")}
+        assert public(starter) == public(solution), f"lab {number}"
