@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from . import device, target
+from . import device, stress, target
 
 OUTPUT_CAP = 4000  # characters of failure text and captured output kept per test
 LAB_TEST_FILE = re.compile(r"test_lab(\d\d)_")
@@ -39,6 +39,10 @@ def pytest_addoption(parser):
                     help="seed for the random test inputs (default: fresh each run; printed)")
     group.addoption("--results", default="results.json",
                     help="where to write the Gradescope-format results.json")
+    group.addoption("--no-stress", dest="stress", action="store_false",
+                    help="simulator: run blocks in order, as plain Numba does (by default the "
+                         "grader shuffles blocks and threads, poisons shared memory and switches "
+                         "threads often, to expose missing syncthreads and inter-block dependencies)")
     group.addoption("--output-cap", type=int, default=OUTPUT_CAP,
                     help="characters of output kept per test in the report")
     # Used by kernellab.grader's child processes: progress events and the graded-test manifest.
@@ -68,12 +72,15 @@ def pytest_configure(config):
     config.stash[_STATE] = GradeState(config)
     config.pluginmanager.register(config.stash[_STATE], "kernellab-grade-state")
     device.setup()
+    if config.getoption("stress") and device.is_simulator():
+        stress.enable(seed)
 
 
 def pytest_report_header(config):
     seed = session_seed(config)
+    mode = "  stress: on" if config.getoption("stress") and device.is_simulator() else ""
     return [f"kernellab: target={target.current()}  device={device.mode()} "
-            f"({device.facts().label})  seed={seed}  (replay with --seed {seed})"]
+            f"({device.facts().label})  seed={seed}  (replay with --seed {seed}){mode}"]
 
 
 def lab_of(path) -> str | None:

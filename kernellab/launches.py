@@ -24,6 +24,8 @@ class Launch:
     block: tuple[int, int, int]
     stream: int            # the stream handle; 0 is the default stream (always 0 in the simulator)
     shared: int            # dynamic shared memory, bytes
+    kernel: object = dataclasses.field(default=None, compare=False, repr=False)
+    argtypes: tuple = dataclasses.field(default=(), compare=False, repr=False)  # with_types=True
 
     @property
     def threads(self) -> int:
@@ -43,6 +45,7 @@ class LaunchLog(list):
 
 _lock = threading.Lock()
 _active: list[LaunchLog] = []
+_typed: list[LaunchLog] = []   # the logs that asked for argument types (the grader's compile check)
 
 
 def _dim3(dims) -> tuple[int, int, int]:
@@ -63,8 +66,13 @@ def _stream_handle(stream) -> int:
         return id(stream)
 
 
-def _note(name, grid, block, stream, shared):
-    launch = Launch(name, _dim3(grid), _dim3(block), _stream_handle(stream), int(shared or 0))
+def _note(kernel, name, grid, block, stream, shared, args):
+    argtypes = ()
+    if _typed:
+        from numba import typeof
+        argtypes = tuple(typeof(arg) for arg in args)
+    launch = Launch(name, _dim3(grid), _dim3(block), _stream_handle(stream), int(shared or 0),
+                    kernel, argtypes)
     for log in _active:
         log.append(launch)
 
@@ -82,8 +90,8 @@ def _install():
 
         def call(self, *args):
             if not (self._device or _kernel_context):
-                _note(self.fn.__name__, self.grid_dim, self.block_dim,
-                      getattr(self, "_kernellab_stream", 0), self.dynshared_size)
+                _note(self, self.fn.__name__, self.grid_dim, self.block_dim,
+                      getattr(self, "_kernellab_stream", 0), self.dynshared_size, args)
             return original_call(self, *args)
 
         FakeCUDAKernel.__call__, FakeCUDAKernel.__getitem__ = call, getitem
@@ -97,8 +105,8 @@ def _install():
     original = CUDADispatcher.call
 
     def call(self, args, launch_config):
-        _note(self.py_func.__name__, launch_config.griddim, launch_config.blockdim,
-              launch_config.stream, launch_config.sharedmem)
+        _note(self, self.py_func.__name__, launch_config.griddim, launch_config.blockdim,
+              launch_config.stream, launch_config.sharedmem, args)
         return original(self, args, launch_config)
 
     CUDADispatcher.call = call
@@ -112,19 +120,27 @@ _undo = None
 
 
 @contextlib.contextmanager
-def record_launches():
-    """Collect every kernel launch made inside the block (nested blocks each see them all)."""
+def record_launches(with_types: bool = False):
+    """Collect every kernel launch made inside the block (nested blocks each see them all).
+
+    `with_types=True` also keeps each launch's Numba argument types, so the kernel can be
+    compiled for a real GPU afterwards.
+    """
     global _undo
     log = LaunchLog()
     with _lock:
         if not _active:
             _undo = _install()
         _active.append(log)
+        if with_types:
+            _typed.append(log)
     try:
         yield log
     finally:
         with _lock:
             _active.remove(log)
+            if with_types:
+                _typed.remove(log)
             if not _active and _undo is not None:
                 _undo()
                 _undo = None

@@ -64,6 +64,8 @@ def load(lab: str | int, target: str | None = None):
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     name = module_name(lab, target)
+    if os.environ.get("KERNELLAB_GRADING") and name.startswith("labs."):
+        forbid_solutions()
     labs_dir = os.environ.get("KERNELLAB_LABS_DIR")
     if name.startswith("labs.") and labs_dir and name not in sys.modules:
         importlib.import_module("labs")
@@ -80,3 +82,19 @@ def load(lab: str | int, target: str | None = None):
             raise
         return module
     return importlib.import_module(name)
+
+
+class _SolutionsBlocker:
+    """While grading the starter, `import solutions...` fails: the answers are off limits."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "solutions" or fullname.startswith("solutions."):
+            raise ImportError(f"labs/ may not import {fullname}: graded code must stand alone")
+        return None
+
+
+def forbid_solutions():
+    if not any(isinstance(finder, _SolutionsBlocker) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _SolutionsBlocker())
+    for name in [n for n in sys.modules if n == "solutions" or n.startswith("solutions.")]:
+        del sys.modules[name]
