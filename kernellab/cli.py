@@ -70,7 +70,7 @@ def cmd_occupancy(args) -> int:
 
 def cmd_gradescope(args) -> int:
     from . import grader
-    print(grader.build_gradescope_bundle(Path(args.out)))
+    print(grader.build_gradescope_bundle(Path(args.out), args.labs or None))
     return 0
 
 
@@ -120,6 +120,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_occupancy)
 
     p = sub.add_parser("gradescope", help="build a Gradescope autograder bundle")
+    p.add_argument("labs", nargs="*", help="labs it grades (default: all)")
     p.add_argument("--out", default="build/gradescope", help="folder for the bundle and its zip")
     p.set_defaults(func=cmd_gradescope)
     return top

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import grading, target
+from . import grading, integrity, target
 
 DEFAULT_TIMEOUT = 60.0       # seconds one graded test may run in the simulator
 IMPORT_TIMEOUT = 60.0        # seconds the probe may take to import a lab
@@ -160,7 +160,11 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int)
 
 
 def resolve_labs(labs) -> list[str]:
-    return [target.lab_number(lab) for lab in labs] if labs else list(target.labs())
+    """The labs asked for; by default every lab that has graded tests."""
+    if labs:
+        return [target.lab_number(lab) for lab in labs]
+    tests = target.ROOT / "tests"
+    return [n for n in target.labs() if any(tests.glob(f"test_lab{n}_*.py"))]
 
 
 def labs_dir_of(root: Path | None) -> Path | None:
@@ -187,6 +191,10 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
             outcomes.update(run.outcomes)
             notes += run.notes
     header = f"target={target_name} seed={seed} (replay with --seed {seed})"
+    tampered = integrity.changes()
+    if tampered:
+        header += ("\nWARNING: tests/ differs from the instructor's checksums, so this is not an "
+                   "official grade:\n  " + "\n  ".join(tampered))
     document = grading.results_document(graded, outcomes, header)
     Path(results).parent.mkdir(parents=True, exist_ok=True)
     Path(results).write_text(json.dumps(document, indent=2))
@@ -219,3 +227,102 @@ def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None 
                 out(f"  - {name}")
     out("check passed: solutions 100%, starter 0" if ok else "check FAILED")
     return ok
+
+
+def grade_batch(folder: Path, jobs: int = 1, labs=None, gradebook: Path = Path("gradebook.csv"),
+                timeout: float | None = None, seed: int | None = None, out=print) -> Path:
+    """Grade every submission folder in `folder` (same seed for all), write a CSV gradebook.
+
+    Each submission's results.json goes next to the gradebook as <submission>.results.json.
+    """
+    import concurrent.futures
+    import csv
+    import secrets
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    submissions = sorted(p for p in Path(folder).iterdir() if p.is_dir())
+    if not submissions:
+        raise ValueError(f"{folder} holds no submission folders")
+    reports = Path(gradebook).resolve().parent
+    reports.mkdir(parents=True, exist_ok=True)
+
+    def one(sub: Path) -> tuple[Path, dict]:
+        document = grade(labs, "labs", reports / f"{sub.name}.results.json", seed, timeout,
+                         root=sub, out=lambda *a: None)
+        return sub, document
+
+    numbers = resolve_labs(labs)
+    rows = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for sub, document in pool.map(one, submissions):
+            per_lab = {n: 0.0 for n in numbers}
+            for test in document["tests"]:
+                per_lab[test["number"].split("test_lab")[1][:2]] += test["score"]
+            rows.append([sub.name, document["score"], document["max_score"],
+                         *(per_lab[n] for n in numbers)])
+            out(f"{sub.name:<30} {document['score']:g} / {document['max_score']:g}")
+    with open(gradebook, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["submission", "score", "max_score", *(f"lab{n}" for n in numbers)])
+        writer.writerows(rows)
+    out(f"gradebook: {gradebook} ({len(rows)} submissions, seed {seed})")
+    return Path(gradebook)
+
+
+RUN_AUTOGRADER = r"""#!/usr/bin/env bash
+# Gradescope calls this for each submission. It always leaves a results.json behind.
+AUTOGRADER="${AUTOGRADER_DIR:-/autograder}"
+PYTHON="${PYTHON:-python3}"
+RESULTS="$AUTOGRADER/results/results.json"
+mkdir -p "$AUTOGRADER/results"
+cd "$AUTOGRADER/source"
+KERNELLAB_DEVICE=sim "$PYTHON" -m kernellab.cli grade {labs}--root "$AUTOGRADER/submission" \
+    --results "$RESULTS" > "$AUTOGRADER/results/grader.log" 2>&1
+status=$?
+if [ ! -s "$RESULTS" ]; then
+  "$PYTHON" - "$RESULTS" "$AUTOGRADER/results/grader.log" "$status" <<'PY'
+import json, sys
+log = open(sys.argv[2]).read()[-3000:]
+json.dump({"score": 0, "output": f"the grader failed (exit {sys.argv[3]}); please tell your "
+           f"instructor:\n{log}", "tests": []}, open(sys.argv[1], "w"))
+PY
+fi
+cat "$AUTOGRADER/results/grader.log"
+"""
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once when it builds the autograder image.
+set -euo pipefail
+apt-get update -qq && apt-get install -y -qq python3 python3-pip python3-venv > /dev/null
+python3 -m pip install --break-system-packages -q /autograder/source || \
+    python3 -m pip install -q /autograder/source
+"""
+
+
+def build_gradescope_bundle(out_dir: Path, labs=None) -> Path:
+    """A Gradescope autograder zip: setup.sh, run_autograder, kernellab, the starter and tests.
+
+    `labs` limits it to some labs (one Gradescope assignment per lab, say). The solutions stay
+    out of it: nothing in the bundle can leak them.
+    """
+    chosen = "".join(f"{n} " for n in resolve_labs(labs)) if labs else ""
+    import shutil
+    import zipfile
+    out_dir = Path(out_dir)
+    source = out_dir / "source"
+    if source.exists():
+        shutil.rmtree(source)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("kernellab", "labs", "tests"):
+        shutil.copytree(target.ROOT / folder, source / folder, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(target.ROOT / name, source / name)
+    for name, text in (("run_autograder", RUN_AUTOGRADER.replace("{labs}", chosen)),
+                       ("setup.sh", SETUP_SH)):
+        (source / name).write_text(text)
+        (source / name).chmod(0o755)
+    archive = out_dir / "autograder.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(source))
+    return archive
