@@ -35,7 +35,34 @@ class LabRun:
     lab: str
     graded: dict                   # nodeid -> {lab, points, visibility, name}
     outcomes: dict                 # nodeid -> {outcome, output}
-    notes: list
+    kernels: dict = dataclasses.field(default_factory=dict)  # nodeid -> compile requests
+
+    def finish(self, event: dict):
+        self.outcomes[event["nodeid"]] = {"outcome": event["outcome"], "output": event["output"]}
+        self.kernels[event["nodeid"]] = event.get("kernels", [])
+
+    def check_compiles(self):
+        """A test passes only if every lab kernel it launched also compiles for a real GPU."""
+        from . import resources
+        unique = {json.dumps(r, sort_keys=True): r for reqs in self.kernels.values() for r in reqs}
+        if not unique:
+            return
+        try:
+            errors = dict(zip(unique, resources.gpu_compile_errors(list(unique.values()))))
+        except Exception as exc:  # the check itself broke: say so, cost nothing
+            for outcome in self.outcomes.values():
+                outcome["output"] += f"\n(compile check unavailable: {exc})"
+            return
+        for nodeid, requests in self.kernels.items():
+            failures = [errors[json.dumps(r, sort_keys=True)] for r in requests]
+            failures = [f for f in failures if f]
+            if failures:
+                outcome = self.outcomes[nodeid]
+                outcome["outcome"] = "failed"
+                outcome["output"] = (
+                    "runs in the simulator but does not compile for a real GPU (sm_"
+                    f"{resources.GPU_CHECK_CC[0]}{resources.GPU_CHECK_CC[1]}):\n"
+                    + "\n".join(failures) + "\n" + outcome["output"])
 
 
 def child_env(target_name: str, labs_dir: Path | None, seed: int) -> dict:
@@ -104,7 +131,7 @@ def read_events(path: Path, offset: int) -> tuple[list[dict], int]:
 
 def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int) -> LabRun:
     graded = collect(lab, env, workdir)
-    run = LabRun(lab, graded, {}, [])
+    run = LabRun(lab, graded, {})
     why_not = probe_import(lab, env, IMPORT_TIMEOUT)
     if why_not:
         for nodeid in graded:
@@ -128,15 +155,13 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int)
                     if event["event"] == "start":
                         running, started = event["nodeid"], time.monotonic()
                     elif event["event"] == "done":
-                        run.outcomes[event["nodeid"]] = {"outcome": event["outcome"],
-                                                         "output": event["output"]}
+                        run.finish(event)
                         running = None
                 if proc.poll() is not None:
                     events, offset = read_events(progress, offset)
                     for event in events:
                         if event["event"] == "done":
-                            run.outcomes[event["nodeid"]] = {"outcome": event["outcome"],
-                                                             "output": event["output"]}
+                            run.finish(event)
                             running = None
                     if running:
                         reason = (f"the test process died during this test (exit code "
@@ -156,6 +181,7 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int)
             for nodeid in remaining:
                 run.outcomes[nodeid] = {"outcome": "failed",
                                         "output": f"the grader could not run this test:\n{tail}"}
+    run.check_compiles()
     return run
 
 
@@ -183,13 +209,12 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
     seed = secrets.randbelow(2**31) if seed is None else seed
     timeout = timeout or DEFAULT_TIMEOUT
     env = child_env(target_name, labs_dir_of(root), seed)
-    graded, outcomes, notes = {}, {}, []
+    graded, outcomes = {}, {}
     with tempfile.TemporaryDirectory(prefix="kernellab-grade-") as tmp:
         for lab in resolve_labs(labs):
             run = run_lab(lab, env, Path(tmp), timeout, output_cap)
             graded.update(run.graded)
             outcomes.update(run.outcomes)
-            notes += run.notes
     header = f"target={target_name} seed={seed} (replay with --seed {seed})"
     tampered = integrity.changes()
     if tampered:

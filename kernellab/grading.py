@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from . import device, stress, target
+from .launches import record_launches
 
 OUTPUT_CAP = 4000  # characters of failure text and captured output kept per test
 LAB_TEST_FILE = re.compile(r"test_lab(\d\d)_")
@@ -151,6 +152,7 @@ class GradeState:
         self.config = config
         self.graded: dict[str, dict] = {}
         self.outcomes: dict[str, dict] = {}
+        self.kernels: dict[str, list] = {}   # nodeid -> compile requests (grader runs only)
         progress = config.getoption("kl_progress")
         self.progress = open(progress, "a", buffering=1) if progress else None
 
@@ -161,6 +163,25 @@ class GradeState:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
         self.event(event="start", nodeid=item.nodeid, time=time.time())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        """In the grader's simulator runs, note the lab kernels a test launched, with their
+        argument types, so the grader can check that each also compiles for a real GPU."""
+        if not (self.progress and device.is_simulator()):
+            yield
+            return
+        with record_launches(with_types=True) as launches:
+            yield
+        prefix = f"{target.current()}."
+        seen = {}
+        for launch in launches:
+            fn = getattr(launch.kernel, "py_func", None)
+            if fn is not None and fn.__module__.startswith(prefix):
+                seen.setdefault((id(launch.kernel), launch.argtypes), launch)
+        from . import resources
+        self.kernels[item.nodeid] = [resources.compile_request(l.kernel, l.argtypes)
+                                     for l in seen.values()]
 
     def pytest_runtest_logreport(self, report):
         entry = self.outcomes.setdefault(report.nodeid, {"outcome": "passed", "output": []})
@@ -177,7 +198,7 @@ class GradeState:
             cap = self.config.getoption("output_cap")
             entry["output"] = cap_text("\n".join(entry["output"]), cap)
             self.event(event="done", nodeid=report.nodeid, outcome=entry["outcome"],
-                       output=entry["output"])
+                       output=entry["output"], kernels=self.kernels.pop(report.nodeid, []))
 
 
 def cap_text(text: str, cap: int) -> str:

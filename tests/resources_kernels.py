@@ -1,10 +1,9 @@
 """Small kernels whose resources tests/test_resources.py checks (compiled, never launched, except
 `axpy`, which the simulator runs after the compile child has come and gone)."""
 
-from numba import float32, int32
-
-from kernellab import device
+from kernellab import device  # first: chooses GPU or simulator before numba.cuda is imported
 from kernellab.resources import jit
+from numba import float32, int32
 
 cuda = device.cuda()
 

@@ -83,3 +83,22 @@ def test_import_that_hangs_is_reported_once(tmp_path, monkeypatch):
     monkeypatch.setattr(grader, "IMPORT_TIMEOUT", 3.0)
     tests = grade(submission(tmp_path, prepend="while True:\n    pass\n"))
     assert all(t["score"] == 0 and "did not finish" in t["output"] for t in tests.values())
+
+
+def test_kernel_the_gpu_cannot_compile_fails_its_tests(tmp_path):
+    """The simulator runs a list inside a kernel; a GPU compile does not, and the grader says so."""
+    root = submission(tmp_path, ("        out[i] = a * x[i] + b  # 1 read",
+                                 "        coefficients = [a, b]\n"
+                                 "        out[i] = coefficients[0] * x[i] + coefficients[1]  # 1 read"))
+    tests = grade(root, timeout=30)
+    uses_axpb = {name for name in tests if "axpb" in name and "grid_stride" not in name}
+    assert lost(tests) == uses_axpb
+    message = tests["test_axpb_matches_numpy"]["output"]
+    assert "does not compile for a real GPU" in message and "axpb_kernel" in message
+    assert "lab00_indexing.py, line" in message
+
+
+def test_labs_may_not_import_solutions(tmp_path):
+    root = submission(tmp_path, prepend="from solutions.lab00_indexing import *  # noqa\n")
+    tests = grade(root)
+    assert all(t["score"] == 0 and "may not import solutions" in t["output"] for t in tests.values())
