@@ -68,6 +68,12 @@ def cmd_occupancy(args) -> int:
     return occupancy_cli.main(args)
 
 
+def cmd_mutants(args) -> int:
+    from . import mutation
+    verdicts = mutation.run(args.labs or None, jobs=args.jobs)
+    return 0 if all(v.killed for found in verdicts.values() for v in found) else 1
+
+
 def cmd_gradescope(args) -> int:
     from . import grader
     print(grader.build_gradescope_bundle(Path(args.out), args.labs or None))
@@ -118,6 +124,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--signature", help="Numba signature for FILE.py:KERNEL")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_occupancy)
+
+    p = sub.add_parser("mutants", help="instructors: the graded tests must catch planted bugs")
+    p.add_argument("labs", nargs="*")
+    p.add_argument("-j", "--jobs", type=int, default=2)
+    p.set_defaults(func=cmd_mutants)
 
     p = sub.add_parser("gradescope", help="build a Gradescope autograder bundle")
     p.add_argument("labs", nargs="*", help="labs it grades (default: all)")

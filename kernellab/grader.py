@@ -129,10 +129,18 @@ def read_events(path: Path, offset: int) -> tuple[list[dict], int]:
     return events, offset + len(complete)
 
 
-def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int) -> LabRun:
-    graded = collect(lab, env, workdir)
+def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int, *,
+            graded: dict | None = None, first_failure: bool = False,
+            compile_check: bool = True, probe: bool = True) -> LabRun:
+    """Run a lab's graded tests in children until every test has an outcome.
+
+    `first_failure` stops at the first test that does not pass (the mutation self-test needs
+    one failure per mutant, not all of them); `probe=False` skips the import probe for code
+    known to import (the mutants of a solution).
+    """
+    graded = graded if graded is not None else collect(lab, env, workdir)
     run = LabRun(lab, graded, {})
-    why_not = probe_import(lab, env, IMPORT_TIMEOUT)
+    why_not = probe and probe_import(lab, env, IMPORT_TIMEOUT)
     if why_not:
         for nodeid in graded:
             run.outcomes[nodeid] = {"outcome": "failed", "output": why_not}
@@ -142,38 +150,8 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int)
         attempt += 1
         progress = workdir / f"progress-{lab}-{attempt}.jsonl"
         log = workdir / f"log-{lab}-{attempt}.txt"
-        with open(log, "w") as log_fh:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "pytest", "-q", *remaining, f"--kl-progress={progress}",
-                 f"--output-cap={output_cap}", "-o", "console_output_style=classic"],
-                cwd=target.ROOT, env=env, stdout=log_fh, stderr=subprocess.STDOUT,
-                start_new_session=True)
-            running, started, offset, reason = None, 0.0, 0, None
-            while True:
-                events, offset = read_events(progress, offset)
-                for event in events:
-                    if event["event"] == "start":
-                        running, started = event["nodeid"], time.monotonic()
-                    elif event["event"] == "done":
-                        run.finish(event)
-                        running = None
-                if proc.poll() is not None:
-                    events, offset = read_events(progress, offset)
-                    for event in events:
-                        if event["event"] == "done":
-                            run.finish(event)
-                            running = None
-                    if running:
-                        reason = (f"the test process died during this test (exit code "
-                                  f"{proc.returncode}: os._exit, sys.exit outside a test, or a "
-                                  f"crash of the interpreter)")
-                    break
-                if running and time.monotonic() - started > timeout:
-                    kill_group(proc)
-                    reason = (f"timed out: still running after {timeout:.0f} s and was killed "
-                              f"(a kernel or loop that never ends?)")
-                    break
-                time.sleep(POLL)
+        running, reason = run_child(remaining, env, progress, log, timeout, output_cap,
+                                    run, first_failure)
         if running:
             run.outcomes[running] = {"outcome": "failed", "output": reason}
         elif not any(n in run.outcomes for n in remaining):
@@ -181,8 +159,47 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int)
             for nodeid in remaining:
                 run.outcomes[nodeid] = {"outcome": "failed",
                                         "output": f"the grader could not run this test:\n{tail}"}
-    run.check_compiles()
+        if first_failure and any(o["outcome"] != "passed" for o in run.outcomes.values()):
+            break
+    if compile_check:
+        run.check_compiles()
     return run
+
+
+def run_child(nodeids, env, progress: Path, log: Path, timeout: float, output_cap: int,
+              run: LabRun, first_failure: bool) -> tuple[str | None, str | None]:
+    """One child pytest over `nodeids`; returns the test it was stuck in (if any) and why."""
+    args = [sys.executable, "-m", "pytest", "-q", *nodeids, f"--kl-progress={progress}",
+            f"--output-cap={output_cap}", "-o", "console_output_style=classic"]
+    if first_failure:
+        args.append("-x")
+    running, started, offset = None, 0.0, 0
+
+    def drain():
+        nonlocal running, started, offset
+        events, offset = read_events(progress, offset)
+        for event in events:
+            if event["event"] == "start":
+                running, started = event["nodeid"], time.monotonic()
+            elif event["event"] == "done":
+                run.finish(event)
+                running = None
+
+    with open(log, "w") as log_fh:
+        proc = subprocess.Popen(args, cwd=target.ROOT, env=env, stdout=log_fh,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        while True:
+            drain()
+            if proc.poll() is not None:
+                drain()
+                return running, (f"the test process died during this test (exit code "
+                                 f"{proc.returncode}: os._exit, sys.exit outside a test, or a "
+                                 f"crash of the interpreter)")
+            if running and time.monotonic() - started > timeout:
+                kill_group(proc)
+                return running, (f"timed out: still running after {timeout:.0f} s and was "
+                                 f"killed (a kernel or loop that never ends?)")
+            time.sleep(POLL)
 
 
 def resolve_labs(labs) -> list[str]:

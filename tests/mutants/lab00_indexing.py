@@ -1,0 +1,20 @@
+"""Planted bugs in Lab 00's solution: the graded tests must catch every one.
+
+(what the bug is, text in solutions/lab00_indexing.py, its replacement)
+"""
+
+MUTANTS = [
+    ("off-by-one in the grid arithmetic", "return (n + block - 1) // block", "return n // block + 1"),
+    ("missing bounds guard", "    if i < out.size:          # the guard: the last block has threads past the end\n        out[i]",
+     "    if True:\n        out[i]"),
+    ("off-by-one in the guard", "if i < out.size:          # the guard", "if i <= out.size - 2:    # the guard"),
+    ("wrong stride in the grid-stride loop", "stride = cuda.gridsize(1)", "stride = cuda.blockDim.x"),
+    ("reads the wrong array", "out[row, col] = x[row, col] + bias[col]", "out[row, col] = x[row, col] + bias[row]"),
+    ("writes in the wrong place", "out[row, col] = x[row, col]", "out[col % out.shape[0], row % out.shape[1]] = x[row, col]"),
+    ("swapped 2D index roles", "col, row = cuda.grid(2)", "row, col = cuda.grid(2)"),
+    ("grid-stride loop re-reads x", "        out[i] = a * x[i] + b                  # 1 read",
+     "        out[i] = a * x[i] + b * (x[i] / x[i])  # 1 read"),
+    ("launcher ignores the block size", "    axpb_kernel[grid, block](x, a, b, out)", "    axpb_kernel[blocks_for(x.size, 32), 32](x, a, b, out)"),
+    ("computes on the host, no kernel", "    axpb_kernel[grid, block](x, a, b, out)",
+     "    out.copy_to_device((a * x.copy_to_host() + b).astype(x.dtype))"),
+]
