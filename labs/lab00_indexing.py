@@ -88,6 +88,13 @@ def axpb_grid_stride(x, a, b, out=None, blocks=None, block=DEFAULT_BLOCK):
     return out
 
 
+# Argument types for compiling the kernels without launching them (`kernellab occupancy`).
+SIGNATURES = {
+    "axpb_kernel": "void(float32[::1], float32, float32, float32[::1])",
+    "add_row_bias_kernel": "void(float32[:, ::1], float32[::1], float32[:, ::1])",
+    "axpb_grid_stride_kernel": "void(float32[::1], float32, float32, float32[::1])",
+}
+
 # The versions of `out = a * x + b`, each with the reason it exists; the tour and the
 # benchmark read this table.
 VARIANTS = {
