@@ -15,6 +15,9 @@ from kernellab import grader, target
 SOLUTION = (target.ROOT / "solutions" / "lab00_indexing.py").read_text()
 
 
+pytestmark = pytest.mark.usefixtures("grade_in_the_simulator")
+
+
 def submission(tmp_path: Path, *edits: tuple[str, str], prepend: str = "") -> Path:
     source = SOLUTION
     for old, new in edits:

@@ -8,10 +8,15 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from kernellab import grader, target
 
 SOLUTION = target.ROOT / "solutions" / "lab00_indexing.py"
 STARTER = target.ROOT / "labs" / "lab00_indexing.py"
+
+
+pytestmark = pytest.mark.usefixtures("grade_in_the_simulator")
 
 
 def test_gradescope_bundle_runs_and_writes_results(tmp_path):
