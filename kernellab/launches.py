@@ -137,10 +137,9 @@ def record_launches(with_types: bool = False):
     try:
         yield log
     finally:
-        with _lock:
-            _active.remove(log)
-            if with_types:
-                _typed.remove(log)
+        with _lock:  # by identity: two logs with equal contents are still different logs
+            _active[:] = [other for other in _active if other is not log]
+            _typed[:] = [other for other in _typed if other is not log]
             if not _active and _undo is not None:
                 _undo()
                 _undo = None
