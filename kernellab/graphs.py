@@ -20,7 +20,8 @@ In the simulator, capture records each launch (kernel, grid, block, arguments) a
 re-launches them in order: the same results and the same errors, none of the speed.
 
 `GraphCache` keeps one graph per shape (the seed article: one graph per batch size).
-`gpu_time_per_launch` measures what a launch costs the GPU itself, the yardstick for idle gaps.
+`gpu_time_per_launch` and `host_submit_time` measure the two sides of a launch (GPU only):
+what it costs the GPU (the yardstick for idle gaps) and what it costs the host.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -66,7 +68,7 @@ class CapturedGraph:
                  builder=None, recorded: tuple = ()):
         self.launches = log                 # what was captured, as record_launches would list it
         self._keep_alive = keep_alive       # the arrays the baked addresses point into
-        self._executable = executable       # cuda.core Graph (GPU)
+        self.executable = executable        # the cuda.core Graph (GPU); None in the simulator
         self._builder = builder             # owns the captured graph definition (GPU)
         self._recorded = recorded           # the launches themselves (simulator)
         self._default_stream = _core_stream(0) if executable is not None else None
@@ -81,13 +83,13 @@ class CapturedGraph:
 
     def replay(self, stream=0):
         """Run every captured kernel in capture order on `stream` (0 or a Numba stream)."""
-        if self._executable is None:
+        if self.executable is None:
             for launch in self._recorded:
                 launch.kernel[launch.grid, launch.block, stream, launch.shared](*launch.args)
         elif isinstance(stream, int) and stream == 0:
-            self._executable.launch(self._default_stream)  # made once: replay stays cheap
+            self.executable.launch(self._default_stream)  # made once: replay stays cheap
         else:
-            self._executable.launch(_core_stream(stream))
+            self.executable.launch(_core_stream(stream))
 
 
 class GraphCache:
@@ -125,7 +127,7 @@ _capturing = False
 
 
 def capture(fn: Callable, *args, **kwargs) -> CapturedGraph:
-    """Capture the kernels `fn(*args, stream=s, **kwargs)` launches on `s` into a replayable graph."""
+    """Capture the kernels `fn(*args, stream=s, **kwargs)` launches on `s` as a replayable graph."""
     global _capturing
     with _lock:
         if _capturing:
@@ -150,7 +152,7 @@ class _Session:
         self.recorded: list[_RecordedLaunch] = []
         self.forwarding = False              # a dispatcher handing the call to its specialisation
 
-    def admit(self, name, args, grid, block, stream, shared, debug, on_capture_stream):
+    def admit(self, kernel, name, args, grid, block, stream, shared, debug, on_capture_stream):
         """Refuse a launch that cannot be captured; otherwise log it."""
         if debug:
             raise CaptureError(f"kernel {name} was compiled with debug=True, which copies an error "
@@ -169,7 +171,7 @@ class _Session:
                                "kernel on the `stream` argument capture() passes: "
                                "kernel[grid, block, stream](...).")
         self.log.append(launches.Launch(name, launches._dim3(grid), launches._dim3(block),
-                                        launches._stream_handle(stream), int(shared or 0)))
+                                        launches._stream_handle(stream), int(shared or 0), kernel))
 
 
 def _run_captured(fn, args, kwargs, session):
@@ -255,7 +257,7 @@ def _patch_launches(patch, session: _Session):
 
         def call(self, *args):  # records instead of running: capture runs nothing
             stream = getattr(self, "_kernellab_capture_stream", 0)
-            session.admit(self.fn.__name__, args, self.grid_dim, self.block_dim, stream,
+            session.admit(self, self.fn.__name__, args, self.grid_dim, self.block_dim, stream,
                           self.dynshared_size, self._debug, stream is session.stream)
             session.recorded.append(_RecordedLaunch(self, self.grid_dim, self.block_dim,
                                                     self.dynshared_size, args))
@@ -271,8 +273,8 @@ def _patch_launches(patch, session: _Session):
         if session.forwarding:
             return original_call(self, args, launch_config)
         stream = launch_config.stream          # a cuda.core Stream; the builder's when captured
-        session.admit(self.py_func.__name__, args, launch_config.griddim, launch_config.blockdim,
-                      stream, launch_config.sharedmem, self.targetoptions.get("debug"),
+        session.admit(self, self.py_func.__name__, args, launch_config.griddim,
+                      launch_config.blockdim, stream, launch_config.sharedmem, self.targetoptions.get("debug"),
                       int(stream.handle) == session.stream_handle)
         session.forwarding = True
         try:
@@ -283,7 +285,7 @@ def _patch_launches(patch, session: _Session):
     patch(CUDADispatcher, "call", dispatch)
 
 
-# --- measuring what graphs remove (GPU only) ------------------------------------------------------
+# --- measuring what graphs remove (GPU only) -----------------------------------------------------
 
 @cuda.jit
 def _hold_kernel(iterations, sink):
@@ -316,3 +318,25 @@ def gpu_time_per_launch(launch: Callable[[], None], *, count: int = 100,
     """
     hold = hold_gpu(max(2.0, 0.1 * count))  # outlasts queueing `count` launches at up to 100 us each
     return timing.time_gpu(launch, warmup=1, reps=reps, inner=count, setup=lambda _rep: hold())
+
+
+def host_submit_time(submit: Callable[[], None], *, inner: int = 100, reps: int = 30,
+                     warmup: int = 3) -> timing.Timing:
+    """Host time per `submit()` call, each sample starting from an idle GPU (GPU only).
+
+    Unlike `timing.time_host`, every sample starts after a synchronize, so work queued by earlier
+    samples cannot fill the launch queue and make the host wait: what is timed is submission.
+    Keep the GPU work of `inner` calls short enough to queue without blocking.
+    """
+    timing.require_gpu("host_submit_time")
+    for _ in range(warmup):
+        submit()
+    samples = []
+    for _ in range(reps):
+        cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(inner):
+            submit()
+        samples.append((time.perf_counter() - started) * 1e3 / inner)
+    cuda.synchronize()
+    return timing.Timing(tuple(samples))

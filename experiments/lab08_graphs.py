@@ -1,0 +1,294 @@
+"""Lab 08 experiments: what a CUDA graph removes, measured.
+
+- Tiny kernels: a 100-step pipeline on a 128-element buffer (one block), launched eagerly and
+  replayed as a graph; the cost per kernel on the host and on the GPU. Targets (H200): replay
+  <= 1 us per kernel and >= 15x cheaper than a plain Numba launch.
+- Idle gaps (the seed article's metric, target < 5% of kernel time): a 100-kernel pipeline at
+  several buffer sizes, eager and replayed. The kernel time is measured with the launch queue
+  kept full (`graphs.gpu_time_per_launch`); the gaps are total - 100 x kernel time. Target:
+  < 5% replayed, for kernels of >= 20 us.
+- One graph per batch size: build cost, per-call time eager and replayed, break-even calls.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from matplotlib.ticker import NullFormatter
+
+from kernellab import checks, device, graphs, plots, reference, target, timing
+from kernellab.tour import TourResult
+
+from experiments.lab01_launch_overhead import live_or_recorded
+
+LAB = "08"
+KERNELS = 100                                   # kernels in the measured pipelines
+TINY_N = 128                                    # elements: one block, a launch-bound kernel
+GAP_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 23, 1 << 25)
+LONG_KERNEL_MS = 0.020                          # the gap target applies to kernels this long
+GAP_TARGET = 0.05
+BATCH_FEATURES = 4096
+BATCH_SIZES = (1, 8, 64, 512)
+BATCH_STEPS = 20
+IDENTITY = (1.0, 0.0)                           # a step that keeps the values, for timing
+GAP_FLOOR_PCT = 0.1                             # gaps drawn at no less than this (log axis)
+
+
+def chain_reference(x, coeffs):
+    out = x.astype(np.float64)
+    for a, b in coeffs:
+        out = a * out + b
+    return out
+
+
+def validate(n: int, steps: int = 4, seed: int = 0) -> list[str]:
+    """Every variant, the batch dispatcher and the capture breakers, checked; returns what passed."""
+    lab = target.load(LAB)
+    cuda = device.cuda()
+    rng = np.random.default_rng(seed)
+    coeffs = [(float(a), float(b)) for a, b in checks.nonzero(rng, (steps, 2))]
+    x = checks.nonzero(rng, n)
+    for name, (run, _why) in lab.VARIANTS.items():
+        d_x = cuda.to_device(x)
+        run(d_x, coeffs)
+        checks.assert_matches(d_x, chain_reference(x, coeffs), rtol=1e-5, what=f"lab 08 {name}")
+    features = 7
+    dispatcher = lab.BatchedPipeline(features, coeffs)
+    for batch in (3, 2, 3):
+        rows = checks.nonzero(rng, (batch, features))
+        checks.assert_matches(dispatcher(cuda.to_device(rows)), chain_reference(rows, coeffs),
+                              rtol=1e-5, what=f"BatchedPipeline, batch {batch}")
+    if dispatcher.graphs.builds != 2:
+        raise AssertionError(f"BatchedPipeline built {dispatcher.graphs.builds} graphs for 2 sizes")
+    for cause, attempt in lab.capture_breakers(cuda.to_device(x), coeffs).items():
+        try:
+            attempt()
+        except graphs.CaptureError:
+            continue
+        raise AssertionError(f"capture breaker {cause!r} did not raise CaptureError")
+    return [*lab.VARIANTS, "batched", "capture breakers"]
+
+
+# --- measurements (GPU only) ---------------------------------------------------------------------
+
+def measure_tiny_kernels() -> dict:
+    """Per-kernel cost of a 100-step pipeline of launch-bound kernels, eager and replayed."""
+    lab = target.load(LAB)
+    cuda = device.cuda()
+    x = cuda.to_device(np.ones(TINY_N, dtype=np.float32))
+    coeffs = [IDENTITY] * KERNELS
+    graph = graphs.capture(lab.pipeline, x, coeffs)
+    per_kernel = {
+        "eager_host_submit": graphs.host_submit_time(lambda: lab.pipeline(x, coeffs), reps=30, inner=5),
+        "eager_gpu_events": timing.time_gpu(lambda: lab.pipeline(x, coeffs), reps=30, inner=5),
+        "graph_host_submit": graphs.host_submit_time(graph.replay, reps=50, inner=10),
+        "graph_gpu_events": timing.time_gpu(graph.replay, reps=30, inner=20),
+    }
+    rows = {name: {"us_per_kernel": 1e3 * t.median_ms / KERNELS, **t.as_dict()}
+            for name, t in per_kernel.items()}
+    kernel = graphs.gpu_time_per_launch(lambda: lab.pipeline(x, coeffs[:1]), count=KERNELS)
+    rows["kernel_gpu_queue_full"] = {"us_per_kernel": 1e3 * kernel.median_ms, **kernel.as_dict()}
+    eager = rows["eager_gpu_events"]["us_per_kernel"]
+    replay = rows["graph_gpu_events"]["us_per_kernel"]
+    return {"provenance": reference.provenance(), "kernels": KERNELS, "n": TINY_N, "rows": rows,
+            "speedup": eager / replay,
+            "targets": {"replay_us_per_kernel_max": 1.0, "speedup_min": 15.0,
+                        "replay_ok": replay <= 1.0, "speedup_ok": eager / replay >= 15.0}}
+
+
+def measure_idle_gaps() -> dict:
+    """Idle gaps of a 100-kernel pipeline, eager and replayed, at several kernel lengths."""
+    lab = target.load(LAB)
+    cuda = device.cuda()
+    coeffs = [IDENTITY] * KERNELS
+    rows = []
+    for n in GAP_SIZES:
+        x = cuda.to_device(np.ones(n, dtype=np.float32))
+        kernel_ms = graphs.gpu_time_per_launch(lambda: lab.pipeline(x, coeffs[:1]), count=KERNELS,
+                                               reps=10).median_ms
+        graph = graphs.capture(lab.pipeline, x, coeffs)
+        eager_ms = timing.time_gpu(lambda: lab.pipeline(x, coeffs), warmup=2, reps=15).median_ms
+        replay_ms = timing.time_gpu(graph.replay, warmup=2, reps=15).median_ms
+        rows.append({"n": n, "kernel_ms": kernel_ms, "eager_ms": eager_ms, "graph_ms": replay_ms,
+                     "eager_gap": lab.idle_gap_fraction(eager_ms, kernel_ms, KERNELS),
+                     "graph_gap": lab.idle_gap_fraction(replay_ms, kernel_ms, KERNELS)})
+        del graph, x
+    long_rows = [r for r in rows if r["kernel_ms"] >= LONG_KERNEL_MS]
+    return {"provenance": reference.provenance(), "kernels": KERNELS, "rows": rows,
+            "target": {"gap_max": GAP_TARGET, "kernel_ms_min": LONG_KERNEL_MS,
+                       "ok": bool(long_rows) and all(r["graph_gap"] < GAP_TARGET for r in long_rows)}}
+
+
+def measure_batches() -> dict:
+    """One graph per batch size: its build cost, and the time per call eager and replayed."""
+    lab = target.load(LAB)
+    cuda = device.cuda()
+    coeffs = [IDENTITY] * BATCH_STEPS
+    dispatcher = lab.BatchedPipeline(BATCH_FEATURES, coeffs)
+    rows = []
+    for batch in BATCH_SIZES:
+        x = cuda.to_device(np.ones((batch, BATCH_FEATURES), dtype=np.float32))
+        flat = cuda.to_device(np.ones(batch * BATCH_FEATURES, dtype=np.float32))
+        cuda.synchronize()
+        started = time.perf_counter()
+        dispatcher(x)                                   # builds this batch size's graph
+        cuda.synchronize()
+        first_ms = (time.perf_counter() - started) * 1e3
+        graph_ms = timing.time_gpu(lambda: dispatcher(x), reps=20).median_ms
+        eager_ms = timing.time_gpu(lambda: lab.pipeline(flat, coeffs), reps=20).median_ms
+        saved = eager_ms - graph_ms
+        rows.append({"batch": batch, "first_call_ms": first_ms, "graph_ms": graph_ms,
+                     "eager_ms": eager_ms,
+                     "break_even_calls": first_ms / saved if saved > 0 else None})
+    return {"provenance": reference.provenance(), "features": BATCH_FEATURES,
+            "steps": BATCH_STEPS, "rows": rows, "builds": dispatcher.graphs.builds}
+
+
+# Every measurement by name: what bench() records and what the tour and the notebook draw.
+MEASUREMENTS = {
+    "tiny_kernels": measure_tiny_kernels,
+    "idle_gaps": measure_idle_gaps,
+    "batch_graphs": measure_batches,
+}
+
+
+def measured(name: str) -> dict | None:
+    """One of MEASUREMENTS: live on a GPU, the recorded reference in the simulator."""
+    return live_or_recorded(LAB, name, MEASUREMENTS[name])
+
+
+def bench(out_dir: Path | None = None) -> dict:
+    """Validate, then (GPU) measure tiny kernels, idle gaps and batch graphs; print the targets."""
+    names = validate(1000 if device.is_simulator() else 100_003)
+    if device.is_simulator():
+        print(f"validated {', '.join(names)}; simulator: no timing exists")
+        return {}
+    record = {name: measure() for name, measure in MEASUREMENTS.items()}
+    print(report(record))
+    reference.save(LAB, record, out_dir)
+    return record
+
+
+def report(record: dict) -> str:
+    """The tables and the targets, one line each."""
+    tiny = record["tiny_kernels"]
+    lines = [f"{KERNELS}-kernel pipeline of {tiny['n']}-element steps, per kernel:"]
+    lines += [f"  {name:<24} {row['us_per_kernel']:8.2f} us" for name, row in tiny["rows"].items()]
+    target_line = tiny["targets"]
+    lines.append(f"  target: replay <= 1 us/kernel: {'met' if target_line['replay_ok'] else 'MISSED'}"
+                 f"; >= 15x cheaper than eager: {tiny['speedup']:.1f}x "
+                 f"{'met' if target_line['speedup_ok'] else 'MISSED'}")
+    gaps = record["idle_gaps"]
+    lines.append(f"idle gaps, {KERNELS} kernels (total - kernels x kernel time) / kernel time:")
+    lines.append(f"  {'n':>10} {'kernel us':>10} {'eager ms':>9} {'graph ms':>9} {'eager gap':>10} "
+                 f"{'graph gap':>10}")
+    for r in gaps["rows"]:
+        lines.append(f"  {r['n']:>10} {1e3 * r['kernel_ms']:>10.2f} {r['eager_ms']:>9.3f} "
+                     f"{r['graph_ms']:>9.3f} {100 * r['eager_gap']:>9.1f}% "
+                     f"{100 * r['graph_gap']:>9.1f}%")
+    lines.append(f"  target: replayed gaps < 5% for kernels >= 20 us: "
+                 f"{'met' if gaps['target']['ok'] else 'MISSED'}")
+    lines.append("one graph per batch size (first call includes the capture):")
+    for r in record["batch_graphs"]["rows"]:
+        even = f"{r['break_even_calls']:.0f}" if r["break_even_calls"] else "never"
+        lines.append(f"  batch {r['batch']:>4}: first call {r['first_call_ms']:7.2f} ms, then "
+                     f"{r['graph_ms']:.3f} ms replayed vs {r['eager_ms']:.3f} ms eager; "
+                     f"break-even after {even} calls")
+    return "\n".join(lines)
+
+
+# --- figures -------------------------------------------------------------------------------------
+
+def plot_timeline(gaps: dict, figures_dir: Path) -> Path:
+    """A 100-kernel pipeline before and after capture, for the shortest and the longest kernels."""
+    lab = target.load(LAB)
+    cases = [gaps["rows"][0], gaps["rows"][-1]]
+    fig, axes = plots.new_figure(f"{gaps['kernels']}-kernel pipeline, eager vs graph replay "
+                                 "(reconstructed: kernel time measured alone, gaps from the total)",
+                                 gaps, ncols=2)
+    for ax, row in zip(axes, cases):
+        for lane, (label, total) in enumerate((("eager", row["eager_ms"]),
+                                               ("graph", row["graph_ms"]))):
+            bars = lab.reconstructed_timeline(row["kernel_ms"], total, gaps["kernels"])
+            ax.broken_barh([(1e3 * s, 1e3 * (e - s)) for s, e in bars], (lane - 0.35, 0.7),
+                           color=f"C{lane}")
+            gap = 100 * row[f"{label}_gap"]
+            ax.annotate(f"{total * 1e3:.0f} us, gaps {gap:.{0 if gap >= 10 else 1}f}% of kernel time",
+                        (1e3 * total, lane), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=8)
+        ax.set_yticks([0, 1], ["eager", "graph"])
+        ax.set_xlim(0, 1e3 * max(row["eager_ms"], row["graph_ms"]) * 1.45)
+        ax.set_xlabel("time (us)")
+        ax.set_title(f"n = {row['n']:,}: kernel {1e3 * row['kernel_ms']:.1f} us", fontsize=9)
+    return plots.save(fig, "lab08_timeline", figures_dir)
+
+
+def plot_idle_gaps(gaps: dict, tiny: dict, figures_dir: Path) -> Path:
+    """Idle gaps against kernel length, eager and replayed; per-kernel cost of tiny kernels."""
+    fig, (ax_gap, ax_cost) = plots.new_figure("Idle gaps between kernels, and the cost per kernel",
+                                              gaps, ncols=2)
+    kernel_us = [1e3 * r["kernel_ms"] for r in gaps["rows"]]
+    for label in ("eager", "graph"):
+        ax_gap.plot(kernel_us, [max(100 * r[f"{label}_gap"], GAP_FLOOR_PCT) for r in gaps["rows"]],
+                    "o-", label=label)
+    ax_gap.axhline(100 * GAP_TARGET, color="k", ls=":", label="article: gaps < 5%")
+    ax_gap.axvline(1e3 * LONG_KERNEL_MS, color="grey", ls="--", lw=0.8, label="20 us kernels")
+    ax_gap.set_xscale("log")
+    ax_gap.set_yscale("log")
+    ax_gap.xaxis.set_minor_formatter(NullFormatter())
+    ax_gap.set_xlabel("kernel time (us, measured with the queue full)")
+    ax_gap.set_ylabel(f"idle gaps, % of kernel time (floor {GAP_FLOOR_PCT}%)")
+    ax_gap.legend(fontsize=8)
+    names = list(tiny["rows"])
+    ax_cost.barh(names, [tiny["rows"][n]["us_per_kernel"] for n in names],
+                 color=["C0" if n.startswith("eager") else "C1" if n.startswith("graph") else "grey"
+                        for n in names])
+    ax_cost.set_xscale("log")
+    ax_cost.set_xlabel(f"us per kernel ({tiny['kernels']} kernels of {tiny['n']} elements)")
+    ax_cost.tick_params(axis="y", labelsize=8)
+    return plots.save(fig, "lab08_idle_gaps", figures_dir)
+
+
+def plot_batches(batches: dict, figures_dir: Path) -> Path:
+    """Per-call time eager and replayed for each batch size, and the calls a graph takes to pay off."""
+    fig, (ax,) = plots.new_figure(f"One graph per batch size: {batches['steps']} steps on "
+                                  f"(batch, {batches['features']}) float32", batches)
+    sizes = [r["batch"] for r in batches["rows"]]
+    ax.plot(sizes, [r["eager_ms"] for r in batches["rows"]], "o-", label="eager")
+    ax.plot(sizes, [r["graph_ms"] for r in batches["rows"]], "o-", label="graph replay")
+    for r in batches["rows"]:
+        if r["break_even_calls"]:
+            ax.annotate(f"graph pays off\nafter {r['break_even_calls']:.0f} calls",
+                        (r["batch"], r["eager_ms"]), xytext=(0, 8), textcoords="offset points",
+                        ha="center", fontsize=7)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size (rows)")
+    ax.set_ylabel("time per call (ms)")
+    ax.legend(fontsize=8)
+    return plots.save(fig, "lab08_batch_graphs", figures_dir)
+
+
+def key_figure(tiny: dict, gaps: dict) -> str:
+    replay = tiny["rows"]["graph_gpu_events"]["us_per_kernel"]
+    eager = tiny["rows"]["eager_gpu_events"]["us_per_kernel"]
+    longest = gaps["rows"][-1]
+    return (f"graph replay {replay:.2f} us/kernel vs {eager:.1f} us eager ({tiny['speedup']:.0f}x); "
+            f"idle gaps at {1e3 * longest['kernel_ms']:.0f} us kernels: "
+            f"{100 * longest['graph_gap']:.1f}% replayed, {100 * longest['eager_gap']:.1f}% eager")
+
+
+def tour(figures_dir: Path) -> TourResult:
+    names = validate(300 if device.is_simulator() else 100_003)
+    record = {name: measured(name) for name in MEASUREMENTS}
+    if not all(record.values()):
+        missing = ", ".join(name for name, value in record.items() if not value)
+        return TourResult(True, f"validated {', '.join(names)}; no reference data recorded yet "
+                                f"for {missing}")
+    figures = (plot_timeline(record["idle_gaps"], figures_dir),
+               plot_idle_gaps(record["idle_gaps"], record["tiny_kernels"], figures_dir),
+               plot_batches(record["batch_graphs"], figures_dir))
+    return TourResult(True, key_figure(record["tiny_kernels"], record["idle_gaps"]),
+                      tuple(str(f) for f in figures))

@@ -1,0 +1,217 @@
+"""Lab 01: launch overhead: what a kernel launch costs before any arithmetic happens.
+
+What you will learn
+- A Numba launch costs the host 10-27 us (H200 reference) whatever the kernel does; a kernel
+  shorter than that leaves the GPU waiting for the host.
+- Four views of that cost: the host's (submit time), the GPU's (launches queued back to back),
+  with a synchronize after each launch, and as it grows with the number of arguments.
+- Why a NumPy host array as a kernel argument is a trap: an implicit copy each way, every launch.
+- Where the time goes (a profile of the launch path) and what a launch with prebuilt arguments
+  saves (`prebuilt_launcher`, the expert variant below).
+- How to read the cost off a plot: total time against the number of tiny kernels is a line whose
+  slope is the cost per launch; time against problem size has a floor, and below the crossover
+  size, merging launches pays. Lab 08 removes the cost with CUDA graphs.
+
+Exercises (each stub says `Lab 01.M`), with each kernel's memory budget:
+  01.1  bump_kernel, launch_chain      `count` launches of a one-thread kernel
+                                       1 read + 1 write of counter[0] per launch
+  01.2  sum8_kernel, sum8              out = a + b + ... + h: 9 array arguments
+                                       8 global reads + 1 write per thread
+  01.3  scale_rows_kernel, scale_rows  one 2D launch for a whole (rows, n) batch
+                                       1 global read + 1 write per element
+  01.4  per_launch_cost                least-squares slope and intercept of total time against count
+  01.5  predicted_time_us,             the floor model: max(launch cost, bytes / bandwidth),
+        crossover_size                 and the size where the two are equal
+
+Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
+output on the device, and the launcher returns the output (still on the device).
+"""
+
+import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+from numba import cuda
+
+import numpy as np
+
+DEFAULT_BLOCK = 128
+
+
+# --- Given: kernels whose launch is all they cost ------------------------------------------------
+
+@cuda.jit
+def empty_kernel():
+    pass                      # no arguments, no work: the bare cost of a launch
+
+
+@cuda.jit
+def arrays1_kernel(a):
+    pass                      # each array argument is marshalled on the host at every launch
+
+
+@cuda.jit
+def arrays2_kernel(a, b):
+    pass
+
+
+@cuda.jit
+def arrays4_kernel(a, b, c, d):
+    pass
+
+
+@cuda.jit
+def arrays8_kernel(a, b, c, d, e, f, g, h):
+    pass
+
+
+# Number of array arguments -> a kernel that takes that many and does nothing with them.
+ARGUMENT_KERNELS = {0: empty_kernel, 1: arrays1_kernel, 2: arrays2_kernel, 4: arrays4_kernel,
+                    8: arrays8_kernel}
+
+
+# --- 01.1: a chain of tiny kernels ---------------------------------------------------------------
+
+@cuda.jit
+def bump_kernel(counter):
+    # FILL ME IN (roughly 2 lines): only thread 0 of the grid (cuda.grid(1) == 0) adds 1 to
+    # counter[0], however many threads are launched. Budget: 1 read and 1 write of counter[0].
+    raise NotImplementedError("Lab 01.1: bump_kernel")
+
+
+def launch_chain(counter, count, stream=0):
+    """counter[0] += count, by `count` one-thread launches of bump_kernel; returns counter."""
+    # FILL ME IN (roughly 5 lines): ValueError for count < 0; then `count` launches of
+    # bump_kernel[1, 1, stream](counter), one block of one thread each, on `stream` (Lab 08
+    # captures this function into a graph); return counter.
+    raise NotImplementedError("Lab 01.1: launch_chain")
+
+
+# --- 01.2: a kernel with many arguments ----------------------------------------------------------
+
+@cuda.jit
+def sum8_kernel(a, b, c, d, e, f, g, h, out):
+    # FILL ME IN (roughly 3 lines): this thread's index, a bounds guard, out[i] = the sum of the
+    # 8 inputs at i. Budget: 8 global reads and 1 global write per thread; the tests count them.
+    raise NotImplementedError("Lab 01.2: sum8_kernel")
+
+
+def sum8(arrays, out=None, block=DEFAULT_BLOCK):
+    """out = the element-wise sum of 8 equally long device arrays, in one launch."""
+    # FILL ME IN (roughly 10 lines): ValueError unless there are exactly 8 arrays of one size;
+    # allocate `out` like arrays[0] when None; one launch of sum8_kernel with one thread per
+    # element (grid = ceil(size / block)) and the 8 arrays then out as arguments; return out.
+    raise NotImplementedError("Lab 01.2: sum8")
+
+
+# --- 01.3: one launch per row, or one launch for all rows ----------------------------------------
+
+@cuda.jit
+def scale_kernel(x, a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i]     # 1 read, 1 write
+    # per thread: 1 global read + 1 global write
+
+
+def scale(x, a, out=None, block=DEFAULT_BLOCK):
+    """out = a * x for a vector, one thread per element."""
+    if out is None:
+        out = cuda.device_array_like(x)
+    scale_kernel[(x.size + block - 1) // block, block](x, a, out)   # grid covers every element
+    return out
+
+
+def scale_rows_separately(x, a, out=None, block=DEFAULT_BLOCK):
+    """out = a * x for a (rows, n) batch, one launch per row: pays the launch cost `rows` times."""
+    if out is None:
+        out = cuda.device_array_like(x)
+    for row in range(x.shape[0]):
+        scale(x[row], a, out=out[row], block=block)  # a row of a C-ordered array is contiguous
+    return out
+
+
+@cuda.jit
+def scale_rows_kernel(x, a, out):
+    # FILL ME IN (roughly 3 lines): `col, row = cuda.grid(2)` (x along a row), guard both
+    # dimensions, out[row, col] = a * x[row, col]. Budget: 1 global read and 1 write per thread.
+    raise NotImplementedError("Lab 01.3: scale_rows_kernel")
+
+
+def scale_rows(x, a, out=None, block=(DEFAULT_BLOCK, 1)):
+    """out = a * x for a (rows, n) batch in one 2D launch: pays the launch cost once."""
+    # FILL ME IN (roughly 6 lines): allocate `out` when None; a 2D grid whose x covers the
+    # columns (ceil(n / block[0])) and whose y covers the rows (ceil(rows / block[1])); exactly
+    # one launch of scale_rows_kernel[grid, block]; return out.
+    raise NotImplementedError("Lab 01.3: scale_rows")
+
+
+# --- 01.4: the cost per launch, from a sweep -----------------------------------------------------
+
+def per_launch_cost(counts, total_us):
+    """(per_launch_us, fixed_us): the least-squares line total = fixed + per_launch * count."""
+    # FILL ME IN (roughly 9 lines): ValueError unless counts and total_us are 1D and of one
+    # length with at least two different counts; then the least-squares line: slope =
+    # sum((c - mean c) * (t - mean t)) / sum((c - mean c)^2), intercept = mean t - slope * mean c.
+    # Return (slope, intercept) as floats.
+    raise NotImplementedError("Lab 01.4: per_launch_cost")
+
+
+# --- 01.5: the floor, and where merging launches stops paying ------------------------------------
+
+def predicted_time_us(n, launch_us, bytes_per_element, bandwidth_gbps):
+    """Time of one memory-bound launch over n elements: whichever is longer, launch or data.
+
+    Works element-wise on NumPy arrays of n.
+    """
+    # FILL ME IN (roughly 2 lines): the time to move n * bytes_per_element bytes at
+    # bandwidth_gbps (1 GB/s moves 1e3 bytes per microsecond), or launch_us if that is longer;
+    # np.maximum makes it work on arrays of n too.
+    raise NotImplementedError("Lab 01.5: predicted_time_us")
+
+
+def crossover_size(launch_us, bytes_per_element, bandwidth_gbps):
+    """Elements at which moving the data takes as long as a launch (rounded up)."""
+    # FILL ME IN (roughly 4 lines): ValueError for launch_us < 0 or a bytes_per_element or
+    # bandwidth_gbps that is not positive; then the n where n * bytes / bandwidth = launch_us,
+    # rounded up to a whole element (an int).
+    raise NotImplementedError("Lab 01.5: crossover_size")
+
+
+# --- Given, the expert variant: a launch with prebuilt arguments ---------------------------------
+
+def prebuilt_launcher(kernel, griddim, blockdim, *args):
+    """A no-argument function that launches `kernel[griddim, blockdim](*args)` with less host work.
+
+    A plain launch re-does at every call what this does once: find the launch configuration,
+    type the arguments, pick the compiled overload, and marshal every argument into the kernel's
+    parameter list (an array becomes meminfo, parent, size, itemsize, data pointer, shape and
+    strides). What is left per call is cuda.core's `launch`, which calls cuLaunchKernelEx. It
+    uses numba-cuda internals (`_prepare_args`, `_codelibrary`): an illustration, not an API.
+    The arguments are frozen: for other arrays, build another launcher. In the simulator there
+    is no launch path to trim, so it launches normally.
+    """
+    for position, arg in enumerate(args):
+        if isinstance(arg, np.ndarray):
+            raise ValueError(f"argument {position} is a NumPy host array: a prebuilt launch "
+                             "cannot copy it each time; pass a device array (cuda.to_device)")
+    if kernellab.device.is_simulator():
+        return lambda: kernel[griddim, blockdim](*args)
+    from cuda.core import LaunchConfig, launch
+    from numba.cuda.cudadrv.driver import _to_core_stream
+    from numba.cuda.errors import normalize_kernel_dimensions
+
+    compiled = kernel.compile(tuple(kernel.typeof_pyval(arg) for arg in args))
+    params = []
+    for argtype, arg in zip(compiled.argument_types, args):
+        compiled._prepare_args(argtype, arg, 0, [], params)   # what every plain launch redoes
+    grid, block = normalize_kernel_dimensions(griddim, blockdim)
+    config = LaunchConfig(grid=grid, block=block)
+    function = compiled._codelibrary.get_cufunc().kernel
+    stream = _to_core_stream(0)
+    return lambda: launch(stream, config, function, *params)
+
+
+# The ways to scale a batch of rows, each with the reason it exists; the tour and the benchmark
+# read this table.
+VARIANTS = {
+    "separate": (scale_rows_separately, "one launch per row: the launch cost paid rows times"),
+    "merged": (scale_rows, "one 2D launch for the batch: the launch cost paid once"),
+}

@@ -1,0 +1,149 @@
+"""Lab 08: CUDA Graphs: many kernel launches for the price of one.
+
+What you will learn
+- What a CUDA graph is: the launches a piece of code makes, captured once and replayed with
+  one driver call, so the host's per-kernel cost (10-27 us for a Numba launch on the H200
+  reference) drops below 1 us.
+- How to capture Numba kernels (`kernellab.graphs.capture`; underneath, numba-cuda takes a
+  cuda.core GraphBuilder as the launch stream) and why capture itself runs nothing.
+- What a graph bakes in: addresses, scalars, shapes. Hence static buffers, and one graph per
+  batch size built on first use (the seed article's advice), behind a dispatcher.
+- What breaks capture (allocation, NumPy host arrays, synchronization) and the error each gives.
+- The seed article's metric, idle gaps between kernels over kernel time (target < 5%),
+  measured before and after capture, and drawn as a timeline.
+
+Exercises (each stub says `Lab 08.M`):
+  08.1  affine_step_kernel      x[i] = a * x[i] + b in place     1 global read, 1 write per thread
+  08.2  pipeline                one affine_step_kernel launch per (a, b), all on `stream`
+                                (k steps: k reads + k writes of x; Lab 02 fuses them into one)
+  08.3  BatchedPipeline.build   a static buffer and its graph for one batch size
+  08.4  BatchedPipeline.__call__  pick the batch size's graph, fill its buffer, replay
+  08.5  idle_gap_fraction       (total - kernels x kernel time) / (kernels x kernel time)
+  08.6  reconstructed_timeline  where each kernel ran, from kernel time and total time
+
+Convention: `pipeline` works in place (the chain needs no second buffer) and, like every
+function a graph captures, takes the `stream` to launch on.
+"""
+
+import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+from numba import cuda
+
+import numpy as np
+
+from kernellab import graphs
+
+DEFAULT_BLOCK = 128
+
+
+# --- 08.1: one step of the chain -----------------------------------------------------------------
+
+@cuda.jit
+def affine_step_kernel(x, a, b):
+    # FILL ME IN (roughly 3 lines): this thread's index (cuda.grid), a bounds guard, then
+    # x[i] = a * x[i] + b in place. Budget: 1 global read and 1 global write per thread.
+    raise NotImplementedError("Lab 08.1: affine_step_kernel")
+
+
+# --- 08.2: the pipeline: one launch per step -----------------------------------------------------
+
+def pipeline(x, coeffs, stream=0, block=DEFAULT_BLOCK):
+    """x = a_k * (... (a_1 * x + b_1) ...) + b_k in place, one launch per (a, b); returns x."""
+    # FILL ME IN (roughly 4 lines): one thread per element (grid = ceil(x.size / block)),
+    # then one launch of affine_step_kernel[grid, block, stream](x, a, b) per (a, b) in coeffs,
+    # every launch on `stream` (capture records only what goes to its stream). Return x.
+    raise NotImplementedError("Lab 08.2: pipeline")
+
+
+# --- 08.3 / 08.4: one graph per batch size -------------------------------------------------------
+
+class BatchedPipeline:
+    """The pipeline on batches of rows, through one graph per batch size, built once and reused.
+
+    A graph bakes in the addresses and the shape it saw, so each batch size gets a static
+    (batch, features) buffer and a graph of the pipeline on that buffer. A call copies the batch
+    into the buffer and replays. The result is the static buffer itself: valid until the next
+    call with the same batch size (copy it if you need to keep it).
+    """
+
+    def __init__(self, features, coeffs, block=DEFAULT_BLOCK):
+        if features <= 0:
+            raise ValueError(f"features must be positive, got {features}")
+        self.features = features
+        self.coeffs = [(float(a), float(b)) for a, b in coeffs]
+        self.block = block
+        self.graphs = graphs.GraphCache(self.build)   # batch size -> (static buffer, graph)
+
+    def build(self, batch):
+        """The static buffer for `batch` rows and the graph of the pipeline on it."""
+        # FILL ME IN (roughly 3 lines): allocate a (batch, features) float32 device buffer
+        # BEFORE capturing (allocation inside a capture raises CaptureError), then capture
+        # `pipeline` on its flat view (static.reshape(batch * features)) with self.coeffs and
+        # block=self.block (graphs.capture(fn, *args, **kwargs)). Return (buffer, graph).
+        raise NotImplementedError("Lab 08.3: BatchedPipeline.build")
+
+    def __call__(self, x, stream=0):
+        """The pipeline applied to x (batch, features); returns the batch size's static buffer."""
+        # FILL ME IN (roughly 7 lines): a ValueError naming the shape unless x is
+        # (batch >= 1, self.features); the (buffer, graph) for this batch size from self.graphs
+        # (a GraphCache: it calls build the first time only); copy x into the buffer
+        # (buffer.copy_to_device(x, stream=stream)); replay the graph on `stream`; return the buffer.
+        raise NotImplementedError("Lab 08.4: BatchedPipeline.__call__")
+
+
+# --- 08.5 / 08.6: idle gaps ----------------------------------------------------------------------
+
+def idle_gap_fraction(total_ms, kernel_ms, kernels):
+    """Idle time between kernels over kernel time: the seed article's metric (target < 5%).
+
+    A total below the sum of the kernel times is measurement noise, and counts as no gap.
+    """
+    # FILL ME IN (roughly 4 lines): ValueError unless kernels >= 1 and kernel_ms > 0; the idle
+    # time is what the total has beyond kernels * kernel_ms; return it over kernels * kernel_ms,
+    # never below 0.
+    raise NotImplementedError("Lab 08.5: idle_gap_fraction")
+
+
+def reconstructed_timeline(kernel_ms, total_ms, kernels):
+    """(start, end) in ms of each kernel, if they ran `kernel_ms` each with equal gaps in `total_ms`."""
+    # FILL ME IN (roughly 5 lines): ValueError unless kernels >= 1 and kernel_ms > 0; the idle
+    # time (never below 0) split into kernels - 1 equal gaps between kernels (none before the
+    # first, none after the last); kernel i starts at i * (kernel_ms + gap).
+    raise NotImplementedError("Lab 08.6: reconstructed_timeline")
+
+
+# --- What breaks capture (given: run them in the notebook and read the errors) -------------------
+
+def pipeline_with_scratch(x, coeffs, stream=0, block=DEFAULT_BLOCK):
+    """Breaks capture: allocates a scratch buffer inside the captured code."""
+    scratch = cuda.device_array_like(x)
+    scratch.copy_to_device(x, stream=stream)
+    pipeline(scratch, coeffs, stream=stream, block=block)
+    x.copy_to_device(scratch, stream=stream)
+    return x
+
+
+def pipeline_with_nan_check(x, coeffs, stream=0, block=DEFAULT_BLOCK):
+    """Breaks capture: reads x back to the host after each step to look for NaN."""
+    for step in coeffs:
+        pipeline(x, [step], stream=stream, block=block)
+        if np.isnan(x.copy_to_host()).any():
+            raise FloatingPointError(f"NaN after step {step}")
+    return x
+
+
+def capture_breakers(x, coeffs):
+    """Three captures that fail, each with an error that names the cause."""
+    return {
+        "allocation": lambda: graphs.capture(pipeline_with_scratch, x, coeffs),
+        "host array": lambda: graphs.capture(pipeline, x.copy_to_host(), coeffs),
+        "synchronization": lambda: graphs.capture(pipeline_with_nan_check, x, coeffs),
+    }
+
+
+# The ways to run the pipeline, each with the reason it exists; the tour and the benchmark
+# read this table. Each takes (x, coeffs) and leaves the result in x.
+VARIANTS = {
+    "eager": (pipeline, "one Numba launch per step: the host pays ~10-27 us for each"),
+    "graph": (lambda x, coeffs: graphs.capture(pipeline, x, coeffs).replay(),
+              "captured once, replayed as one submission: under 1 us per kernel"),
+}
