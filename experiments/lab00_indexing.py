@@ -105,11 +105,7 @@ def plot_grid_sweep(record: dict, figures_dir: Path) -> tuple[Path, str]:
 
 def tour(figures_dir: Path) -> TourResult:
     names = validate(SIM_N if device.is_simulator() else 100_003)
-    if not device.is_simulator():
-        record = {**measure_grid_sweep(), "live": True}
-    else:
-        stored = reference.load(LAB)
-        record = stored and stored["records"].get("grid_size_sweep")
+    record = reference.live_or_recorded(LAB, "grid_size_sweep", measure_grid_sweep)
     if record is None:
         return TourResult(True, f"validated {len(names)} variants; no reference data recorded yet")
     figure, key = plot_grid_sweep(record, figures_dir)

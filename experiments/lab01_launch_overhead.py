@@ -270,17 +270,9 @@ MEASUREMENTS = {
 }
 
 
-def live_or_recorded(lab: str, name: str, measure) -> dict | None:
-    """`measure()` live on a GPU; in the simulator, lab's recorded reference (None if none yet)."""
-    if not device.is_simulator():
-        return {**measure(), "live": True}
-    stored = reference.load(lab)
-    return stored and stored["records"].get(name)
-
-
 def measured(name: str) -> dict | None:
     """One of MEASUREMENTS: live on a GPU, the recorded reference in the simulator."""
-    return live_or_recorded(LAB, name, MEASUREMENTS[name])
+    return reference.live_or_recorded(LAB, name, MEASUREMENTS[name])
 
 
 def bench(out_dir: Path | None = None) -> dict:

@@ -21,7 +21,6 @@ from matplotlib.ticker import NullFormatter
 from kernellab import checks, device, graphs, plots, reference, target, timing
 from kernellab.tour import TourResult
 
-from experiments.lab01_launch_overhead import live_or_recorded
 
 LAB = "08"
 KERNELS = 100                                   # kernels in the measured pipelines
@@ -156,7 +155,7 @@ MEASUREMENTS = {
 
 def measured(name: str) -> dict | None:
     """One of MEASUREMENTS: live on a GPU, the recorded reference in the simulator."""
-    return live_or_recorded(LAB, name, MEASUREMENTS[name])
+    return reference.live_or_recorded(LAB, name, MEASUREMENTS[name])
 
 
 def bench(out_dir: Path | None = None) -> dict:

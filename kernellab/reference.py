@@ -56,3 +56,12 @@ def save(lab: str, record: dict, out_dir: Path | None = None) -> Path:
     existing.setdefault("records", {}).update(record)
     file.write_text(json.dumps(existing, indent=1, sort_keys=True) + "\n")
     return file
+
+
+def live_or_recorded(lab: str, name: str, measure) -> dict | None:
+    """`measure()` live on a GPU (marked live); in the simulator, the lab's recorded reference
+    record `name`, or None when nothing was recorded yet."""
+    if not device.is_simulator():
+        return {**measure(), "live": True}
+    stored = load(lab)
+    return stored and stored["records"].get(name)
