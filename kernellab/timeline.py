@@ -78,7 +78,14 @@ class Trace(list):
 
     def dependencies(self) -> list[int]:
         """For each op, a bitmask of the ops guaranteed finished before it starts."""
-        deps, row_state, event_state, host_done = [], {}, {}, 0
+        return self._ordering()[0]
+
+    def host_dependencies(self) -> list[int]:
+        """For each op, a bitmask of the ops the host had waited for before submitting it."""
+        return self._ordering()[1]
+
+    def _ordering(self) -> tuple[list[int], list[int]]:
+        deps, host, row_state, event_state, host_done = [], [], {}, {}, 0
         for op in self:
             bit = 1 << op.index
             before = row_state.get(op.row, 0) | host_done
@@ -88,6 +95,7 @@ class Trace(list):
                 for state in row_state.values():     # ...and default-stream work waits for theirs
                     before |= state
             deps.append(before)
+            host.append(host_done)
             if op.kind in TIMED_KINDS:
                 row_state[op.row] = before | bit
             elif op.kind == "record":
@@ -100,7 +108,7 @@ class Trace(list):
                 host_done |= row_state.get(op.row, 0)
             elif op.kind == "event_sync":
                 host_done |= event_state.get(op.event, 0)
-        return deps
+        return deps, host
 
     def happens_before(self, first: Op | int, then: Op | int) -> bool:
         """True when the CUDA ordering rules make `first` finish before `then` starts."""
@@ -220,15 +228,6 @@ class TimelineData:
         smaller = min(_length(a), _length(b))
         return _intersection_length(a, b) / smaller if smaller else 0.0
 
-    def select(self, kinds=None, rows=None) -> TimelineData:
-        spans = tuple(s for s in self.spans if (kinds is None or s.kind in kinds)
-                      and (rows is None or s.row in rows))
-        return TimelineData(spans, tuple(r for r in self.rows if any(s.row == r for s in spans)),
-                            self.source)
-
-    def speedup_over(self, slower: TimelineData) -> float:
-        return slower.makespan_ms / self.makespan_ms
-
     def summary(self) -> str:
         idle = ", ".join(f"{row} {frac:.0%}" for row, frac in self.row_idle_fractions().items())
         return (f"{len(self.spans)} spans on {len(self.rows)} stream(s) [{self.source}]\n"
@@ -274,18 +273,31 @@ class Timeline:
         self._undo: list = []
 
     # rows ---------------------------------------------------------------------------------------
-    def row(self, stream) -> str:
-        """The row (stream name) a stream gets: 'default stream', 'stream 1', 'stream 2', ..."""
+    @staticmethod
+    def _key(stream):
+        """A stream's identity: its handle (0 for the default), or the object in the simulator."""
         if stream is None or isinstance(stream, int) and stream == 0:
-            return DEFAULT_ROW
+            return 0
         handle = getattr(stream, "handle", None)   # the simulator's streams have none
-        if handle is not None and int(handle) in (0, *_SPECIAL_HANDLES):
-            return _SPECIAL_HANDLES.get(int(handle), DEFAULT_ROW)
-        key = int(handle) if handle is not None else ("object", id(stream))
+        return int(handle) if handle is not None else ("object", id(stream))
+
+    def row(self, stream) -> str:
+        """The row (stream name) a stream gets: its name if given, else 'stream 1', 'stream 2', ...
+        in order of first use; 'default stream' for 0 and the legacy default stream."""
+        key = self._key(stream)
+        if key in (0, *_SPECIAL_HANDLES):
+            return _SPECIAL_HANDLES.get(key, DEFAULT_ROW)
         if key not in self._rows:
             self._keep.append(stream)
             self._rows[key] = f"stream {len(self._rows) + 1}"
         return self._rows[key]
+
+    def name(self, stream, label: str) -> Timeline:
+        """Call the stream's row `label` instead of 'stream N' (before its first use)."""
+        if self.row(stream) in (DEFAULT_ROW, *_SPECIAL_HANDLES.values()):
+            raise ValueError("the default streams keep their names")
+        self._rows[self._key(stream)] = label
+        return self
 
     # recording ----------------------------------------------------------------------------------
     def _now_ms(self) -> float:
@@ -302,9 +314,9 @@ class Timeline:
             return call()
         cuda = device.cuda()
         start, end = cuda.event(timing=True), cuda.event(timing=True)
-        start.record(stream or 0)
+        start.record(0 if stream is None else stream)
         result = call()
-        end.record(stream or 0)
+        end.record(0 if stream is None else stream)
         self._events.append((op.index, start, end))
         return result
 
@@ -422,14 +434,21 @@ class Timeline:
             cuda = device.cuda()
             self._origin = cuda.event(timing=True)
             self._origin.record(cuda.stream())
-        self._install()
+        try:
+            self._install()
+        except BaseException:
+            self._uninstall()
+            raise
         return self
 
-    def __exit__(self, *exc):
+    def _uninstall(self):
         for undo in reversed(self._undo):
             undo()
         self._undo.clear()
         Timeline._active = None
+
+    def __exit__(self, *exc):
+        self._uninstall()
         if self.timed and exc[0] is None:
             device.cuda().synchronize()
             self._data = self._collect()
@@ -508,6 +527,6 @@ def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_span
     ax.set_xlabel("time (ms)")
     kinds = dict.fromkeys(s.kind for s in data.spans)
     ax.legend(handles=[Patch(color=KIND_COLORS.get(k, "tab:gray"), label=k) for k in kinds],
-              fontsize=7, loc="lower right")
+              fontsize=7, loc="lower right", framealpha=0.9)
     ax.set_title(title or f"{data.source}: {data.makespan_ms:.3g} ms", fontsize=9)
     return ax
