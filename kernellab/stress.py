@@ -11,12 +11,14 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import traceback
 import types
 
 import numpy as np
 
 from . import device
 
+_allocation_lock = threading.Lock()
 SWITCH_INTERVAL = 2e-6   # seconds between forced thread switches (Python's default is 5e-3)
 
 
@@ -55,15 +57,28 @@ def _poison_shared_memory(kernel) -> None:
     block, so a block that reads before anyone wrote sees the previous block's values, which
     are often right. On a GPU it sees garbage.
     """
+    from numba.cuda import types as numba_types
+    from numba.cuda.np import numpy_support
     from numba.cuda.simulator import kernelapi
     original_array, original_run = kernelapi.FakeCUDAShared.array, kernel.BlockManager.run
 
     def array(self, shape, dtype, alignment=None):
-        result = original_array(self, shape, dtype, alignment)
-        seen = self.__dict__.setdefault("_kernellab_seen", set())
-        if id(result) not in seen:  # poison once, when first allocated; run() re-poisons per block
-            seen.add(id(result))
-            result.view(np.uint8).fill(0xFF)
+        if shape == 0:  # dynamic shared memory: one buffer, poisoned per block in run()
+            return original_array(self, shape, dtype, alignment)
+        if alignment is not None:
+            raise RuntimeError("Array alignment is not supported in cudasim")
+        if isinstance(dtype, numba_types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        # Like the simulator, one allocation per source line of the kernel; the caller is
+        # found here (a wrapper must not become "the line"), and under a lock, since threads
+        # switch every few microseconds now.
+        caller = traceback.extract_stack(sys._getframe(1), limit=1)[0][0:2]
+        with _allocation_lock:
+            result = self._allocations.get(caller)
+            if result is None:
+                result = np.empty(shape, dtype)
+                result.view(np.uint8).fill(0xFF)
+                self._allocations[caller] = result
         return result
 
     def run(self, grid_point, *args):

@@ -1,0 +1,328 @@
+"""Lab 04's experiments: float32 GEMM variants against cuBLAS, the fused epilogue against the
+unfused chain, and what each kernel costs in registers and occupancy.
+
+`bench(out_dir)` (on a GPU: `kernellab bench 04 --out DIR`) validates every version, then times
+them at n = 512 .. 4096 (M = N = K = n), with cuBLAS (torch.matmul, TF32 off) where torch is
+importable, records every kernel's registers, shared memory and occupancy, and checks the lab's
+targets at n = 4096 within the same run:
+- each fused epilogue saves at least the time its saved bytes take at the measured copy bandwidth;
+- the best Numba GEMM reaches >= 40% of cuBLAS float32.
+`tour(figures_dir)` validates the versions on this device and draws the figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kernellab import bench as harness
+from kernellab import checks, device, occupancy, plots, reference, resources, target
+from kernellab.tour import TourResult
+
+LAB = "04"
+P = 0.1                                   # dropout probability in every measurement
+HEADLINE_N = 4096                         # the size the targets are stated at
+SIZES = [512, 1024, 2048, 4096]
+TOUR_SIZES = [HEADLINE_N]                 # the tour on a GPU measures the headline size only
+SIM_SIZES = [11]                          # M = N = K = 11: no tile divides it
+SIM_TILE = 8                              # the simulator runs each thread in Python: tiny tiles
+SIM_TILES = (16, 8, 8, 4, 4)
+SIM_TILES_2D = (8, 16, 8, 4, 4)
+TARGET_FRACTION_OF_CUBLAS = 0.40
+# Each matmul's unfused form against its fused forms (the fused kernel as compiled, and capped at
+# 128 registers where fusing pushed it past that and halved the blocks per SM).
+PAIRS = {"tiled": ("tiled_unfused", ("tiled_fused",)),
+         "register_tiled": ("register_tiled_unfused", ("register_tiled_fused", "register_tiled_capped_fused")),
+         "double_buffered": ("double_buffered_unfused",
+                             ("double_buffered_fused", "double_buffered_capped_fused"))}
+
+
+def tile_options(lab, name: str) -> dict:
+    """The launcher options a variant runs with: the lab's defaults on a GPU, tiny tiles in the simulator."""
+    if name == "naive":
+        return {}
+    if name.startswith("tiled"):
+        return {"tile": SIM_TILE if device.is_simulator() else lab.TILE}
+    if name.startswith("register_tiled_2d"):
+        return {"tiles": lab.GemmTiles(*SIM_TILES_2D) if device.is_simulator() else lab.TILES_2D}
+    return {"tiles": lab.GemmTiles(*SIM_TILES) if device.is_simulator() else lab.REGISTER_TILES}
+
+
+def block_tile(lab, name: str) -> tuple[int, int]:
+    """(rows, cols) of C one block computes: what sets how often A and B are re-read."""
+    options = tile_options(lab, name)
+    if "tile" in options:
+        return options["tile"], options["tile"]
+    return options["tiles"][0], options["tiles"][1]
+
+
+def gemm_inputs(rng, n):
+    return {"a": checks.nonzero(rng, (n, n)), "b": checks.nonzero(rng, (n, n))}
+
+
+def cublas_baseline(torch):
+    """cuBLAS float32 through torch.matmul, with TF32 off (the issue's reference)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return harness.torch_variant(torch, "cublas", lambda a, b: torch.matmul(a, b),
+                                 "cuBLAS SGEMM via torch.matmul, TF32 off")
+
+
+def matmul_benchmark(lab, sizes=SIZES, torch=None) -> harness.Benchmark:
+    def runner(name, launcher):
+        options = tile_options(lab, name)
+        return lambda d, out: launcher(d["a"], d["b"], out=out, **options)
+
+    variants = [harness.Variant(name, runner(name, launcher), why)
+                for name, (launcher, why) in lab.VARIANTS.items()]
+    return harness.Benchmark(
+        name="matmul", axis="n (M = N = K)", sizes=sizes, sim_sizes=SIM_SIZES,
+        make_inputs=gemm_inputs, reference=lambda h: h["a"].astype(np.float64) @ h["b"],
+        variants=variants, rtol=1e-4, flops=lambda n: 2.0 * n**3,
+        baselines=[cublas_baseline(torch)] if torch is not None else ())
+
+
+def epilogue_benchmark(lab, sizes=SIZES, torch=None) -> harness.Benchmark:
+    """Each matmul with the epilogue unfused (3 more kernels) and fused, with their ledgers."""
+
+    def make_inputs(rng, n):
+        host = gemm_inputs(rng, n)
+        host["bias"] = checks.nonzero(rng, n)
+        host["mask"] = (rng.random((n, n)) >= P).astype(np.uint8)
+        return host
+
+    def expected(h):
+        return np.maximum(h["a"].astype(np.float64) @ h["b"] + h["bias"], 0.0) * h["mask"] / (1 - P)
+
+    def variant(name, launcher, why):
+        options = tile_options(lab, name)
+        rows, cols = block_tile(lab, name)
+        return harness.Variant(
+            name, lambda d, out: launcher(d["a"], d["b"], d["bias"], d["mask"], P, out=out, **options),
+            why, ledger=lambda n: lab.linear_ledger(n, n, n, fused=name.endswith("_fused"),
+                                                    block_rows=rows, block_cols=cols))
+
+    return harness.Benchmark(
+        name="epilogue", axis="n (M = N = K)", sizes=sizes, sim_sizes=SIM_SIZES,
+        make_inputs=make_inputs, reference=expected, rtol=1e-4, flops=lambda n: 2.0 * n**3,
+        variants=[variant(name, launcher, why) for name, (launcher, why) in lab.EPILOGUE_VARIANTS.items()])
+
+
+# --- register pressure ------------------------------------------------------------------------
+
+def kernel_blocks(lab, names=None) -> dict:
+    """{kernel name: threads per block} at the lab's default tile sizes (default: every kernel)."""
+    return {name: threads_per_block(lab, name) for name in (names or lab.SIGNATURES)}
+
+
+def threads_per_block(lab, kernel_name: str) -> int:
+    """The block a named kernel launches with, at the lab's default tile sizes."""
+    def threads(tiles):
+        return (tiles.bm // tiles.tm) * (tiles.bn // tiles.tn)
+    if "register_tiled_2d" in kernel_name:
+        return threads(lab.TILES_2D)
+    if "register_tiled" in kernel_name or "double_buffered" in kernel_name:
+        return threads(lab.REGISTER_TILES)
+    if "tiled" in kernel_name:
+        return lab.TILE * lab.TILE
+    if "naive" in kernel_name:
+        return 16 * 16                    # matmul_naive's default block
+    return lab.ELEMENTWISE_BLOCK[0] * lab.ELEMENTWISE_BLOCK[1]
+
+
+def register_report(lab, blocks: dict, cc=None) -> list[dict]:
+    """Registers, shared memory, spills and occupancy of each kernel named in `blocks` ({name:
+    threads per block}; the lab declares each one's signature in SIGNATURES). On a GPU the driver's
+    figures; without one, ptxas's (compiled in a child process, a few seconds per kernel)."""
+    cc = cc or device.facts().cc
+    found = resources.kernel_resources_batch([(getattr(lab, name), None) for name in blocks], cc)
+    rows = []
+    for (name, block), res in zip(blocks.items(), found):
+        occ = occupancy.occupancy(res.cc, block, res.registers_per_thread, res.static_shared_bytes)
+        rows.append({"kernel": name, "block": block, "registers": res.registers_per_thread,
+                     "shared_bytes": res.static_shared_bytes, "local_bytes": res.local_bytes,
+                     "spill_bytes": res.spill_stores_bytes, "source": res.source,
+                     "active_blocks": occ.active_blocks, "active_warps": occ.active_warps,
+                     "occupancy": occ.occupancy, "limiters": list(occ.limiters)})
+    return rows
+
+
+def register_table(rows: list[dict]) -> str:
+    lines = [f"{'kernel':<52} {'block':>5} {'regs':>5} {'smem B':>7} {'spill B':>7} "
+             f"{'blocks/SM':>9} {'occupancy':>9}  limited by"]
+    for r in rows:
+        spill = "-" if r["spill_bytes"] is None else r["spill_bytes"]
+        lines.append(f"{r['kernel']:<52} {r['block']:>5} {r['registers']:>5} {r['shared_bytes']:>7} "
+                     f"{spill:>7} {r['active_blocks']:>9} {r['occupancy']:>8.0%}  {', '.join(r['limiters'])}")
+    return "\n".join(lines)
+
+
+# --- targets ------------------------------------------------------------------------------------
+
+def targets(lab, matmul: dict, epilogue: dict, n: int = HEADLINE_N) -> dict:
+    """The lab's targets at size n, from one run's results."""
+    copy_gbps = epilogue["copy_gbps"]
+    pairs = {}
+    for family, (unfused_name, fused_names) in PAIRS.items():
+        unfused = harness.row(epilogue, unfused_name, n)
+        fused = min((harness.row(epilogue, name, n) for name in fused_names), key=lambda r: r["median_ms"])
+        saved_bytes = unfused["bytes"] - fused["bytes"]
+        saved_ms = unfused["median_ms"] - fused["median_ms"]
+        predicted_ms = saved_bytes / (copy_gbps * 1e9) * 1e3
+        pairs[family] = {"fused_variant": fused["variant"], "unfused_ms": unfused["median_ms"],
+                         "fused_ms": fused["median_ms"], "saved_bytes": saved_bytes, "saved_ms": saved_ms,
+                         "bytes_at_copy_speed_ms": predicted_ms, "ratio": saved_ms / predicted_ms,
+                         "met": saved_ms >= predicted_ms}
+    tflops = {name: harness.row(matmul, name, n)["gflops"] / 1e3 for name in matmul["variants"]
+              if harness.row(matmul, name, n).get("gflops")}
+    numba = {k: v for k, v in tflops.items() if not matmul["variants"][k]["baseline"]}
+    best = max(numba, key=numba.get)
+    out = {"n": n, "copy_gbps": copy_gbps, "epilogue": pairs,
+           "epilogue_target_met": all(p["met"] for p in pairs.values()),
+           "tflops": tflops, "best_numba": best, "best_numba_tflops": numba[best]}
+    if "cublas" in tflops:
+        out["fraction_of_cublas"] = numba[best] / tflops["cublas"]
+        out["cublas_target_met"] = out["fraction_of_cublas"] >= TARGET_FRACTION_OF_CUBLAS
+    return out
+
+
+def report(goals: dict) -> str:
+    lines = [f"Lab 04 targets at n = {goals['n']} (one run; copy bandwidth {goals['copy_gbps']:.0f} GB/s):"]
+    for family, p in goals["epilogue"].items():
+        lines.append(f"  {family:<16} unfused {p['unfused_ms']:.3f} ms, {p['fused_variant']} {p['fused_ms']:.3f} ms: saved "
+                     f"{p['saved_ms']:.3f} ms; its {p['saved_bytes'] / 1e6:.0f} MB take "
+                     f"{p['bytes_at_copy_speed_ms']:.3f} ms at copy speed: ratio {p['ratio']:.2f} "
+                     f"{'PASS' if p['met'] else 'FAIL'} (target >= 1)")
+    best = f"  best Numba GEMM {goals['best_numba']} {goals['best_numba_tflops']:.1f} TFLOP/s"
+    if "fraction_of_cublas" in goals:
+        lines.append(f"{best}, cuBLAS {goals['tflops']['cublas']:.1f}: ratio {goals['fraction_of_cublas']:.2f} "
+                     f"{'PASS' if goals['cublas_target_met'] else 'FAIL'} (target >= {TARGET_FRACTION_OF_CUBLAS})")
+    else:
+        lines.append(f"{best}; torch not importable here: no cuBLAS comparison")
+    return "\n".join(lines)
+
+
+def bench(out_dir: Path | None = None) -> dict:
+    """On a GPU: validate, time, record registers, check the targets and save; in the simulator:
+    validate only."""
+    lab = target.load(LAB)
+    torch = harness.optional_torch()
+    matmul = harness.run(matmul_benchmark(lab, torch=torch), lab=LAB, out_dir=out_dir)
+    epilogue = harness.run(epilogue_benchmark(lab), lab=LAB, out_dir=out_dir)
+    if device.is_simulator():
+        print("simulator: validated only; no timing exists in simulator mode")
+        return {}
+    registers = register_report(lab, kernel_blocks(lab))
+    print(register_table(registers))
+    record = {"registers": {"provenance": reference.provenance(), "rows": registers}}
+    if matmul["ok"] and epilogue["ok"]:
+        goals = targets(lab, matmul, epilogue)
+        print(report(goals))
+        record["targets"] = {"provenance": matmul["provenance"], **goals}
+    else:
+        print("some versions failed validation: no targets checked")
+    reference.save(LAB, record, out_dir)
+    return {"matmul": matmul, "epilogue": epilogue, **record}
+
+
+# --- figures --------------------------------------------------------------------------------------
+
+def tflops_figure(result: dict, figures_dir: Path) -> Path:
+    fig, (ax,) = plots.new_figure("float32 GEMM (M = N = K = n): TFLOP/s per variant, cuBLAS dashed", result)
+    for name, info in result["variants"].items():
+        rows = [r for r in harness.rows_for(result, name) if r.get("gflops")]
+        ax.plot([r["size"] for r in rows], [r["gflops"] / 1e3 for r in rows],
+                "--" if info["baseline"] else "-", marker="o", markersize=3, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("n")
+    ax.set_ylabel("TFLOP/s")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return plots.save(fig, "lab04_gemm_tflops", figures_dir)
+
+
+def epilogue_figure(result: dict, figures_dir: Path, n: int) -> Path:
+    """Time of each matmul with the epilogue unfused and fused, the saving predicted from bytes marked."""
+    fig, (ax,) = plots.new_figure(f"out = dropout(relu(a @ b + bias)), n = {n}: unfused vs fused", result)
+    copy = result["copy_gbps"] * 1e9
+    for i, (family, (unfused_name, fused_names)) in enumerate(PAIRS.items()):
+        names = (unfused_name, *fused_names)
+        width = 0.8 / len(names)
+        unfused = harness.row(result, unfused_name, n)
+        for j, name in enumerate(names):
+            timed = harness.row(result, name, n)
+            x = i - 0.4 + width * (j + 0.5)
+            ax.bar(x, timed["median_ms"], width, color=f"C{j}")
+            ax.annotate(name.removeprefix(family + "_"), (x, timed["median_ms"] / 2), ha="center",
+                        va="center", fontsize=7, rotation=90, color="white")
+        predicted = unfused["median_ms"] - (unfused["bytes"] - harness.row(result, fused_names[0], n)["bytes"]) \
+            / copy * 1e3
+        ax.hlines(predicted, i - 0.4, i + 0.4, colors="k", linestyles=":",
+                  label="unfused minus the saved bytes at copy speed" if not i else None)
+    ax.set_xticks(range(len(PAIRS)), list(PAIRS))
+    ax.set_ylabel("time per call (ms)")
+    ax.legend(fontsize=7, loc="lower right")
+    return plots.save(fig, "lab04_epilogue", figures_dir)
+
+
+def traffic_figure(lab, figures_dir: Path, n: int = HEADLINE_N) -> Path:
+    """Bytes per op of the register-tiled forms, from the ledgers (checked by the meter in tests)."""
+    rows, cols = lab.REGISTER_TILES.bm, lab.REGISTER_TILES.bn
+    ledgers = {"unfused\n(4 kernels)": lab.linear_ledger(n, n, n, False, rows, cols),
+               "fused\n(1 kernel)": lab.linear_ledger(n, n, n, True, rows, cols)}
+    fig, (ax,) = plots.new_figure("", None)
+    fig.suptitle(f"Declared memory traffic, n = {n}, 128 x 128 block tiles (the ledgers, checked "
+                 "against the simulator's meter)", fontsize=10)
+    plots.stacked_bytes(ax, ledgers)
+    return plots.save(fig, "lab04_traffic", figures_dir)
+
+
+def registers_figure(record: dict, figures_dir: Path, name: str = "lab04_registers") -> Path:
+    """Registers per thread (bars) against occupancy (dots, right axis) for each kernel."""
+    rows = record["rows"]
+    fig, (ax,) = plots.new_figure("Registers per thread and the occupancy they allow", record, width=9.0)
+    labels = [r["kernel"].removesuffix("_kernel") for r in rows]
+    positions = range(len(rows))
+    ax.bar(positions, [r["registers"] for r in rows], color="C0")
+    ax.set_xticks(positions, labels, rotation=50, ha="right", fontsize=7)
+    ax.set_ylabel("registers per thread", color="C0")
+    twin = ax.twinx()
+    twin.plot(positions, [100 * r["occupancy"] for r in rows], "o", color="C3")
+    twin.set_ylim(0, 105)
+    twin.set_ylabel("occupancy (% of warp slots)", color="C3")
+    return plots.save(fig, name, figures_dir)
+
+
+def tour(figures_dir: Path) -> TourResult:
+    lab = target.load(LAB)
+    quiet = {"progress": False, "out": lambda line: None}
+    torch = harness.optional_torch()
+    matmul = harness.run(matmul_benchmark(lab, TOUR_SIZES, torch), **quiet)
+    epilogue = harness.run(epilogue_benchmark(lab, TOUR_SIZES), **quiet)
+    failed = [f"{r['variant']}: {r['error'].splitlines()[0]}" for result in (matmul, epilogue)
+              for r in result["rows"] if not r["ok"]]
+    if failed:
+        return TourResult(False, "validation failed: " + "; ".join(failed))
+    figures = [traffic_figure(lab, figures_dir)]
+    if matmul["live"]:
+        registers = {"rows": register_report(lab, kernel_blocks(lab)), "live": True,
+                     "provenance": {"gpu": device.facts().name}}
+        source = "live"
+    else:
+        stored = (reference.load(LAB) or {}).get("records", {})
+        matmul, epilogue, registers = (stored.get(k) for k in ("matmul", "epilogue", "registers"))
+        source = "H200 reference"
+    if matmul is None or epilogue is None:
+        return TourResult(True, "validated every variant; no reference data yet: run "
+                                "`kernellab bench 04` on a GPU", tuple(map(str, figures)))
+    n = HEADLINE_N if HEADLINE_N in matmul["sizes"] else max(matmul["sizes"])
+    figures += [tflops_figure(matmul, figures_dir), epilogue_figure(epilogue, figures_dir, n)]
+    if registers:
+        figures.append(registers_figure(registers, figures_dir))
+    goals = targets(lab, matmul, epilogue, n)
+    cublas = (f", {goals['fraction_of_cublas']:.0%} of cuBLAS" if "fraction_of_cublas" in goals else "")
+    pair = goals["epilogue"]["register_tiled"]
+    return TourResult(True, f"best GEMM {goals['best_numba']} {goals['best_numba_tflops']:.1f} TFLOP/s"
+                            f"{cublas}; fused epilogue saves {pair['saved_ms']:.2f} ms at n = {n} "
+                            f"({pair['ratio']:.1f}x its bytes at copy speed) ({source})",
+                      tuple(map(str, figures)))
