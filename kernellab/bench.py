@@ -42,13 +42,15 @@ outside the timed region (e.g. to torch tensors with `torch.as_tensor(a, device=
 timed alike, drawn dashed. `optional_torch()` imports torch only on a GPU, or returns None.
 
 Result (JSON-ready; `reference.save` stores it per benchmark name, with `provenance`):
-    {"benchmark", "axis", "sizes", "live", "provenance", "copy_gbps", "launch_floor_ms",
+    {"benchmark", "axis", "sizes", "live", "ok", "provenance", "copy_gbps", "copy" (how it was
+     measured: timing.copy_bandwidth's dict), "launch_floor_ms",
      "variants": {name: {"why", "baseline"}},
      "rows": [{"size", "variant", "ok", "error", "rel_error", "launches", "bytes", "ledger",
                "median_ms", "p10_ms", "p90_ms", "reps", "inner", "gbps", "pct_of_copy",
                "gflops", "input_sets", "l2_resident"}]}
 Timing fields are absent in the simulator, where `live` is False and `timing` says why.
-`rows_for(result, variant)` and `row(result, variant, size)` read it back (e.g. from reference data).
+`rows_for(result, variant)`, `row(result, variant, size)`, `failures(result)` and `table(result)`
+read it back (e.g. from reference data).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import checks, device, plots, reference, timing, traffic
+from . import checks, device, plots, reference, target, timing, traffic
 from .launches import record_launches
 
 cuda = device.cuda()
@@ -226,7 +228,8 @@ def _sets_for(set_bytes: int) -> int:
     return min(MAX_INPUT_SETS, math.ceil(ROTATE_L2_MULTIPLE * l2 / max(set_bytes, 1)))
 
 
-def _time(benchmark, variant, sets, size, reps) -> dict:
+def _time(variant, sets, reps) -> dict:
+    """CUDA-event timing of `variant`, each call on the next input set."""
     bound = []
     for s in sets:
         inputs, out = variant.setup(s.device, s.out) if variant.setup else (s.device, s.out)
@@ -279,7 +282,8 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
         result["timing"] = str(timing.NoTiming(f"benchmark {benchmark.name}"))
     else:
         result["provenance"] = reference.provenance()
-        result["copy_gbps"] = timing.copy_bandwidth()["gbps"]
+        result["copy"] = timing.copy_bandwidth()
+        result["copy_gbps"] = result["copy"]["gbps"]
         result["launch_floor_ms"] = launch_floor_ms()
     bar = Progress(len(sizes) * len(variants), benchmark.name, enabled=progress)
     for size in sizes:
@@ -295,7 +299,7 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
             bar.step(f"{benchmark.axis}={size} {variant.name}")
             row = _validate(benchmark, variant, sets[0], expected, size, use_meter=simulated)
             if row["ok"] and not simulated:
-                row.update(_time(benchmark, variant, sets, size, reps))
+                row.update(_time(variant, sets, reps))
                 seconds = row["median_ms"] * 1e-3
                 if "bytes" in row:
                     row["gbps"] = row["bytes"] / seconds / 1e9
@@ -304,7 +308,9 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
                     row["gflops"] = benchmark.flops(size) / seconds / 1e9
             result["rows"].append(row)
         del sets
-    result["ok"] = all(r["ok"] for r in result["rows"])
+    # A baseline from outside the course (torch.compile without a working Triton, say) that
+    # fails is reported in its rows but does not fail the benchmark.
+    result["ok"] = all(r["ok"] for r in result["rows"] if not result["variants"][r["variant"]]["baseline"])
     out(table(result))
     if simulated:
         out(f"{benchmark.name}: validated in the simulator; no timing exists in simulator mode "
@@ -324,7 +330,7 @@ def _save(result: dict, lab: str | None, out_dir: Path | None):
     fig, (ax_time, ax_bw) = plots.new_figure(result["benchmark"], result, ncols=2)
     plots.time_vs_size(ax_time, result)
     plots.bandwidth_vs_size(ax_bw, result)
-    prefix = f"lab{lab}_" if lab is not None else ""
+    prefix = f"lab{target.lab_number(lab)}_" if lab is not None else ""
     plots.save(fig, f"{prefix}{result['benchmark']}", out_dir)
 
 
@@ -343,20 +349,27 @@ def row(result: dict, variant: str, size) -> dict:
                    f"{result['axis']}={size}; variants: {', '.join(result['variants'])}")
 
 
+def failures(result: dict) -> list[str]:
+    """One line per failed row: which variant, at which size, and the first line of why."""
+    return [f"{r['variant']} at {result['axis']}={r['size']}: {r['error'].splitlines()[0]}"
+            for r in result["rows"] if not r["ok"]]
+
+
 def table(result: dict) -> str:
     """One line per (size, variant): time, bandwidth, % of copy, launches; or the error."""
     lines = [f"{result['benchmark']} ({result['axis']})"]
     if result.get("copy_gbps"):
         lines[0] += (f": copy ceiling {result['copy_gbps']:.0f} GB/s, empty launch "
                      f"{result['launch_floor_ms'] * 1e3:.1f} us, measured in this run")
-    lines.append(f"{result['axis']:>12} {'variant':<22} {'ms':>9} {'p10-p90 ms':>17} {'GB/s':>8} "
+    width = max(12, len(result["axis"]))
+    lines.append(f"{result['axis']:>{width}} {'variant':<22} {'ms':>9} {'p10-p90 ms':>17} {'GB/s':>8} "
                  f"{'% copy':>7} {'launches':>8} {'rel err':>8}")
     for r in result["rows"]:
-        head = f"{str(r['size']):>12} {r['variant']:<22}"
+        head = f"{str(r['size']):>{width}} {r['variant']:<22}"
         if not r["ok"]:
             error = r.get("error", "")[:2000].splitlines() or [""]
             lines.append(f"{head} FAILED: {error[0]}")
-            lines += [f"{'':>14}{line}" for line in error[1:]]
+            lines += [f"{'':>{width + 2}}{line}" for line in error[1:]]
             continue
         if "median_ms" in r:
             spread = f"{r['p10_ms']:.4f}-{r['p90_ms']:.4f}"

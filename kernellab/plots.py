@@ -68,7 +68,11 @@ def _size_axis(ax, result: dict):
 
 def time_vs_size(ax, result: dict):
     """Median time (p10-p90 band) against the sweep axis per variant, with the empty-launch floor."""
-    for name, baseline, rows in _variant_rows(result):
+    timed = list(_variant_rows(result))
+    if not timed:
+        ax.text(0.5, 0.5, "no timings in this result", ha="center", transform=ax.transAxes)
+        return
+    for name, baseline, rows in timed:
         x = [r["size"] for r in rows]
         line, = ax.plot(x, [r["median_ms"] for r in rows], "--" if baseline else "-", marker="o",
                         markersize=3, label=name)
@@ -129,6 +133,6 @@ def stacked_bytes(ax, ledgers: dict, unit: float = 1e6, unit_name: str = "MB"):
         ax.bar(list(ledgers), heights, bottom=bottoms, label=op, color=f"C{i % 10}")
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     for x, total in enumerate(bottoms):
-        ax.annotate(f"{total:.3g} {unit_name}", (x, total), ha="center", va="bottom", fontsize=8)
+        ax.annotate(f"{total:,.4g} {unit_name}", (x, total), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel(f"global memory traffic ({unit_name}, reads + writes)")
     ax.legend(fontsize=7, title="op", title_fontsize=7)

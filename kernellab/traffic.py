@@ -1,4 +1,14 @@
-"""Memory traffic: what a kernel actually read and wrote in global memory, counted in the simulator.
+"""Memory traffic: the bytes a variant declares (the ledger) and what its kernels really did (the meter).
+
+The ledger: each variant declares, per op and per array, the elements it reads and writes.
+It gives the totals, unfused against fused, and the speed-up to expect when both are
+memory-bound (`Ledger.ratio`); `kernellab.bench` turns its bytes into GB/s.
+
+    unfused.ratio(fused)            # predicted speed-up: unfused bytes / fused bytes
+    fused.check_against(traffic)    # AssertionError, with both tables, if the meter disagrees
+
+The meter counts real global loads and stores per array, in the simulator, for the launches
+inside its block:
 
     with meter(x=d_x, out=d_out) as traffic:
         lab.axpb(d_x, 2.0, 1.0, out=d_out)
@@ -6,7 +16,8 @@
 
 Only global memory is counted: shared and local arrays are plain NumPy arrays inside the
 simulator and never pass through the hook. Arrays not named in `meter(...)` (intermediates a
-launcher allocates) are reported under a generated name with their shape and dtype.
+launcher allocates) are reported under a generated name with their shape and dtype; a ledger
+marks such arrays `temporary=True` and they are matched by their counts.
 Counting needs the simulator; on a GPU `meter` raises, since no hardware counter is read.
 """
 

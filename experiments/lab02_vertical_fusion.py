@@ -1,0 +1,231 @@
+"""Lab 02's experiments: the fused chain against the unfused one, the copy ceiling and torch.
+
+`bench(out_dir)` (on a GPU: `kernellab bench 02 --out DIR`) validates every version, then times
+them over n = 4K .. 64M float32 elements, with torch eager and torch.compile where torch is
+importable, and checks the lab's targets at n = 2^26 within the same run:
+- the fused chain reaches >= 90% of the copy bandwidth measured in the same run;
+- unfused time / fused time >= the ledgers' byte ratio (the predicted speed-up);
+- the fused Numba kernel is at least as fast as torch.compile.
+Each fused version is reported; the first and last targets count the best of them.
+`tour(figures_dir)` validates the versions on this device and draws the figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernellab import bench as harness
+from kernellab import checks, device, plots, reference, target
+from kernellab.tour import TourResult
+from kernellab.traffic import Ledger
+
+LAB = "02"
+P = 0.1                                  # dropout probability in every measurement
+HEADLINE_N = 2**26                       # the size the targets are stated at
+SIZES = [2**k for k in range(12, 27, 2)]  # 4K .. 64M elements: launch-bound to bandwidth-bound
+TOUR_SIZES = [2**14, 2**20, 2**26]       # a quick live sweep for the tour on a GPU
+SIM_SIZES = [517]                        # awkward and tiny: the simulator runs each thread in Python
+SIM_GRID_STRIDE_BLOCKS = 2               # the default 4 blocks per SM is far too many to simulate
+INPUTS = ("x", "w", "b", "r")
+TARGET_PCT_OF_COPY = 90.0
+
+
+def ledger_for(lab, variant: str, with_mask: bool = True):
+    """The ledger a version of the chain declares (every fused version moves the same bytes)."""
+    ledger = lab.unfused_chain_ledger if variant == "unfused" else lab.fused_chain_ledger
+    return lambda n: ledger(n, with_mask=with_mask)
+
+
+def torch_eager_ledger(n):
+    """torch runs `relu(x * w + b) * mask * scale + r` op by op: 6 kernels, 5 intermediates."""
+    ledger = Ledger("torch eager")
+    steps = [("mul", ["x", "w"], "t_mul"), ("add", ["t_mul", "b"], "t_add"),
+             ("relu", ["t_add"], "t_relu"), ("mul_mask", ["t_relu", "mask"], "t_mask"),
+             ("mul_scale", ["t_mask"], "t_scale"), ("add_r", ["t_scale", "r"], "out")]
+    for op, reads, write in steps:
+        for name in reads:
+            ledger.add(op, name, reads=n, itemsize=1 if name == "mask" else 4)
+        ledger.add(op, write, writes=n)
+    return ledger
+
+
+def torch_baselines(torch, lab):
+    """torch eager and torch.compile on the same chain, with the same mask (validated alike)."""
+    scale = float(lab.dropout_constants(P)[1])
+
+    def chain(x, w, b, r, mask):
+        return torch.relu(x * w + b) * mask * scale + r
+
+    compiled = torch.compile(chain)
+    return [
+        harness.torch_variant(torch, "torch_eager",
+                              lambda x, w, b, r, mask, seed: chain(x, w, b, r, mask),
+                              "what eager frameworks run: one kernel per op",
+                              ledger=torch_eager_ledger),
+        harness.torch_variant(torch, "torch_compile",
+                              lambda x, w, b, r, mask, seed: compiled(x, w, b, r, mask),
+                              "torch.compile fuses the chain into one Triton kernel",
+                              ledger=ledger_for(lab, "fused")),
+    ]
+
+
+def chain_benchmark(lab, sizes=SIZES, torch=None) -> harness.Benchmark:
+    """Every version of the chain on the same inputs; the mask is the one the generator draws,
+    so the version that draws it in the kernel computes the same result without reading it."""
+
+    def make_inputs(rng, n):
+        seed = int(rng.integers(0, 2**32))
+        host = {name: checks.nonzero(rng, n) for name in INPUTS}
+        host["mask"] = lab.keep_mask(n, P, seed)
+        host["seed"] = seed
+        return host
+
+    def reference_chain(host):
+        return lab.reference_chain(*(host[k] for k in INPUTS), P, host["seed"], host["mask"])
+
+    def runner(launcher, with_mask=True):
+        extra = {"blocks": SIM_GRID_STRIDE_BLOCKS} if \
+            launcher is lab.fused_chain_grid_stride and device.is_simulator() else {}
+        return lambda d, out: launcher(*(d[k] for k in INPUTS), P, d["seed"],
+                                       mask=d["mask"] if with_mask else None, out=out, **extra)
+
+    variants = [harness.Variant(name, runner(launcher), why, ledger=ledger_for(lab, name))
+                for name, (launcher, why) in lab.VARIANTS.items()]
+    variants.append(harness.Variant(
+        "fused_generator", runner(lab.fused_chain, with_mask=False),
+        "fused, the dropout mask drawn in the kernel from (seed, index): no mask to read",
+        ledger=ledger_for(lab, "fused", with_mask=False)))
+    return harness.Benchmark(
+        name="chain", axis="n (float32 elements)", sizes=sizes, sim_sizes=SIM_SIZES,
+        make_inputs=make_inputs, reference=reference_chain, variants=variants, rtol=1e-5,
+        baselines=torch_baselines(torch, lab) if torch is not None else ())
+
+
+def size_label(n: int) -> str:
+    return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else f"{n:,}"
+
+
+def headline_size(result: dict) -> int:
+    """The size the targets are stated at, or the largest measured when the sweep stops short."""
+    return HEADLINE_N if HEADLINE_N in result["sizes"] else max(result["sizes"])
+
+
+def targets(lab, result: dict) -> dict:
+    """The lab's performance targets, measured within one run (a result of `chain_benchmark`).
+
+    Each fused Numba version is reported; a target is met when the best of them meets it
+    ("fused" is the one-element-per-thread kernel students write).
+    """
+    n = headline_size(result)
+    fused = {name: harness.row(result, name, n) for name in result["variants"]
+             if name.startswith("fused") and harness.row(result, name, n).get("median_ms")}
+    best = min(fused, key=lambda name: fused[name]["median_ms"])
+    unfused_ms = harness.row(result, "unfused", n)["median_ms"]
+    predicted = lab.predicted_speedup(lab.unfused_chain_ledger(n, with_mask=True),
+                                      lab.fused_chain_ledger(n, with_mask=True))
+    out = {
+        "n": n,
+        "copy_gbps": result["copy_gbps"],
+        "fused_versions": {name: {"ms": row["median_ms"], "gbps": row["gbps"],
+                                  "pct_of_copy": row["pct_of_copy"],
+                                  "speedup_over_unfused": unfused_ms / row["median_ms"]}
+                           for name, row in fused.items()},
+        "best_fused": best,
+        "best_fused_reaches_90pct_of_copy": max(r["pct_of_copy"] for r in fused.values())
+        >= TARGET_PCT_OF_COPY,
+        "predicted_speedup": predicted,
+        "measured_speedup": unfused_ms / fused["fused"]["median_ms"],
+        "speedup_at_least_predicted": unfused_ms / fused["fused"]["median_ms"] >= predicted,
+    }
+    for name in ("torch_eager", "torch_compile"):
+        if name in result["variants"]:
+            out[f"{name}_ms"] = harness.row(result, name, n).get("median_ms")
+    if out.get("torch_compile_ms"):
+        out["best_fused_at_least_as_fast_as_torch_compile"] = \
+            fused[best]["median_ms"] <= out["torch_compile_ms"]
+    return out
+
+
+def report(goals: dict) -> str:
+    def verdict(ok):
+        return "PASS" if ok else "FAIL"
+
+    lines = [f"Lab 02 targets at n = {goals['n']:,} (one run; copy ceiling {goals['copy_gbps']:.0f} GB/s):"]
+    for name, v in goals["fused_versions"].items():
+        lines.append(f"  {name:<20} {v['ms']:.4f} ms  {v['gbps']:6.0f} GB/s  {v['pct_of_copy']:5.1f}% of copy  "
+                     f"{v['speedup_over_unfused']:.2f}x over unfused")
+    lines += [f"  best fused version ({goals['best_fused']}) >= 90% of copy: "
+              f"{verdict(goals['best_fused_reaches_90pct_of_copy'])}",
+              f"  unfused / fused = {goals['measured_speedup']:.2f}x >= predicted from bytes "
+              f"{goals['predicted_speedup']:.2f}x: {verdict(goals['speedup_at_least_predicted'])}"]
+    if "best_fused_at_least_as_fast_as_torch_compile" in goals:
+        lines.append(f"  torch eager {goals.get('torch_eager_ms') or float('nan'):.4f} ms, torch.compile "
+                     f"{goals['torch_compile_ms']:.4f} ms; best fused at least as fast as torch.compile: "
+                     f"{verdict(goals['best_fused_at_least_as_fast_as_torch_compile'])}")
+    else:
+        lines.append("  no torch.compile timing in this run (torch or Triton not usable here)")
+    return "\n".join(lines)
+
+
+def bench(out_dir: Path | None = None) -> dict:
+    """On a GPU: validate, time, check the targets and save; in the simulator: validate only."""
+    lab = target.load(LAB)
+    result = harness.run(chain_benchmark(lab, torch=harness.optional_torch()),
+                              lab=LAB, out_dir=out_dir)
+    if device.is_simulator():
+        return {}
+    if not result["ok"]:
+        print("some versions failed validation: no targets checked")
+        return result
+    goals = targets(lab, result)
+    reference.save(LAB, {"targets": {"provenance": result["provenance"], **goals}}, out_dir)
+    print(report(goals))
+    return {**result, "targets": goals}
+
+
+
+# --- figures -------------------------------------------------------------------------------------
+
+def traffic_figure(lab, figures_dir: Path, n: int = HEADLINE_N) -> Path:
+    """Bytes per op, unfused vs fused, stacked: from the ledgers (checked by the meter in tests)."""
+    ledgers = {"unfused\n(4 kernels)": lab.unfused_chain_ledger(n, with_mask=True),
+               "fused\n(mask)": lab.fused_chain_ledger(n, with_mask=True),
+               "fused\n(generator)": lab.fused_chain_ledger(n, with_mask=False)}
+    fig, (ax,) = plots.new_figure("Memory traffic of out = dropout(relu(x*w + b)) + r", None)
+    fig.suptitle(f"Memory traffic of out = dropout(relu(x*w + b)) + r, n = {size_label(n)}\n"
+                 "declared by the ledgers, checked against the simulator's meter", fontsize=10)
+    plots.stacked_bytes(ax, ledgers)
+    return plots.save(fig, "lab02_traffic", figures_dir)
+
+
+def measured_figures(result: dict, figures_dir: Path, n: int) -> list[Path]:
+    fig, (ax,) = plots.new_figure("Achieved bandwidth of the chain against the copy ceiling", result)
+    plots.bandwidth_bars(ax, result, n)
+    bars = plots.save(fig, "lab02_bandwidth", figures_dir)
+    fig, (ax,) = plots.new_figure("Time per call against n: the launch floor, then bandwidth", result)
+    plots.time_vs_size(ax, result)
+    return [bars, plots.save(fig, "lab02_time_vs_size", figures_dir)]
+
+
+def tour(figures_dir: Path) -> TourResult:
+    lab = target.load(LAB)
+    validated = harness.run(chain_benchmark(lab, sizes=TOUR_SIZES), progress=False,
+                                 out=lambda line: None)
+    if not validated["ok"]:
+        return TourResult(False, "validation failed: " + "; ".join(harness.failures(validated)))
+    figures = [traffic_figure(lab, figures_dir)]
+    predicted = lab.predicted_speedup(lab.unfused_chain_ledger(HEADLINE_N, with_mask=True),
+                                      lab.fused_chain_ledger(HEADLINE_N, with_mask=True))
+    result = reference.live_or_recorded(LAB, "chain", lambda: validated)
+    source = "live" if validated["live"] else "H200 reference"
+    if result is None:
+        return TourResult(True, f"fused predicted {predicted:.2f}x faster than unfused (from bytes); "
+                                "no reference data yet: run `kernellab bench 02` on a GPU",
+                          tuple(map(str, figures)))
+    n = headline_size(result)
+    figures += measured_figures(result, figures_dir, n)
+    unfused, fused = harness.row(result, "unfused", n), harness.row(result, "fused", n)
+    return TourResult(True, f"fused {unfused['median_ms'] / fused['median_ms']:.2f}x faster than "
+                            f"unfused (predicted {predicted:.2f}x), {fused['pct_of_copy']:.0f}% of copy "
+                            f"bandwidth at n = {size_label(n)} ({source})",
+                      tuple(map(str, figures)))

@@ -1,0 +1,229 @@
+"""Lab 06: occupancy, what limits the blocks an SM holds, and whether holding more is faster.
+
+What you will learn
+- An SM holds as many blocks as its scarcest resource allows: warp slots, registers, shared
+  memory, or the block cap. Occupancy = resident warps / the most warps the SM can hold.
+- Where the arithmetic hides traps: a partial warp costs a whole warp; registers are granted per
+  warp in 256-register units and per sub-partition (a quarter of the register file each); every
+  block carries a 1 KiB shared-memory reservation (cc >= 8.0) before rounding to 128 B.
+- How to read a kernel's real resources without a GPU (`kernellab.resources.kernel_resources`:
+  ptxas's registers, static shared memory and spills).
+- How to tune block size, the register cap (`max_registers`) and the tile size to reach a target
+  occupancy, and what the cap costs (spills to local memory).
+- Whether occupancy buys speed: measured on an H200 for a memory-bound and a compute-bound
+  kernel (experiments/lab06_occupancy.py), which puts the seed article's advice to the test.
+
+Exercises (each stub says `Lab 06.M`); 06.1-06.4 are host-side arithmetic, checked against the
+calculator `kernellab.occupancy` (NVIDIA's cuda_occupancy.h rules) on thousands of random configurations:
+  06.1  blocks_limited_by_warps(arch, block_size)                        warp slots
+  06.2  blocks_limited_by_registers(arch, block_size, registers)         the register file
+  06.3  blocks_limited_by_shared_memory(arch, shared_bytes, carveout)    shared memory
+  06.4  occupancy(cc, block_size, registers, ...)                        the minimum, and what sets it
+  06.5  TUNED (a LinearReluConfig)      block size, register cap and tile depth that give
+                                        linear_relu_kernel >= 75% occupancy on an H200
+Memory budget of linear_relu_kernel (given, not an exercise): each block stages a tile_m x tile_k
+slice of x and a tile_k x 64 slice of w in shared memory per step along k, so x is read
+ceil(n / 64) times and w ceil(m / tile_m) times from global memory; out is written once.
+
+`arch` below is a `kernellab.occupancy.Architecture`: the per-SM limits of one compute
+capability, as data (`ARCHITECTURES[(9, 0)]` is the H200's Hopper). Print one to see its fields.
+"""
+
+import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+from numba import cuda, float32
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from kernellab import resources
+from kernellab.occupancy import LIMITERS, UNLIMITED, architecture, shared_per_sm
+
+
+# --- 06.1: warp slots ----------------------------------------------------------------------------
+
+def blocks_limited_by_warps(arch, block_size):
+    """Blocks per SM the warp slots allow (0 when the block is larger than a block may be)."""
+    # FILL ME IN (roughly 4 lines): 0 if block_size exceeds arch.max_threads_per_block; else
+    # arch.max_warps_per_sm // (warps per block), where a partial warp counts as a whole warp.
+    raise NotImplementedError("Lab 06.1: blocks_limited_by_warps")
+
+
+# --- 06.2: the register file ---------------------------------------------------------------------
+
+def blocks_limited_by_registers(arch, block_size, registers_per_thread):
+    """Blocks per SM the register file allows; UNLIMITED for a kernel that uses no registers."""
+    # FILL ME IN (roughly 11 lines): 0 above arch.max_registers_per_thread. Registers per warp =
+    # registers_per_thread * 32 rounded UP to arch.register_allocation_unit (256); 0 of them ->
+    # UNLIMITED. 0 if (per warp) * (warps per block rounded up to a multiple of the 4
+    # sub-partitions) exceeds arch.registers_per_block. Otherwise each sub-partition holds
+    # (registers_per_sm / 4) // per_warp warps: 4 times that, divided by the block's warps.
+    raise NotImplementedError("Lab 06.2: blocks_limited_by_registers")
+
+
+# --- 06.3: shared memory -------------------------------------------------------------------------
+
+def blocks_limited_by_shared_memory(arch, shared_bytes_per_block, carveout=-1):
+    """Blocks per SM shared memory allows, for static + dynamic bytes per block.
+
+    `shared_per_sm(arch, carveout, allocated)` (given) is the shared memory the driver configures
+    on the SM: the carveout rounded up to a supported size, bumped up when one block would not fit.
+    """
+    # FILL ME IN (roughly 5 lines): allocated = shared_bytes_per_block + the reservation
+    # (arch.reserved_shared_per_block), then rounded UP to arch.shared_allocation_unit; 0 bytes ->
+    # UNLIMITED; else blocks = shared_per_sm(arch, carveout, allocated) // allocated.
+    raise NotImplementedError("Lab 06.3: blocks_limited_by_shared_memory")
+
+
+# --- 06.4: the calculator ------------------------------------------------------------------------
+
+class SMOccupancy(NamedTuple):
+    active_blocks: int          # blocks of this kernel resident on one SM
+    active_warps: int           # their warps
+    occupancy: float            # active_warps / the SM's maximum warps
+    limiters: tuple             # every limit equal to the minimum, in the order of LIMITERS
+
+
+def occupancy(cc, block_size, registers_per_thread, static_shared=0, dynamic_shared=0,
+              max_dynamic_shared=None, carveout=-1):
+    """Blocks, warps and occupancy of one SM for a kernel, and which limits set them.
+
+    max_dynamic_shared is the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES attribute (None: the
+    default, 48 KiB - static); a launch asking for more dynamic shared memory gets 0 blocks.
+    """
+    # FILL ME IN (roughly 25 lines): arch = architecture(cc) (ValueError for an unknown cc).
+    # Raise ValueError naming the argument when one is out of range: block_size 1..1024,
+    # registers 0..255, static 0..48 KiB, dynamic >= 0, carveout -1..100, max_dynamic_shared
+    # (None -> 48 KiB - static) up to arch.shared_per_block_optin - static. Take the minimum of
+    # the four limits (warps, registers, shared memory - 0 when dynamic_shared exceeds
+    # max_dynamic_shared - and arch.max_blocks_per_sm) and return SMOccupancy(active_blocks,
+    # active_warps, occupancy, limiters): limiters lists every limit equal to the minimum, in
+    # the order of LIMITERS.
+    raise NotImplementedError("Lab 06.4: occupancy")
+
+
+# --- 06.5: tuning a real kernel --------------------------------------------------------------------
+
+TILE_COLS = 16      # threads across a block's tile of out: 16 x MICRO = 64 columns per block
+MICRO = 4           # each thread computes a MICRO x MICRO patch of out, held in registers
+TARGET_OCCUPANCY = 0.75
+TARGET_CC = (9, 0)  # the H200
+
+
+class LinearReluConfig(NamedTuple):
+    block_size: int             # threads: 16 across the columns of out, block_size / 16 down its rows
+    tile_k: int                 # depth of the x and w tiles staged in shared memory per step
+    max_registers: int | None   # the compiler's register cap (None: as many as it likes)
+
+    @property
+    def tile_m(self):
+        return self.block_size // TILE_COLS * MICRO     # rows of out per block
+
+    @property
+    def tile_n(self):
+        return TILE_COLS * MICRO                        # columns of out per block
+
+    @property
+    def shared_bytes(self):
+        return (self.tile_m + self.tile_n) * self.tile_k * 4   # the x tile and the w tile
+
+
+AS_WRITTEN = LinearReluConfig(block_size=128, tile_k=64, max_registers=None)
+
+# 06.5 FILL ME IN (roughly 1 line): choose block_size, tile_k and max_registers so that
+# linear_relu_kernel reaches >= 75% occupancy on an H200 (cc 9.0); it must still compute
+# relu(x @ w + b). Start from what limits AS_WRITTEN:
+#   found = resources.kernel_resources(linear_relu_kernel, None, cc=(9, 0))   # its real figures
+#   kernellab.occupancy.occupancy((9, 0), TUNED.block_size, found.registers_per_thread,
+#                                 found.static_shared_bytes)                 # or your occupancy()
+# then change one knob at a time and watch the limiter move (notebook 06 draws it).
+TUNED = AS_WRITTEN
+
+
+@functools.lru_cache(maxsize=None)
+def linear_relu_kernel_for(config):
+    """The kernel for one configuration. The tile sizes are the shared arrays' shapes, which must
+    be compile-time constants: each configuration is its own kernel, as a C++ template would be."""
+    if config.block_size % TILE_COLS or not 0 < config.block_size <= 1024 or config.tile_k < 1:
+        raise ValueError(f"block_size must be a multiple of {TILE_COLS} up to 1024 and tile_k >= 1: {config}")
+    if config.shared_bytes > 48 * 1024:
+        raise ValueError(f"{config} needs {config.shared_bytes} B of shared memory per block; "
+                         "static shared memory stops at 48 KiB: use a smaller tile_k or block_size")
+    threads, tile_m, tile_n, tile_k = config.block_size, config.tile_m, config.tile_n, config.tile_k
+    w_at = tile_m * tile_k                               # the w tile starts after the x tile
+    words = w_at + tile_k * tile_n                       # a compile-time constant: the array's size
+
+    @resources.jit(max_registers=config.max_registers)
+    def linear_relu_kernel(x, w, b, out):
+        tiles = cuda.shared.array(words, float32)        # the x tile (row-major), then the w tile
+        t = cuda.threadIdx.x
+        tx, ty = t % TILE_COLS, t // TILE_COLS           # this thread's column and row of patches
+        row0, col0 = cuda.blockIdx.y * tile_m, cuda.blockIdx.x * tile_n
+        m, k = x.shape
+        n = w.shape[1]
+        acc = cuda.local.array((MICRO, MICRO), float32)  # registers: the thread's patch of out
+        w_row = cuda.local.array(MICRO, float32)
+        for i in range(MICRO):
+            for j in range(MICRO):
+                acc[i, j] = 0.0
+        for k0 in range(0, k, tile_k):
+            for e in range(t, tile_m * tile_k, threads):       # stage x: 1 global read per element
+                r, c = e // tile_k, e % tile_k
+                inside = row0 + r < m and k0 + c < k
+                tiles[e] = x[row0 + r, k0 + c] if inside else 0.0
+            for e in range(t, tile_k * tile_n, threads):       # stage w: 1 global read per element
+                r, c = e // tile_n, e % tile_n
+                inside = k0 + r < k and col0 + c < n
+                tiles[w_at + e] = w[k0 + r, col0 + c] if inside else 0.0
+            cuda.syncthreads()                                  # the tiles are complete
+            for kk in range(tile_k):
+                for j in range(MICRO):
+                    w_row[j] = tiles[w_at + kk * tile_n + tx + j * TILE_COLS]
+                for i in range(MICRO):
+                    a = tiles[(ty * MICRO + i) * tile_k + kk]
+                    for j in range(MICRO):
+                        acc[i, j] += a * w_row[j]              # MICRO^2 FMAs per 2 * MICRO shared reads
+            cuda.syncthreads()                                  # everyone is done before the next stage
+        for i in range(MICRO):
+            r = row0 + ty * MICRO + i
+            for j in range(MICRO):
+                c = col0 + tx + j * TILE_COLS
+                if r < m and c < n:
+                    out[r, c] = max(acc[i, j] + b[c], 0.0)      # 1 read of b, 1 write of out
+        # global per block and k step: tile_m*tile_k reads of x + tile_k*64 of w; out written once
+
+    return linear_relu_kernel
+
+
+linear_relu_kernel = linear_relu_kernel_for(TUNED)   # what the tests compile and measure
+
+SIGNATURES = {
+    "linear_relu_kernel": "void(float32[:, ::1], float32[:, ::1], float32[::1], float32[:, ::1])",
+}
+
+
+def linear_relu(x, w, b, out=None, config=TUNED, kernel=None):
+    """out = relu(x @ w + b), one block per tile_m x 64 tile of out.
+
+    `kernel` defaults to linear_relu_kernel_for(config); the benchmark passes copies of it
+    compiled under other names.
+    """
+    m, k = x.shape
+    n = w.shape[1]
+    if w.shape[0] != k or b.shape != (n,):
+        raise ValueError(f"shapes do not chain: x {x.shape}, w {w.shape}, b {b.shape}")
+    if out is None:
+        out = cuda.device_array((m, n), dtype=np.float32)
+    grid = (-(-n // config.tile_n), -(-m // config.tile_m))   # x across out's columns, y down its rows
+    (kernel or linear_relu_kernel_for(config))[grid, config.block_size](x, w, b, out)
+    return out
+
+
+# The configurations of linear_relu the tour and the benchmark compare, each with its reason.
+VARIANTS = {
+    "as_written": (AS_WRITTEN, "no register cap: what the compiler chose"),
+    "article_rules": (LinearReluConfig(128, 64, 64),
+                      "the seed article's caps: <= 64 registers, <= 32 KB shared per block"),
+    "tuned": (TUNED, "06.5: register cap and tile depth for >= 75% occupancy on an H200"),
+}

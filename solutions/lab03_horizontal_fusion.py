@@ -1,0 +1,198 @@
+"""Lab 03: horizontal fusion.
+
+What you will learn
+- Why many small independent kernels are slow: each launch costs the host microseconds to
+  submit, and a small kernel leaves most of the GPU idle while it runs.
+- How to merge independent elementwise tasks on different arrays into one launch: the grid is
+  the concatenation of each task's blocks, and each block picks its task from its block index
+  with a table of prefix sums (where each task's blocks start).
+- How to predict the time of separate and merged launches from two numbers measured on the
+  device (the cost of a launch, the copy bandwidth), and where fusing stops paying.
+
+The four tasks (independent: different arrays, sizes and ops), written into one flat output:
+  scale   y0 = alpha * x0
+  add     y1 = x1 + z1
+  relu    y2 = max(x2, 0)
+  square  y3 = x3 * x3
+out = [y0 | y1 | y2 | y3]; `split_output(out, sizes)` gives the four views.
+
+Exercises (each stub says `Lab 03.M`):
+  03.1  task_block_starts(sizes, block)  where each task's blocks start: prefix sums of
+                                         ceil(size / block), with the total at the end
+  03.2  horizontal_kernel                each block finds its task and does that task's slice
+                                         budget: every input element read once, every output
+                                         element written once, across the whole grid
+  03.3  horizontal_tasks                 the launcher: the table, the grid, one launch
+  03.4  predicted_time_us(...)           a launch-or-bandwidth model of one call's time
+
+Convention: inputs are float32 device arrays; every launcher takes `out=None` (allocates) and
+returns the output.
+"""
+
+import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+from numba import cuda
+import numpy as np
+
+from kernellab.traffic import Ledger
+
+DEFAULT_BLOCK = 128
+TASKS = ("scale", "add", "relu", "square")
+ZERO = np.float32(0.0)       # a float32 constant: a bare 0.0 would make the kernel compute in float64
+
+
+def blocks_for(n, block):
+    return (n + block - 1) // block
+
+
+def task_sizes_of(x0, x1, z1, x2, x3):
+    """The four tasks' element counts (and a clear error when the add's operands differ)."""
+    if x1.shape != z1.shape:
+        raise ValueError(f"add needs x1 and z1 of one shape, got {x1.shape} and {z1.shape}")
+    return tuple(int(a.size) for a in (x0, x1, x2, x3))
+
+
+def split_output(out, sizes):
+    """The four tasks' outputs: consecutive views of one flat array."""
+    if out.size != sum(sizes):
+        raise ValueError(f"out has {out.size} elements, the tasks need {sum(sizes)}")
+    edges = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    return tuple(out[edges[t]:edges[t + 1]] for t in range(len(sizes)))
+
+
+def reference_tasks(x0, x1, z1, x2, x3, alpha):
+    """The four results in float64, concatenated as `out` holds them."""
+    x0, x1, z1, x2, x3 = (np.asarray(a, dtype=np.float64) for a in (x0, x1, z1, x2, x3))
+    return np.concatenate([alpha * x0, x1 + z1, np.maximum(x2, 0.0), x3 * x3])
+
+
+def tasks_ledger(sizes, fused):
+    """The bytes both versions move: each input read once, each output written once."""
+    n0, n1, n2, n3 = sizes
+    name = "horizontal" if fused else "separate"
+    def op(task):
+        return "horizontal" if fused else task
+    return (Ledger(name)
+            .add(op("scale"), "x0", reads=n0).add(op("scale"), "out", writes=n0)
+            .add(op("add"), "x1", reads=n1).add(op("add"), "z1", reads=n1)
+            .add(op("add"), "out", writes=n1)
+            .add(op("relu"), "x2", reads=n2).add(op("relu"), "out", writes=n2)
+            .add(op("square"), "x3", reads=n3).add(op("square"), "out", writes=n3))
+
+
+def _prepare(x0, x1, z1, x2, x3, alpha, out):
+    sizes = task_sizes_of(x0, x1, z1, x2, x3)
+    if out is None:
+        out = cuda.device_array(sum(sizes), dtype=np.float32)
+    return sizes, np.float32(alpha), out, split_output(out, sizes)
+
+
+# --- given: one launch per task ------------------------------------------------------------------
+
+@cuda.jit
+def scale_kernel(alpha, x, y):
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] = alpha * x[i]          # 1 read, 1 write
+
+
+@cuda.jit
+def add_kernel(x, z, y):
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] = x[i] + z[i]           # 2 reads, 1 write
+
+
+@cuda.jit
+def relu_kernel(x, y):
+    i = cuda.grid(1)
+    if i < y.size:
+        v = x[i]                     # 1 read
+        y[i] = v if v > ZERO else ZERO  # 1 write
+
+
+@cuda.jit
+def square_kernel(x, y):
+    i = cuda.grid(1)
+    if i < y.size:
+        v = x[i]                     # 1 read (not two: x[i] * x[i] would load twice)
+        y[i] = v * v                 # 1 write
+# Summed: each input element read once, each output element written once; 4 launches.
+
+
+def separate_tasks(x0, x1, z1, x2, x3, alpha=2.0, out=None, block=DEFAULT_BLOCK):
+    """Four launches, one per task: four launch costs, four small grids."""
+    sizes, alpha, out, (y0, y1, y2, y3) = _prepare(x0, x1, z1, x2, x3, alpha, out)
+    launches = ((scale_kernel, (alpha, x0, y0)), (add_kernel, (x1, z1, y1)),
+                (relu_kernel, (x2, y2)), (square_kernel, (x3, y3)))
+    for size, (kernel, args) in zip(sizes, launches):
+        if size:                                       # an empty task needs no launch (grid 0 is invalid)
+            kernel[blocks_for(size, block), block](*args)  # one thread per element
+    return out
+
+
+# --- 03.1: the block table -----------------------------------------------------------------------
+
+def task_block_starts(sizes, block):
+    """[0, b0, b0 + b1, ..., total]: task t owns blocks starts[t] .. starts[t + 1] - 1."""
+    if block <= 0 or any(size < 0 for size in sizes):
+        raise ValueError(f"need block > 0 and sizes >= 0, got block={block}, sizes={list(sizes)}")
+    blocks = [blocks_for(int(size), block) for size in sizes]
+    return np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)
+
+
+# --- 03.2: one kernel, four tasks ----------------------------------------------------------------
+
+@cuda.jit
+def horizontal_kernel(start1, start2, start3, alpha, x0, y0, x1, z1, y1, x2, y2, x3, y3):
+    block = cuda.blockIdx.x
+    if block < start1:                               # task 0 owns blocks [0, start1)
+        i = block * cuda.blockDim.x + cuda.threadIdx.x
+        if i < y0.size:
+            y0[i] = alpha * x0[i]                    # 1 read, 1 write
+    elif block < start2:                             # task 1 owns blocks [start1, start2)
+        i = (block - start1) * cuda.blockDim.x + cuda.threadIdx.x
+        if i < y1.size:
+            y1[i] = x1[i] + z1[i]                    # 2 reads, 1 write
+    elif block < start3:
+        i = (block - start2) * cuda.blockDim.x + cuda.threadIdx.x
+        if i < y2.size:
+            v = x2[i]                                # 1 read
+            y2[i] = v if v > ZERO else ZERO          # 1 write
+    else:
+        i = (block - start3) * cuda.blockDim.x + cuda.threadIdx.x
+        if i < y3.size:
+            v = x3[i]                                # 1 read
+            y3[i] = v * v                            # 1 write
+    # every block takes one branch: one task's slice; the branch is uniform across the block,
+    # so no warp diverges. Summed: the same bytes as the four launches, in one launch.
+
+
+# --- 03.3: the launcher --------------------------------------------------------------------------
+
+def horizontal_tasks(x0, x1, z1, x2, x3, alpha=2.0, out=None, block=DEFAULT_BLOCK):
+    """One launch for the four tasks: the grid is their blocks laid end to end."""
+    sizes, alpha, out, (y0, y1, y2, y3) = _prepare(x0, x1, z1, x2, x3, alpha, out)
+    starts = task_block_starts(sizes, block)
+    grid = int(starts[-1])                     # every task's blocks, end to end
+    if grid:                                   # nothing to do for four empty tasks
+        horizontal_kernel[grid, block](int(starts[1]), int(starts[2]), int(starts[3]),  # as scalars:
+                                       alpha, x0, y0, x1, z1, y1, x2, y2, x3, y3)     # no table copy
+    return out
+
+
+# --- 03.4: a model of one call's time ------------------------------------------------------------
+
+def predicted_time_us(launches, nbytes, launch_us, gbps):
+    """One call's time if the host's launches and the GPU's memory traffic overlap.
+
+    The GPU runs a kernel while the host submits the next one, so whichever is slower sets the
+    pace: `launches` submissions of `launch_us` each, or `nbytes` at `gbps` GB/s.
+    """
+    return max(launches * launch_us, nbytes / (gbps * 1e3))
+
+
+# The versions of the four tasks, each with the reason it exists; the tour and the benchmark read this.
+VARIANTS = {
+    "separate": (separate_tasks, "one launch per task: 4 launch costs, 4 small grids"),
+    "horizontal": (horizontal_tasks, "one launch; each block picks its task from its block index"),
+}

@@ -1,0 +1,17 @@
+MUTANTS = [
+    ("starts without the leading 0", "    return np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)", "    return np.cumsum(blocks).astype(np.int64)"),
+    ("starts count elements, not blocks", "    blocks = [blocks_for(int(size), block) for size in sizes]", "    blocks = [int(size) for size in sizes]"),
+    ("starts floor instead of ceil", "    blocks = [blocks_for(int(size), block) for size in sizes]", "    blocks = [int(size) // block for size in sizes]"),
+    ("no validation", "    if block <= 0 or any(size < 0 for size in sizes):", "    if False:"),
+    ("task 1 forgets its offset", "        i = (block - start1) * cuda.blockDim.x + cuda.threadIdx.x\n        if i < y1.size:",
+     "        i = block * cuda.blockDim.x + cuda.threadIdx.x\n        if i < y1.size:"),
+    ("task 3 offset off by one block", "        i = (block - start3) * cuda.blockDim.x + cuda.threadIdx.x",
+     "        i = (block - start3 + 1) * cuda.blockDim.x + cuda.threadIdx.x"),
+    ("square reads twice", "            y3[i] = v * v                            # 1 write", "            y3[i] = v * x3[i]                        # 1 write"),
+    ("grid one block short", "    grid = int(starts[-1])                     # every task's blocks, end to end", "    grid = int(starts[-1]) - 1"),
+    ("launcher falls back to separate launches", "    if grid:                                   # nothing to do for four empty tasks",
+     "    if grid and False:"),
+    ("model sums instead of max", "    return max(launches * launch_us, nbytes / (gbps * 1e3))", "    return launches * launch_us + nbytes / (gbps * 1e3)"),
+    ("model ignores launches", "    return max(launches * launch_us, nbytes / (gbps * 1e3))", "    return max(launch_us, nbytes / (gbps * 1e3))"),
+    ("model wrong units", "    return max(launches * launch_us, nbytes / (gbps * 1e3))", "    return max(launches * launch_us, nbytes / (gbps * 1e9))"),
+]
