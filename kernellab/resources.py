@@ -253,7 +253,9 @@ def kernel_resources_batch(kernels_and_signatures, cc=None, *, method: str = "au
     for kernel, sig in kernels_and_signatures:
         fn, name = _python_function(kernel), _kernel_name(kernel)
         argtypes = _argtypes(kernel, sig)
-        key = (_source_stamp(fn), fn.__module__, name, str(argtypes), target,
+        options = repr(sorted({**getattr(kernel, "targetoptions", {}),
+                               **(getattr(kernel, "_kernellab_options", None) or {})}.items()))
+        key = (_source_stamp(fn), fn.__module__, name, str(argtypes), options, target,
                "driver" if use_driver else lto)
         keys.append(key)
         if key in _CACHE or key in pending:

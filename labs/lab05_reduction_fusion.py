@@ -82,12 +82,12 @@ def check_affine(x, gamma, beta):
 # --- Given: block-wide reductions through shared memory ----------------------------------------------
 
 @cuda.jit(device=True)
-def block_reduce(value, scratch, take_max):
+def tree_block_reduce(value, scratch, take_max):
     """max (take_max) or sum of `value` over the block, returned to every thread.
 
     A tree: each step, the lower half of the active threads combine their slot with one from the
-    upper half; log2(block) steps, each ending in a barrier. The simulator has no warp shuffles,
-    so this uses shared memory only. Every thread of the block must call it.
+    upper half; log2(block) steps, each ending in a barrier. Shared memory only, so it also runs
+    in the simulator, which has no warp shuffles. Every thread of the block must call it.
     """
     tid = cuda.threadIdx.x
     scratch[tid] = value
@@ -102,6 +102,45 @@ def block_reduce(value, scratch, take_max):
     result = scratch[0]
     cuda.syncthreads()          # all have read the result before scratch is used again
     return result
+
+
+@cuda.jit(device=True)
+def warp_combine(value, take_max):
+    """Combine the 32 values of a warp with register shuffles: 5 steps, no shared memory, no
+    barrier (lane 0 ends with the result)."""
+    offset = 16
+    while offset > 0:
+        other = cuda.shfl_down_sync(0xFFFFFFFF, value, offset)
+        value = max(value, other) if take_max else value + other
+        offset //= 2
+    return value
+
+
+@cuda.jit(device=True)
+def shuffle_block_reduce(value, scratch, take_max):
+    """The same reduction on a GPU: each warp shuffles down to one value, warp 0 combines those.
+    Three barriers whatever the block size, against the tree's log2(block) + 2."""
+    if cuda.blockDim.x < 32:    # a partial warp cannot shuffle with a full mask
+        return tree_block_reduce(value, scratch, take_max)
+    lane = cuda.threadIdx.x % 32
+    warp = cuda.threadIdx.x // 32
+    value = warp_combine(value, take_max)
+    if lane == 0:
+        scratch[warp] = value   # one value per warp
+    cuda.syncthreads()
+    if warp == 0:
+        identity = NEG_INF if take_max else ZERO
+        value = warp_combine(scratch[lane] if lane < cuda.blockDim.x // 32 else identity, take_max)
+        if lane == 0:
+            scratch[0] = value
+    cuda.syncthreads()
+    result = scratch[0]
+    cuda.syncthreads()          # all have read the result before scratch is used again
+    return result
+
+
+# The simulator has no warp shuffles: there the tree runs; on a GPU, the shuffles.
+block_reduce = tree_block_reduce if kernellab.device.is_simulator() else shuffle_block_reduce
 
 
 @cuda.jit(device=True, inline="always")
@@ -324,13 +363,20 @@ def fused_items(cols, block, items=None):
     return items
 
 
+def register_cap(block, max_registers=None):
+    """A block must fit in one SM's 65,536 registers: at 1,024 threads, 64 each at most, or the
+    launch fails (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES). Below 256 threads nothing binds."""
+    fits = 65536 // block
+    return max_registers if max_registers is not None or fits >= 255 else fits
+
+
 def softmax_fused(x, out=None, block=None, items=None, max_registers=None):
     """softmax along rows in one kernel that reads each row once into registers."""
     check_rows(x, out)
     rows, cols = x.shape
     out = cuda.device_array_like(x) if out is None else out
     block = row_block(cols, block)
-    kernel = fused_kernels(fused_items(cols, block, items), max_registers).softmax
+    kernel = fused_kernels(fused_items(cols, block, items), register_cap(block, max_registers)).softmax
     kernel[rows, block](x, out)                            # one block per row
     return out
 
@@ -343,7 +389,8 @@ def layernorm_fused(x, gamma, beta, out=None, eps=DEFAULT_EPS, block=None, items
     rows, cols = x.shape
     out = cuda.device_array_like(x) if out is None else out
     block = row_block(cols, block)
-    kernel = fused_kernels(fused_items(cols, block, items), max_registers).layernorm
+    kernel = fused_kernels(fused_items(cols, block, items),
+                           register_cap(block, max_registers)).layernorm
     kernel[rows, block](x, gamma, beta, np.float32(eps), out)
     return out
 
