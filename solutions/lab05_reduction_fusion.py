@@ -38,7 +38,7 @@ import numpy as np
 from kernellab import resources
 from kernellab.traffic import Ledger
 
-ITEMS_PER_THREAD = 16    # values of its row each thread of the fused kernels holds, by default
+ITEMS_PER_THREAD = 8     # values of its row each thread of the fused kernels holds, by default
 MAX_ITEMS = 32           # the most any fused kernel is built for (142 registers: 256 threads at most)
 MAX_BLOCK = 1024
 SCRATCH = MAX_BLOCK      # floats of shared memory for a reduction: one per thread of the largest block
@@ -52,7 +52,7 @@ NEG_INF = np.float32(-np.inf)
 
 def row_block(cols, block=None):
     """Threads per row: by default the smallest power of two from 32 to 1024 with at most
-    ITEMS_PER_THREAD values of the row per thread (8192 columns: 512 threads)."""
+    ITEMS_PER_THREAD values of the row per thread (8192 columns: 1024 threads)."""
     if block is None:
         block = 32
         while block < MAX_BLOCK and block * ITEMS_PER_THREAD < cols:
@@ -395,9 +395,11 @@ def fused_kernels(items, max_registers=None):
 
 def fused_items(cols, block, items=None):
     """Values per thread the fused kernel holds: ITEMS_PER_THREAD (one kernel serves every row
-    that fits), or `items`; a ValueError when the row does not fit."""
-    items = ITEMS_PER_THREAD if items is None else items
+    that fits), more when a row of 1,024 threads needs it, or `items`; a ValueError when the
+    row does not fit."""
     needed = -(-cols // block)
+    if items is None:
+        items = max(ITEMS_PER_THREAD, needed) if block == MAX_BLOCK else ITEMS_PER_THREAD
     if needed > items:
         raise ValueError(f"a row of {cols} values over {block} threads is {needed} values per thread; "
                          f"the fused kernel holds {items}: use a larger block (up to {MAX_BLOCK}), "
