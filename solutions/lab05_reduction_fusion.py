@@ -399,7 +399,7 @@ def fused_items(cols, block, items=None):
     row does not fit."""
     needed = -(-cols // block)
     if items is None:
-        items = max(ITEMS_PER_THREAD, needed) if block == MAX_BLOCK else ITEMS_PER_THREAD
+        items = min(max(ITEMS_PER_THREAD, needed), MAX_ITEMS) if block == MAX_BLOCK else ITEMS_PER_THREAD
     if needed > items:
         raise ValueError(f"a row of {cols} values over {block} threads is {needed} values per thread; "
                          f"the fused kernel holds {items}: use a larger block (up to {MAX_BLOCK}), "

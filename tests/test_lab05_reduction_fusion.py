@@ -212,7 +212,8 @@ def test_given_unfused_softmax_matches_numpy(lab, rng):
 
 def test_launch_shape_rules(lab):
     assert [lab.row_block(cols) for cols in (10, 300, 8192, 100_000)] == [32, 64, 1024, 1024]
-    assert lab.fused_items(8192, 512) == 16 and lab.fused_items(8192, 256, items=32) == 32
+    assert lab.fused_items(8192, 1024) == 8 and lab.fused_items(16384, 1024) == 16
+    assert lab.fused_items(8192, 256, items=32) == 32
     with pytest.raises(ValueError, match="power of two"):
         lab.row_block(100, 48)
     with pytest.raises(ValueError, match="online"):
