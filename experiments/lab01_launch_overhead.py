@@ -75,7 +75,7 @@ def us(t: timing.Timing, per: int = 1) -> dict:
 
 def host_us(submit, inner: int = 200, reps: int = 50, per: int = 1) -> dict:
     """Host submit time of `submit()` in us (per kernel, with `per` kernels per call)."""
-    return us(graphs.host_submit_time(submit, inner=inner, reps=reps), per)
+    return us(timing.time_host(submit, inner=inner, reps=reps), per)
 
 
 def tiny_launch():
@@ -90,15 +90,15 @@ def measure_wrapper_overhead() -> dict:
     from numba.cuda.dispatcher import CUDADispatcher
     lab, counter, plain = tiny_launch()
     untouched = CUDADispatcher.call
-    before = graphs.host_submit_time(plain, warmup=200, reps=100, inner=200)
+    before = timing.time_host(plain, warmup=200, reps=100, inner=200)
     with record_launches():
-        recording = graphs.host_submit_time(plain, reps=30, inner=100)
-    after_recording = graphs.host_submit_time(plain, warmup=50, reps=100, inner=200)
+        recording = timing.time_host(plain, reps=30, inner=100)
+    after_recording = timing.time_host(plain, warmup=50, reps=100, inner=200)
     graph = graphs.capture(lab.launch_chain, counter, KERNELS)
-    after_capture = graphs.host_submit_time(plain, warmup=50, reps=100, inner=200)
+    after_capture = timing.time_host(plain, warmup=50, reps=100, inner=200)
     raw_stream = graphs._core_stream(0)
-    replay = graphs.host_submit_time(graph.replay, reps=200, inner=10)
-    raw_replay = graphs.host_submit_time(lambda: graph.executable.launch(raw_stream), reps=200, inner=10)
+    replay = timing.time_host(graph.replay, reps=200, inner=10)
+    raw_replay = timing.time_host(lambda: graph.executable.launch(raw_stream), reps=200, inner=10)
     ratios = {"after_record_launches": after_recording.median_ms / before.median_ms,
               "after_capture": after_capture.median_ms / before.median_ms,
               "replay_vs_raw_graph_launch": replay.median_ms / raw_replay.median_ms}
@@ -131,7 +131,7 @@ def measure_launch_methods() -> dict:
                                "one array argument: what a Numba launch costs the host"),
         "plain, GPU events": (us(timing.time_gpu(plain, reps=30, inner=100)),
                               "events around 100 launches back to back: the GPU waits for the host"),
-        "plain, GPU side (queue full)": (us(graphs.gpu_time_per_launch(plain, count=KERNELS)),
+        "plain, GPU side (queue full)": (us(timing.gpu_time_per_launch(plain, count=KERNELS)),
                                          "launches queued behind a busy kernel: the GPU's own cost"),
         "synchronized": (host_us(synchronized, inner=50, reps=30),
                          "launch then cuda.synchronize(): the round trip"),

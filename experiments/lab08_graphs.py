@@ -5,7 +5,7 @@
   <= 1 us per kernel and >= 15x cheaper than a plain Numba launch.
 - Idle gaps (the seed article's metric, target < 5% of kernel time): a 100-kernel pipeline at
   several buffer sizes, eager and replayed. The kernel time is measured with the launch queue
-  kept full (`graphs.gpu_time_per_launch`); the gaps are total - 100 x kernel time. Target:
+  kept full (`timing.gpu_time_per_launch`); the gaps are total - 100 x kernel time. Target:
   < 5% replayed, for kernels of >= 20 us.
 - One graph per batch size: build cost, per-call time eager and replayed, break-even calls.
 """
@@ -80,14 +80,14 @@ def measure_tiny_kernels() -> dict:
     coeffs = [IDENTITY] * KERNELS
     graph = graphs.capture(lab.pipeline, x, coeffs)
     per_kernel = {
-        "eager_host_submit": graphs.host_submit_time(lambda: lab.pipeline(x, coeffs), reps=30, inner=5),
+        "eager_host_submit": timing.time_host(lambda: lab.pipeline(x, coeffs), reps=30, inner=5),
         "eager_gpu_events": timing.time_gpu(lambda: lab.pipeline(x, coeffs), reps=30, inner=5),
-        "graph_host_submit": graphs.host_submit_time(graph.replay, reps=50, inner=10),
+        "graph_host_submit": timing.time_host(graph.replay, reps=50, inner=10),
         "graph_gpu_events": timing.time_gpu(graph.replay, reps=30, inner=20),
     }
     rows = {name: {"us_per_kernel": 1e3 * t.median_ms / KERNELS, **t.as_dict()}
             for name, t in per_kernel.items()}
-    kernel = graphs.gpu_time_per_launch(lambda: lab.pipeline(x, coeffs[:1]), count=KERNELS)
+    kernel = timing.gpu_time_per_launch(lambda: lab.pipeline(x, coeffs[:1]), count=KERNELS)
     rows["kernel_gpu_queue_full"] = {"us_per_kernel": 1e3 * kernel.median_ms, **kernel.as_dict()}
     eager = rows["eager_gpu_events"]["us_per_kernel"]
     replay = rows["graph_gpu_events"]["us_per_kernel"]
@@ -105,7 +105,7 @@ def measure_idle_gaps() -> dict:
     rows = []
     for n in GAP_SIZES:
         x = cuda.to_device(np.ones(n, dtype=np.float32))
-        kernel_ms = graphs.gpu_time_per_launch(lambda: lab.pipeline(x, coeffs[:1]), count=KERNELS,
+        kernel_ms = timing.gpu_time_per_launch(lambda: lab.pipeline(x, coeffs[:1]), count=KERNELS,
                                                reps=10).median_ms
         graph = graphs.capture(lab.pipeline, x, coeffs)
         eager_ms = timing.time_gpu(lambda: lab.pipeline(x, coeffs), warmup=2, reps=15).median_ms

@@ -20,8 +20,6 @@ In the simulator, capture records each launch (kernel, grid, block, arguments) a
 re-launches them in order: the same results and the same errors, none of the speed.
 
 `GraphCache` keeps one graph per shape (the seed article: one graph per batch size).
-`gpu_time_per_launch` and `host_submit_time` measure the two sides of a launch (GPU only):
-what it costs the GPU (the yardstick for idle gaps) and what it costs the host.
 """
 
 from __future__ import annotations
@@ -29,12 +27,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-import time
 from typing import Any, Callable
 
 import numpy as np
 
-from . import device, launches, timing
+from . import device, launches
 
 cuda = device.cuda()
 
@@ -170,8 +167,8 @@ class _Session:
                                "it would run now and be missing from the graph. Launch every "
                                "kernel on the `stream` argument capture() passes: "
                                "kernel[grid, block, stream](...).")
-        self.log.append(launches.Launch(name, launches._dim3(grid), launches._dim3(block),
-                                        launches._stream_handle(stream), int(shared or 0), kernel))
+        self.log.append(launches.Launch(name, launches.dim3(grid), launches.dim3(block),
+                                        launches.stream_handle(stream), int(shared or 0), kernel))
 
 
 def _run_captured(fn, args, kwargs, session):
@@ -283,60 +280,3 @@ def _patch_launches(patch, session: _Session):
             session.forwarding = False
 
     patch(CUDADispatcher, "call", dispatch)
-
-
-# --- measuring what graphs remove (GPU only) -----------------------------------------------------
-
-@cuda.jit
-def _hold_kernel(iterations, sink):
-    value = sink[0]
-    for _ in range(iterations):
-        value = value * 0.999999 + 1e-6    # a dependent chain: each step waits for the last
-    sink[0] = value
-
-
-_HOLD_PROBE = 1 << 20
-
-
-def hold_gpu(milliseconds: float) -> Callable[[], None]:
-    """A function that keeps the GPU busy for about `milliseconds` on the default stream."""
-    timing.require_gpu("hold_gpu")
-    sink = cuda.to_device(np.ones(1, dtype=np.float32))
-    probe = timing.time_gpu(lambda: _hold_kernel[1, 1](_HOLD_PROBE, sink), warmup=1, reps=3)
-    iterations = max(1, int(_HOLD_PROBE * milliseconds / probe.median_ms))
-    return lambda: _hold_kernel[1, 1](iterations, sink)
-
-
-def gpu_time_per_launch(launch: Callable[[], None], *, count: int = 100,
-                        reps: int = 20) -> timing.Timing:
-    """GPU time per `launch()` when the GPU never waits for the host (default stream; GPU only).
-
-    A hold kernel keeps the GPU busy while `count` launches queue up behind it, so the events
-    around them time the GPU's own work (kernel run time plus the hardware's gap between
-    kernels) without the host's submit time. The sum of kernel times that idle gaps are
-    measured against.
-    """
-    hold = hold_gpu(max(2.0, 0.1 * count))  # outlasts queueing `count` launches at up to 100 us each
-    return timing.time_gpu(launch, warmup=1, reps=reps, inner=count, setup=lambda _rep: hold())
-
-
-def host_submit_time(submit: Callable[[], None], *, inner: int = 100, reps: int = 30,
-                     warmup: int = 3) -> timing.Timing:
-    """Host time per `submit()` call, each sample starting from an idle GPU (GPU only).
-
-    Unlike `timing.time_host`, every sample starts after a synchronize, so work queued by earlier
-    samples cannot fill the launch queue and make the host wait: what is timed is submission.
-    Keep the GPU work of `inner` calls short enough to queue without blocking.
-    """
-    timing.require_gpu("host_submit_time")
-    for _ in range(warmup):
-        submit()
-    samples = []
-    for _ in range(reps):
-        cuda.synchronize()
-        started = time.perf_counter()
-        for _ in range(inner):
-            submit()
-        samples.append((time.perf_counter() - started) * 1e3 / inner)
-    cuda.synchronize()
-    return timing.Timing(tuple(samples))

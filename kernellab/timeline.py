@@ -26,7 +26,7 @@ import dataclasses
 import time
 
 from . import device
-from .launches import _dim3
+from .launches import dim3
 from .timing import NoTiming
 
 TIMED_KINDS = ("kernel", "h2d", "d2h", "d2d")
@@ -358,7 +358,7 @@ class Timeline:
                 return self._timed_call(
                     "kernel", kernel.fn.__name__, getattr(kernel, "_kernellab_timeline_stream", 0),
                     lambda: original(kernel, *args),
-                    grid=_dim3(kernel.grid_dim), block=_dim3(kernel.block_dim))
+                    grid=dim3(kernel.grid_dim), block=dim3(kernel.block_dim))
 
             self._hook(FakeCUDAKernel, "__getitem__", configure)
             self._hook(FakeCUDAKernel, "__call__", launch)
@@ -372,7 +372,7 @@ class Timeline:
                 return self._timed_call(
                     "kernel", kernel.py_func.__name__, config.stream,
                     lambda: original(kernel, args, config),
-                    grid=_dim3(config.griddim), block=_dim3(config.blockdim))
+                    grid=dim3(config.griddim), block=dim3(config.blockdim))
 
             self._hook(CUDADispatcher, "call", launch)
 

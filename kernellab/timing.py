@@ -7,8 +7,10 @@ The simulator has no clock worth reading (its events return -1), so every functi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -87,16 +89,67 @@ def time_gpu(fn, *, warmup: int = 5, reps: int = 50, inner: int = 1, stream=0,
     return Timing(tuple(samples))
 
 
-def time_host(fn, *, warmup: int = 5, reps: int = 50, inner: int = 100) -> Timing:
-    """Host-side cost of `fn()` (e.g. submitting a launch), in ms per call, by perf_counter."""
+@functools.cache
+def _hold():
+    cuda = device.cuda()
+
+    @cuda.jit
+    def hold_kernel(iterations, sink):
+        value = sink[0]
+        for _ in range(iterations):
+            value = value * 0.999999 + 1e-6    # a dependent chain: each step waits for the last
+        sink[0] = value
+
+    return hold_kernel
+
+
+_HOLD_PROBE = 1 << 20
+
+
+def hold_gpu(milliseconds: float) -> Callable[[], None]:
+    """A function that keeps the GPU busy for about `milliseconds` on the default stream."""
+    require_gpu("hold_gpu")
+    cuda = device.cuda()
+    kernel = _hold()
+    sink = cuda.to_device(np.ones(1, dtype=np.float32))
+    probe = time_gpu(lambda: kernel[1, 1](_HOLD_PROBE, sink), warmup=1, reps=3)
+    iterations = max(1, int(_HOLD_PROBE * milliseconds / probe.median_ms))
+    return lambda: kernel[1, 1](iterations, sink)
+
+
+def gpu_time_per_launch(launch: Callable[[], None], *, count: int = 100,
+                        reps: int = 20) -> Timing:
+    """GPU time per `launch()` when the GPU never waits for the host (default stream; GPU only).
+
+    A hold kernel keeps the GPU busy while `count` launches queue up behind it, so the events
+    around them time the GPU's own work (kernel run time plus the hardware's gap between
+    kernels) without the host's submit time. The sum of kernel times that idle gaps are
+    measured against.
+    """
+    hold = hold_gpu(max(2.0, 0.1 * count))  # outlasts queueing `count` launches at up to 100 us each
+    return time_gpu(launch, warmup=1, reps=reps, inner=count, setup=lambda _rep: hold())
+
+
+def time_host(submit: Callable[[], None], *, inner: int = 100, reps: int = 30,
+              warmup: int = 3) -> Timing:
+    """Host time per `submit()` call (e.g. a launch), each sample starting from an idle GPU.
+
+    Every sample starts after a synchronize, so work queued by earlier samples cannot fill the
+    launch queue and make the host wait: what is timed is submission. Keep the GPU work of
+    `inner` calls short enough to queue without blocking. GPU only.
+    """
+    require_gpu("time_host")
+    cuda = device.cuda()
     for _ in range(warmup):
-        fn()
+        submit()
     samples = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        cuda.synchronize()
+        started = time.perf_counter()
         for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - t0) * 1e3 / inner)
+            submit()
+        samples.append((time.perf_counter() - started) * 1e3 / inner)
+    cuda.synchronize()
     return Timing(tuple(samples))
 
 

@@ -5,7 +5,6 @@ Each case plants misbehaviour into a copy of the Lab 00 solution and grades it w
 """
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest

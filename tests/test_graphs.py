@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kernellab import device, graphs
+from kernellab import device, graphs, timing
 from kernellab.launches import record_launches
 
 cuda = device.cuda()
@@ -151,6 +151,5 @@ def test_graph_cache_builds_each_key_once():
 def test_gpu_timing_helpers_say_no_timing_in_the_simulator():
     if not device.is_simulator():
         pytest.skip("on a GPU they measure")
-    from kernellab import timing
     with pytest.raises(timing.NoTiming):
-        graphs.gpu_time_per_launch(lambda: None)
+        timing.gpu_time_per_launch(lambda: None)
