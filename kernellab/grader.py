@@ -250,23 +250,35 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
 
 def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None = None,
           timeout: float | None = None, out=print) -> bool:
-    """Solutions must score 100% and the untouched starter exactly 0, both with complete reports."""
-    ok = True
-    for target_name, want in (("solutions", "full"), ("labs", "zero")):
-        out(f"== {target_name} ==")
+    """Solutions must score 100% and the untouched starter exactly 0, both with complete reports.
+
+    The two targets are graded side by side (each grade runs in child processes)."""
+    import concurrent.futures
+    wants = {"solutions": "full", "labs": "zero"}
+
+    def one(target_name):
+        lines = [f"== {target_name} =="]
         results = Path(out_dir) / f"results-{target_name}.json"
-        document = grade(labs, target_name, results, seed, timeout, out=out)
-        complete = all(t["output"] != "not run" for t in document["tests"]) and document["tests"]
-        good = document["score"] == document["max_score"] if want == "full" else \
-            document["score"] == 0
-        if not (complete and good):
-            ok = False
-            bad = [t["name"] for t in document["tests"]
-                   if (t["score"] != t["max_score"]) == (want == "full")]
-            out(f"CHECK FAILED: {target_name} should score "
-                f"{'100%' if want == 'full' else '0'}; tests at fault:")
-            for name in bad:
-                out(f"  - {name}")
+        document = grade(labs, target_name, results, seed, timeout, out=lines.append)
+        return target_name, document, lines
+
+    ok = True
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for target_name, document, lines in pool.map(one, wants):
+            for line in lines:
+                out(line)
+            want = wants[target_name]
+            complete = bool(document["tests"]) and all(
+                not t["output"].startswith("not run") for t in document["tests"])
+            good = (document["score"] == document["max_score"] if want == "full"
+                    else document["score"] == 0)
+            if not (complete and good):
+                ok = False
+                out(f"CHECK FAILED: {target_name} should score {'100%' if want == 'full' else '0'}; "
+                    "tests at fault:")
+                for test in document["tests"]:
+                    if (test["score"] != test["max_score"]) == (want == "full"):
+                        out(f"  - {test['name']}")
     out("check passed: solutions 100%, starter 0" if ok else "check FAILED")
     return ok
 
