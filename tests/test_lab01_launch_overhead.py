@@ -99,7 +99,7 @@ def test_sum8_memory_budget(lab, rng):
 
 
 def rows_case(rng, block_cols):
-    rows = int(rng.integers(3, 6))
+    rows = int(rng.choice([3, 5, 7]))   # odd: (32, 2) blocks overhang the last row
     n = checks.awkward_size(rng, block_cols, 1, 3)
     x = checks.nonzero(rng, (rows, n))
     a = float(checks.nonzero(rng, 1)[0])

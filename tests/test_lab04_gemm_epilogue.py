@@ -19,8 +19,10 @@ TILE = 8
 
 
 def gemm_case(rng, tile=TILE, k_steps=(2, 3)):
-    """(a, b, a @ b in float64) with M, N in (tile, 2 * tile) and K over 2-3 tile steps, none a multiple."""
-    m, n = (int(v) for v in rng.integers(tile + 1, 2 * tile, size=2))
+    """(a, b, a @ b in float64) with K over 2-3 tile steps and M, N spanning 2 and 3 tiles in a random
+    order (so a grid with x and y swapped is caught), none a multiple."""
+    sides = [int(rng.integers(tile + 1, 2 * tile)), int(rng.integers(2 * tile + 1, 3 * tile))]
+    m, n = (sides[0], sides[1]) if rng.random() < 0.5 else (sides[1], sides[0])
     k = checks.awkward_size(rng, tile, *k_steps) if tile >= 2 else int(rng.integers(2, 9))
     a = checks.nonzero(rng, (m, k))
     b = checks.nonzero(rng, (k, n))

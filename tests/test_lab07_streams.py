@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kernellab import checks, device, scheduler
-from kernellab.timeline import Timeline
+from kernellab.timeline import Op, Timeline, Trace
 
 cuda = device.cuda()
 ITERS = 3   # few FMAs: the simulator runs each thread in Python
@@ -19,6 +19,12 @@ def inputs(rng, count, low=20, high=90):
     """`count` device inputs of awkward sizes, and their host copies."""
     hosts = [checks.nonzero(rng, int(rng.integers(low, high))) for _ in range(count)]
     return hosts, [cuda.to_device(h) for h in hosts]
+
+
+def waited_for_on_return(trace):
+    """Bitmask of the ops the host had waited for by the end of the trace (when the call returned)."""
+    returned = Op(len(trace), "return", "returned", None, 0.0)
+    return Trace([*trace, returned]).host_dependencies()[-1]
 
 
 def assert_no_host_waits(trace):
@@ -142,7 +148,8 @@ def test_pipeline_result(lab, rng):
 
 @pytest.mark.points(2)
 def test_pipeline_chunks_flow_through_one_stream_each(lab, rng, monkeypatch):
-    """pipeline: chunk c's H2D, kernel, D2H in order on streams[c % S]; pinned output; no early waits."""
+    """pipeline: chunk c's H2D, kernel, D2H in order on streams[c % S]; pinned output; no early
+    waits, but every D2H copy waited for before returning."""
     pinned = []
     for name in ("pinned_array", "pinned_array_like"):
         original = getattr(cuda, name)
@@ -173,6 +180,10 @@ def test_pipeline_chunks_flow_through_one_stream_each(lab, rng, monkeypatch):
     last_submission = timed[-1].index
     early = [op for op in trace.host_waits() if op.index < last_submission]
     assert not early, "the host waited before every chunk was queued: that serializes the pipeline"
+    done = waited_for_on_return(trace)
+    unfinished = [c for c, op in enumerate(copies_out) if not done >> op.index & 1]
+    assert not unfinished, (f"pipeline returned before the D2H copies of chunks {unfinished} were "
+                            "done: synchronize the streams before handing host_out back")
     checks.assert_matches(result, lab.busy_reference(host_x, ITERS), rtol=1e-5, what="pipeline")
 
 

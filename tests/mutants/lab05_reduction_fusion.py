@@ -1,0 +1,48 @@
+"""Planted bugs in Lab 05's solution: the graded tests must catch every one.
+
+(what the bug is, text in solutions/lab05_reduction_fusion.py, its replacement)
+
+block_reduce is tree_block_reduce in the simulator (where the graded tests run), so the missing
+barriers are planted in the tree.
+"""
+
+MUTANTS = [
+    ("tree reduction: no barrier after each thread stores its value",
+     "    scratch[tid] = value\n    cuda.syncthreads()\n", "    scratch[tid] = value\n"),
+    ("tree reduction: no barrier between the halving steps",
+     "        cuda.syncthreads()\n        stride //= 2", "        stride //= 2"),
+    ("tree reduction: no barrier before scratch is used again",
+     "    result = scratch[0]\n    cuda.syncthreads()          # all have read the result before scratch is used again\n"
+     "    return result\n\n\n@cuda.jit(device=True)\ndef warp_combine",
+     "    result = scratch[0]\n    return result\n\n\n@cuda.jit(device=True)\ndef warp_combine"),
+    ("online softmax: off-by-one, the statistics skip the last column",
+     "# sum of exp(value - running_max)\n    for col in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):",
+     "# sum of exp(value - running_max)\n    for col in range(cuda.threadIdx.x, x.shape[1] - 1, cuda.blockDim.x):"),
+    ("fused layernorm: missing bounds guard in the variance pass",
+     "            if tid + item * block < cols:\n                deviation",
+     "            if True:\n                deviation"),
+    ("fused softmax: stride hard-coded to a warp (32), not the block",
+     "        block = cuda.blockDim.x\n        cols = x.shape[1]\n        local_max = NEG_INF",
+     "        block = 32\n        cols = x.shape[1]\n        local_max = NEG_INF"),
+    ("fused layernorm: writes at a blocked stride, not the strided columns it cached",
+     "            col = tid + item * block\n            if col < cols:\n                out[row, col] = (cache[item] - mean)",
+     "            col = tid * ITEMS + item\n            if col < cols:\n                out[row, col] = (cache[item] - mean)"),
+    ("fused layernorm: reads gamma where it should read beta",
+     "out[row, col] = (cache[item] - mean) * scale * gamma[col] + beta[col]",
+     "out[row, col] = (cache[item] - mean) * scale * gamma[col] + gamma[col]"),
+    ("online softmax: the running sum is not rescaled when the max grows",
+     "            running_sum = running_sum * math.exp(running_max - value) + ONE",
+     "            running_sum = running_sum + ONE"),
+    ("fused softmax: reads x again to normalize (not from the registers)",
+     "                out[row, col] = cache[item] * inverse       # the only write",
+     "                out[row, col] = math.exp(x[row, col] - row_max) * inverse"),
+    ("fused softmax: one block short (the last row is never written)",
+     "    kernel[rows, block](x, out)                            # one block per row",
+     "    kernel[max(rows - 1, 1), block](x, out)"),
+    ("online launcher runs the unfused chain",
+     "    softmax_online_kernel[rows, row_block(cols, block)](x, out)  # one block per row",
+     "    softmax_unfused(x, out=out, block=block)"),
+    ("ledger: the exp-sum kernel reads row_max once per row, not once per thread",
+     ".add(\"row_exp_sum\", \"row_max\", reads=rows * block, temporary=True)",
+     ".add(\"row_exp_sum\", \"row_max\", reads=rows, temporary=True)"),
+]
