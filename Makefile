@@ -7,7 +7,7 @@ STAMP      := $(VENV)/.kernellab-installed
 # The tests and CI run in Numba's simulator unless told otherwise (KERNELLAB_DEVICE=auto|gpu).
 TEST_DEVICE ?= sim
 
-.PHONY: install tour test lab-tests check notebooks clean
+.PHONY: install tour test check notebooks mutants clean
 
 install: $(STAMP)
 
@@ -29,6 +29,10 @@ check: install
 
 notebooks: install
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.notebooks --check-clean --execute
+
+# Instructors: every planted bug in tests/mutants/ must be caught (minutes; not part of `make test`).
+mutants: install
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) mutants
 
 clean:
 	rm -rf $(VENV) .kernellab figures results.json build
