@@ -215,3 +215,18 @@ VARIANTS = {
     "separate": (scale_rows_separately, "one launch per row: the launch cost paid rows times"),
     "merged": (scale_rows, "one 2D launch for the batch: the launch cost paid once"),
 }
+
+
+# Argument types for compiling the kernels without launching them (`kernellab occupancy`,
+# the resources-vs-driver check).
+SIGNATURES = {
+    "empty_kernel": "void()",
+    "arrays1_kernel": "void(float32[::1])",
+    "arrays2_kernel": "void(float32[::1], float32[::1])",
+    "arrays4_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1])",
+    "arrays8_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
+    "bump_kernel": "void(float32[::1])",
+    "sum8_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
+    "scale_kernel": "void(float32[::1], float64, float32[::1])",
+    "scale_rows_kernel": "void(float32[:, ::1], float64, float32[:, ::1])",
+}

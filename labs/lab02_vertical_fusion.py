@@ -319,3 +319,16 @@ VARIANTS = {
     "fused_4_per_thread": (fused_chain_4_per_thread,
                            "one kernel, 4 elements per thread: 4 times the loads in flight"),
 }
+
+
+# Argument types for compiling the kernels without launching them (`kernellab occupancy`,
+# the resources-vs-driver check).
+SIGNATURES = {
+    "affine_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1])",
+    "relu_kernel": "void(float32[::1], float32[::1])",
+    "dropout_kernel": "void(float32[::1], uint8[::1], uint64, uint64, float32, float32[::1])",
+    "add_kernel": "void(float32[::1], float32[::1], float32[::1])",
+    "fused_chain_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], uint8[::1], uint64, uint64, float32, float32[::1])",
+    "fused_chain_grid_stride_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], uint8[::1], uint64, uint64, float32, float32[::1])",
+    "fused_chain_4_per_thread_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], uint8[::1], uint64, uint64, float32, float32[::1])",
+}

@@ -220,3 +220,12 @@ VARIANTS = {
     "diamond_synchronized": (diamond_synchronized,
                              "device-wide barriers: the host stops, and waits for every stream"),
 }
+
+
+# Argument types for compiling the kernels without launching them (`kernellab occupancy`,
+# the resources-vs-driver check).
+SIGNATURES = {
+    "busy_kernel": "void(float32[::1], int64, float32[::1])",
+    "add_kernel": "void(float32[::1], float32[::1], float32[::1])",
+    "count_kernel": "void(int32[::1])",
+}

@@ -147,3 +147,10 @@ VARIANTS = {
     "graph": (lambda x, coeffs: graphs.capture(pipeline, x, coeffs).replay(),
               "captured once, replayed as one submission: under 1 us per kernel"),
 }
+
+
+# Argument types for compiling the kernels without launching them (`kernellab occupancy`,
+# the resources-vs-driver check).
+SIGNATURES = {
+    "affine_step_kernel": "void(float32[::1], float64, float64)",
+}

@@ -196,3 +196,14 @@ VARIANTS = {
     "separate": (separate_tasks, "one launch per task: 4 launch costs, 4 small grids"),
     "horizontal": (horizontal_tasks, "one launch; each block picks its task from its block index"),
 }
+
+
+# Argument types for compiling the kernels without launching them (`kernellab occupancy`,
+# the resources-vs-driver check).
+SIGNATURES = {
+    "scale_kernel": "void(float32, float32[::1], float32[::1])",
+    "add_kernel": "void(float32[::1], float32[::1], float32[::1])",
+    "relu_kernel": "void(float32[::1], float32[::1])",
+    "square_kernel": "void(float32[::1], float32[::1])",
+    "horizontal_kernel": "void(int64, int64, int64, float32, float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
+}
