@@ -53,7 +53,8 @@ def cmd_grade(args) -> int:
                            gradebook=Path(args.gradebook), timeout=args.timeout, seed=args.seed)
         return 0
     grader.grade(args.labs or None, target_name="labs", results=Path(args.results),
-                 seed=args.seed, timeout=args.timeout, root=Path(args.root) if args.root else None)
+                 seed=args.seed, timeout=args.timeout, root=Path(args.root) if args.root else None,
+                 jobs=args.jobs)
     return 0  # lost points never set the exit code
 
 
@@ -107,7 +108,8 @@ def parser() -> argparse.ArgumentParser:
     grade_p.add_argument("--results", default="results.json", help="Gradescope results.json path")
     grade_p.add_argument("--root", help="grade the labs/ of this folder (a submission)")
     grade_p.add_argument("--batch", help="grade every submission folder inside this folder")
-    grade_p.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once")
+    grade_p.add_argument("-j", "--jobs", type=int, default=2,
+                         help="labs (or, with --batch, submissions) graded at once")
     grade_p.add_argument("--gradebook", default="gradebook.csv", help="CSV written by --batch")
     grade_p.set_defaults(func=cmd_grade)
     check_p.add_argument("--out", default=".kernellab/check", help="folder for both results.json")

@@ -220,16 +220,19 @@ def labs_dir_of(root: Path | None) -> Path | None:
 
 def grade(labs=None, target_name: str = "labs", results: Path = Path("results.json"),
           seed: int | None = None, timeout: float | None = None, root: Path | None = None,
-          output_cap: int = grading.OUTPUT_CAP, out=print) -> dict:
-    """Grade `labs` of the chosen target; write results.json; print the score table."""
+          output_cap: int = grading.OUTPUT_CAP, jobs: int = 1, out=print) -> dict:
+    """Grade `labs` of the chosen target, `jobs` labs at a time; write results.json; print the
+    score table."""
+    import concurrent.futures
     import secrets
     seed = secrets.randbelow(2**31) if seed is None else seed
     timeout = timeout or DEFAULT_TIMEOUT
     env = child_env(target_name, labs_dir_of(root), seed)
     graded, outcomes = {}, {}
-    with tempfile.TemporaryDirectory(prefix="kernellab-grade-") as tmp:
-        for lab in resolve_labs(labs):
-            run = run_lab(lab, env, Path(tmp), timeout, output_cap)
+    with tempfile.TemporaryDirectory(prefix="kernellab-grade-") as tmp, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for run in pool.map(lambda lab: run_lab(lab, env, Path(tmp), timeout, output_cap),
+                            resolve_labs(labs)):
             graded.update(run.graded)
             outcomes.update(run.outcomes)
     header = f"target={target_name} seed={seed} (replay with --seed {seed})"
