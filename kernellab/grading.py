@@ -108,12 +108,6 @@ def rng(request):
     return np.random.default_rng([seed, stream])
 
 
-@pytest.fixture
-def skip_in_simulator():
-    if device.is_simulator():
-        pytest.skip("needs a real GPU: the simulator has no timing and no hardware")
-
-
 def pytest_collection_modifyitems(session, config, items):
     state = config.stash[_STATE]
     for item in items:
