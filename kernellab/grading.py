@@ -111,6 +111,8 @@ def rng(request):
 def pytest_collection_modifyitems(session, config, items):
     state = config.stash[_STATE]
     for item in items:
+        if item.get_closest_marker("gpu") and device.is_simulator():
+            item.add_marker(pytest.mark.skip(reason="needs a real GPU: the simulator has no clock"))
         marker = item.get_closest_marker("points")
         if marker is None:
             continue

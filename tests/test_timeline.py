@@ -122,7 +122,6 @@ def test_gantt_draws_every_span():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(device.is_simulator(), reason="needs a GPU clock")
 def test_gpu_spans_are_timed_on_their_streams():
     s1, s2 = cuda.stream(), cuda.stream()
     x = cuda.to_device(np.zeros(1 << 20, dtype=np.float32))
