@@ -30,8 +30,9 @@ import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is i
 from numba import cuda, float32
 
 DEFAULT_BLOCK = 128
-TILE = 32          # the transpose tile is TILE x TILE elements...
-BLOCK_ROWS = 8     # ...copied by a block of (TILE, BLOCK_ROWS) threads, TILE // BLOCK_ROWS rows each
+TILE = 32              # the transpose tile is TILE x TILE elements...
+BLOCK_ROWS = 8         # ...copied by a block of (TILE, BLOCK_ROWS) threads, TILE // BLOCK_ROWS rows each
+PADDED = TILE + 1      # the shared tile's row length: a shape must be a constant where it is used
 
 
 # --- 09.1 - 09.3: intensity and the bound ---------------------------------------------------------
@@ -135,7 +136,7 @@ def transpose_kernel(x, out):
     # FILL ME IN (roughly 14 lines): out[c, r] = x[r, c]. Block (bx, by) owns the TILE x TILE
     # tile of x whose first column is bx * TILE and first row by * TILE; its (TILE, BLOCK_ROWS)
     # threads each copy TILE // BLOCK_ROWS rows of it.
-    # 1. tile = cuda.shared.array((TILE, TILE + 1), float32): the padding column puts a column's
+    # 1. tile = cuda.shared.array((TILE, PADDED), float32): the padding column puts a column's
     #    32 values in 32 different banks.
     # 2. Read the tile from x with lanes (threadIdx.x) walking along a row of x.
     # 3. Wait until the whole tile is in shared memory.

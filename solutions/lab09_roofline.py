@@ -30,8 +30,9 @@ import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is i
 from numba import cuda, float32
 
 DEFAULT_BLOCK = 128
-TILE = 32          # the transpose tile is TILE x TILE elements...
-BLOCK_ROWS = 8     # ...copied by a block of (TILE, BLOCK_ROWS) threads, TILE // BLOCK_ROWS rows each
+TILE = 32              # the transpose tile is TILE x TILE elements...
+BLOCK_ROWS = 8         # ...copied by a block of (TILE, BLOCK_ROWS) threads, TILE // BLOCK_ROWS rows each
+PADDED = TILE + 1      # the shared tile's row length: a shape must be a constant where it is used
 
 
 # --- 09.1 - 09.3: intensity and the bound ---------------------------------------------------------
@@ -138,7 +139,7 @@ def transpose_naive_kernel(x, out):
 
 @cuda.jit
 def transpose_kernel(x, out):
-    tile = cuda.shared.array((TILE, TILE + 1), float32)   # +1 column: a column's 32 values sit in 32 banks
+    tile = cuda.shared.array((TILE, PADDED), float32)   # +1 column: a column's 32 values sit in 32 banks
     rows, cols = x.shape
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     first_row, first_col = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE   # this block's tile of x
