@@ -36,7 +36,7 @@ from kernellab.traffic import Ledger, _buffer_address
 LAB = "09"
 SECTOR_BYTES = 32
 WARP = 32
-SIM_SHAPE = (37, 70)             # rows, cols: neither a multiple of 32, not square
+SIM_SHAPE = (35, 45)             # rows, cols: neither a multiple of 32, not square
 GPU_SHAPE = (8192, 8191)         # 256 MiB per matrix: 4x the 60 MB L2
 SIM_SIZES = [SIM_SHAPE[0]]       # the benchmarks' sweep axis is rows (cols follow the shape)
 GPU_SIZES = [GPU_SHAPE[0]]
@@ -179,30 +179,41 @@ def benchmarks(lab=None) -> list[harness.Benchmark]:
 
 
 def access_patterns(seed: int = 0) -> list[dict]:
-    """Simulator: each pattern at SIM_SHAPE, validated, with its sectors per request of x and out."""
+    """Simulator: each pattern of lab.VARIANTS at SIM_SHAPE, validated, with its sectors per
+    request for the loads of its input and the stores of its output."""
     lab = target.load(LAB)
     cuda = device.cuda()
     rng = np.random.default_rng(seed)
     x = checks.nonzero(rng, SIM_SHAPE)
     scale = checks.nonzero(rng, SIM_SHAPE[0])
-    d_x, d_scale = cuda.to_device(x), cuda.to_device(scale)
+    d_x, d_flat, d_scale = cuda.to_device(x), cuda.to_device(x.ravel()), cuda.to_device(scale)
+    x64 = x.astype(np.float64)
+    # pattern: (its input, how to call it, the expected output)
+    calls = {
+        "scale_rows_strided": (d_x, lambda out: lab.scale_rows_strided(d_x, d_scale, out=out),
+                               x64 * scale[:, None]),
+        "scale_rows": (d_x, lambda out: lab.scale_rows(d_x, d_scale, out=out), x64 * scale[:, None]),
+        "copy4_consecutive": (d_flat, lambda out: lab.copy4_consecutive(d_flat, out=out), x64.ravel()),
+        "transpose_naive": (d_x, lambda out: lab.transpose_naive(d_x, out=out), x64.T),
+        "transpose": (d_x, lambda out: lab.transpose(d_x, out=out), x64.T),
+    }
     rows = []
-    for name, (launcher, why) in lab.VARIANTS.items():
-        is_transpose = name.startswith("transpose")
-        out = checks.poisoned(SIM_SHAPE[::-1] if is_transpose else SIM_SHAPE)
-        with sector_meter(x=d_x, out=out) as sectors:
-            launcher(d_x, out=out) if is_transpose else launcher(d_x, d_scale, out=out)
-        expected = x.astype(np.float64).T if is_transpose else x.astype(np.float64) * scale[:, None]
+    for name, (_launcher, why) in lab.VARIANTS.items():
+        source, call, expected = calls[name]
+        out = checks.poisoned(expected.shape)
+        with sector_meter(x=source, out=out) as sectors:
+            call(out)
         checks.assert_matches(out, expected, rtol=1e-6, what=f"lab 09 {name}")
         rows.append({"pattern": name, "why": why, "x_sectors_per_load": sectors["x"].per_load,
-                     "out_sectors_per_store": sectors["out"].per_store})
+                     "out_sectors_per_store": sectors["out"].per_store,
+                     "x_load_requests": sectors["x"].load_requests})
     return rows
 
 
 def pattern_table(rows: list[dict]) -> str:
-    lines = [f"{'pattern':<20} {'x: sectors/load':>16} {'out: sectors/store':>19}  why"]
-    lines += [f"{r['pattern']:<20} {r['x_sectors_per_load']:>16.2f} {r['out_sectors_per_store']:>19.2f}"
-              f"  {r['why']}" for r in rows]
+    lines = [f"{'pattern':<20} {'load requests':>13} {'sectors/load':>13} {'sectors/store':>14}  why"]
+    lines += [f"{r['pattern']:<20} {r['x_load_requests']:>13} {r['x_sectors_per_load']:>13.2f} "
+              f"{r['out_sectors_per_store']:>14.2f}  {r['why']}" for r in rows]
     return "\n".join(lines)
 
 
@@ -396,6 +407,33 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
     ax_small.set_title("small sizes: the launch floor bounds", fontsize=9)
     ax_small.legend(fontsize=7)
     return plots.save(fig, "lab09_roofline", figures_dir)
+
+
+# --- reading a profile ---------------------------------------------------------------------------
+
+BUSY_PCT = 60         # a unit above this share of its peak is what the kernel is waiting on
+IDLE_PCT = 40         # ...and with both units below this, it waits on latency instead
+IDEAL_SECTORS = 4.0   # 32 lanes x 4 bytes = 128 bytes = 4 sectors per request
+
+
+def diagnose(row: dict) -> list[str]:
+    """What the four metrics of a profile row say about why the kernel is slow, one line each."""
+    dram, sm = row["dram_throughput_pct"], row["sm_throughput_pct"]
+    sectors, occupancy = row["l1_sectors_per_request"], row["achieved_occupancy_pct"]
+    lines = [f"{row['kernel']}: DRAM {dram:.0f}% of peak, SM {sm:.0f}%, achieved occupancy "
+             f"{occupancy:.0f}%, {sectors:.1f} sectors per load request, "
+             f"{row['registers_per_thread']} registers"]
+    if dram >= BUSY_PCT:
+        lines.append("memory-bound: DRAM is the busy unit; only fewer bytes (fusion) make it faster")
+    if sm >= BUSY_PCT:
+        lines.append("compute-bound: the SMs are the busy unit; fewer or cheaper instructions help")
+    if dram < IDLE_PCT and sm < IDLE_PCT:
+        lines.append(f"latency-bound: neither unit is busy; too little work in flight "
+                     f"(occupancy {occupancy:.0f}%) or too short a kernel (the launch floor)")
+    if sectors > 2 * IDEAL_SECTORS:
+        lines.append(f"uncoalesced: {sectors:.1f} sectors per request where {IDEAL_SECTORS:.0f} "
+                     f"carry 32 float32; neighbouring lanes should touch neighbouring bytes")
+    return lines
 
 
 # --- 3. the article's closing advice ---------------------------------------------------------------

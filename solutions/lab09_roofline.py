@@ -127,6 +127,28 @@ def scale_rows(x, scale, out=None, block=DEFAULT_BLOCK):
     return _scale_rows_launch(scale_rows_kernel, x, scale, out, block)
 
 
+@cuda.jit
+def copy4_consecutive_kernel(x, out):
+    """Given: each thread copies 4 consecutive elements, the pattern of a float4 vector load.
+
+    Numba issues them as 4 scalar loads (`cuda.compile_ptx` shows four ld.global.f32): it cannot
+    prove 16-byte alignment. Each load request then has lanes 16 bytes apart: 16 sectors per
+    request, and each sector is requested 4 times (L1 serves the repeats; DRAM reads it once).
+    """
+    first = 4 * cuda.grid(1)
+    for k in range(4):
+        if first + k < out.size:
+            out[first + k] = x[first + k]
+
+
+def copy4_consecutive(x, out=None, block=DEFAULT_BLOCK):
+    """out = x (1D) with copy4_consecutive_kernel, one thread per 4 elements (given)."""
+    if out is None:
+        out = cuda.device_array_like(x)
+    copy4_consecutive_kernel[(x.size + 4 * block - 1) // (4 * block), block](x, out)
+    return out
+
+
 # --- 09.7: transpose through shared memory --------------------------------------------------------
 
 @cuda.jit
@@ -182,6 +204,7 @@ def transpose_naive(x, out=None, block=(32, 8)):
 SIGNATURES = {
     "scale_rows_strided_kernel": "void(float32[:, ::1], float32[::1], float32[:, ::1])",
     "scale_rows_kernel": "void(float32[:, ::1], float32[::1], float32[:, ::1])",
+    "copy4_consecutive_kernel": "void(float32[::1], float32[::1])",
     "transpose_naive_kernel": "void(float32[:, ::1], float32[:, ::1])",
     "transpose_kernel": "void(float32[:, ::1], float32[:, ::1])",
 }
@@ -191,6 +214,7 @@ SIGNATURES = {
 VARIANTS = {
     "scale_rows_strided": (scale_rows_strided, "neighbouring threads on neighbouring rows: strided"),
     "scale_rows": (scale_rows, "neighbouring threads on neighbouring columns: coalesced"),
+    "copy4_consecutive": (copy4_consecutive, "4 consecutive elements per thread, as a vector load"),
     "transpose_naive": (transpose_naive, "coalesced reads, strided writes"),
     "transpose": (transpose, "both coalesced, through a padded shared tile"),
 }
