@@ -24,11 +24,21 @@ COALESCED = 5.0      # sectors per request: 4 for 32 consecutive float32, 5 when
 H = {"copy_gbps": 4000.0, "fp32_fma_tflops": 60.0, "launch_floor_ms": 0.02}
 
 
-def sector_meter(**arrays):
+def measure_sectors(launch, x, out):
+    """Sectors per request of x's loads and out's stores during `launch()` (the lab's model)."""
     if str(target.ROOT) not in sys.path:
         sys.path.insert(0, str(target.ROOT))
-    from experiments.lab09_roofline import sector_meter as model
-    return model(**arrays)
+    from experiments.lab09_roofline import sector_meter
+    with sector_meter(x=x, out=out) as sectors:
+        launch()
+    return sectors["x"].per_load, sectors["out"].per_store
+
+
+def assert_coalesced(per_load, per_store, hint=""):
+    assert per_load <= COALESCED, (
+        f"loads of x take {per_load:.1f} sectors per warp request (coalesced: 4)")
+    assert per_store <= COALESCED, (
+        f"stores to out take {per_store:.1f} sectors per warp request (coalesced: 4){hint}")
 
 
 def random_ceilings(rng):
@@ -196,12 +206,7 @@ def test_scale_rows_is_coalesced(lab, rng):
     (the strided kernel needs 32)."""
     x, scale, _ = scale_case(rng, (40, 60))
     d_x, d_scale, out = cuda.to_device(x), cuda.to_device(scale), checks.poisoned(x.shape)
-    with sector_meter(x=d_x, out=out) as sectors:
-        lab.scale_rows(d_x, d_scale, out=out)
-    assert sectors["x"].per_load <= COALESCED, (
-        f"loads of x take {sectors['x'].per_load:.1f} sectors per warp request (coalesced: 4)")
-    assert sectors["out"].per_store <= COALESCED, (
-        f"stores to out take {sectors['out'].per_store:.1f} sectors per warp request (coalesced: 4)")
+    assert_coalesced(*measure_sectors(lambda: lab.scale_rows(d_x, d_scale, out=out), d_x, out))
 
 
 # --- 09.7: transpose through shared memory --------------------------------------------------------
@@ -247,13 +252,8 @@ def test_transpose_is_coalesced_both_ways(lab, rng):
     """Reads of x and writes of out both take ~4 sectors per request (the naive one writes 32)."""
     x = transpose_cases(rng)[1]
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape[::-1])
-    with sector_meter(x=d_x, out=out) as sectors:
-        lab.transpose(d_x, out=out)
-    assert sectors["x"].per_load <= COALESCED, (
-        f"loads of x take {sectors['x'].per_load:.1f} sectors per warp request (coalesced: 4)")
-    assert sectors["out"].per_store <= COALESCED, (
-        f"stores to out take {sectors['out'].per_store:.1f} sectors per warp request (coalesced: 4); "
-        f"stage the tile in shared memory and write rows of out")
+    assert_coalesced(*measure_sectors(lambda: lab.transpose(d_x, out=out), d_x, out),
+                     hint="; stage the tile in shared memory and write rows of out")
 
 
 @pytest.mark.points(1)
