@@ -380,7 +380,8 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
     peak, bandwidth = ceilings["fp32_fma_tflops"] * 1e12, ceilings["copy_gbps"] * 1e9
     xs = np.logspace(-2, 4, 200)
     ax.plot(xs, np.minimum(peak, xs * bandwidth) / 1e12, "k-", lw=1.2,
-            label=f"roof: {ceilings['copy_gbps']:.0f} GB/s copy, {ceilings['fp32_fma_tflops']:.1f} TFLOP/s FP32")
+            label=f"roof of {points[0]['name']}'s run: {ceilings['copy_gbps']:.0f} GB/s copy, "
+                  f"{ceilings['fp32_fma_tflops']:.1f} TFLOP/s FP32 (each % uses its own run's)")
     for i, p in enumerate(points):
         marker = "o" if p["bytes_kind"].startswith("DRAM") else "s"
         ax.plot(p["intensity"], p["attained"] / 1e12, marker, color=f"C{i % 10}",
