@@ -69,7 +69,9 @@ class RooflinePoint(typing.NamedTuple):
 
 
 def roofline_point(flops, dram_bytes, seconds, ceilings):
-    """A kernel on the roofline: roof = min(FP32 FMA peak, intensity * copy bandwidth), in FLOP/s."""
+    """A kernel on the roofline: intensity = flops / dram_bytes, attained = flops / seconds,
+    roof = min(FP32 FMA peak, intensity * copy bandwidth), both in FLOP/s, and
+    pct_of_roof = 100 * attained / roof. ValueError for seconds <= 0."""
     # FILL ME IN (roughly 6 lines): ValueError for seconds <= 0; intensity from the DRAM bytes;
     # attained and roof in FLOP/s; return RooflinePoint(intensity, attained, roof, pct_of_roof).
     raise NotImplementedError("Lab 09.4: roofline_point")

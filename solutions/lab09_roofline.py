@@ -71,7 +71,9 @@ class RooflinePoint(typing.NamedTuple):
 
 
 def roofline_point(flops, dram_bytes, seconds, ceilings):
-    """A kernel on the roofline: roof = min(FP32 FMA peak, intensity * copy bandwidth), in FLOP/s."""
+    """A kernel on the roofline: intensity = flops / dram_bytes, attained = flops / seconds,
+    roof = min(FP32 FMA peak, intensity * copy bandwidth), both in FLOP/s, and
+    pct_of_roof = 100 * attained / roof. ValueError for seconds <= 0."""
     if seconds <= 0:
         raise ValueError(f"need seconds > 0, got {seconds}")
     point_intensity = intensity(flops, dram_bytes)
