@@ -374,8 +374,10 @@ def missing_profiles() -> list[str]:
 def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> Path:
     """Left: every main kernel under the roof, labelled with its % of roof. Right: small sizes."""
     reference_record = reference.load("02")["records"]["chain"]
-    fig, (ax, ax_small) = plots.new_figure("The roofline of the course's main kernels", reference_record,
-                                           ncols=2, width=6.5)
+    live = [p["source"] for p in points if p["source"].startswith("measured live")]
+    title = "The roofline of the course's main kernels" + (
+        f" (lab 09 points {live[0]}; the others recorded)" if live else "")
+    fig, (ax, ax_small) = plots.new_figure(title, reference_record, ncols=2, width=6.5)
     ceilings = points[0]["ceilings"]
     peak, bandwidth = ceilings["fp32_fma_tflops"] * 1e12, ceilings["copy_gbps"] * 1e9
     xs = np.logspace(-2, 4, 200)
