@@ -131,7 +131,7 @@ def measure_launch_methods() -> dict:
                                "one array argument: what a Numba launch costs the host"),
         "plain, GPU events": (us(timing.time_gpu(plain, reps=30, inner=100)),
                               "events around 100 launches back to back: the GPU waits for the host"),
-        "plain, GPU side (queue full)": (us(timing.gpu_time_per_launch(plain, count=KERNELS)),
+        "plain, GPU side (queue full)": (us(timing.time_gpu(plain, warmup=1, reps=20, inner=KERNELS)),
                                          "launches queued behind a busy kernel: the GPU's own cost"),
         "synchronized": (host_us(synchronized, inner=50, reps=30),
                          "launch then cuda.synchronize(): the round trip"),

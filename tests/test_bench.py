@@ -95,8 +95,8 @@ def fake_gpu(monkeypatch):
                                                                 facts=lambda: facts))
     monkeypatch.setattr(bench, "timing", types.SimpleNamespace(
         time_gpu=time_gpu, NoTiming=timing.NoTiming,
-        copy_bandwidth=lambda: {"gbps": 2.0, "method": "fake"}))
-    monkeypatch.setattr(bench, "launch_floor_ms", lambda: 0.01)
+        ceilings=lambda: {"copy_gbps": 2.0, "fp32_fma_tflops": 1.0, "launch_floor_ms": 0.01,
+                          "torch_copy_gbps": None, "copy": {"gbps": 2.0, "method": "fake"}}))
     monkeypatch.setattr(bench, "_time", traced_time)
     return state
 
@@ -115,7 +115,7 @@ def test_gpu_path_reports_time_bandwidth_and_rotates_small_sets(fake_gpu, tmp_pa
     assert stored["rows"] == json.loads(json.dumps(result["rows"]))
     assert (tmp_path / "double.png").exists()
     captured = capsys.readouterr()
-    assert "copy ceiling 2 GB/s" in captured.out and "[" in captured.err  # table, progress bar
+    assert "copy ceiling 2 GB/s (fake), FP32 FMA 1.0 TFLOP/s" in captured.out and "[" in captured.err  # table, progress bar
 
 
 def test_a_failing_baseline_does_not_fail_the_benchmark(fake_gpu, tmp_path):
