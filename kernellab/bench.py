@@ -169,7 +169,8 @@ def _to_device(inputs: dict) -> dict:
             for key, value in inputs.items()}
 
 
-def _host(result) -> np.ndarray:
+def host_copy(result) -> np.ndarray:
+    """A variant's result on the host, whatever kind of device array it returned."""
     if hasattr(result, "copy_to_host"):
         return result.copy_to_host()
     if hasattr(result, "__cuda_array_interface__"):
@@ -212,7 +213,7 @@ def _validate(benchmark, variant, input_set, expected, size, use_meter) -> dict:
             else:
                 result = variant.run(inputs, out)
             cuda.synchronize()
-        got = _host(result)
+        got = host_copy(result)
         row["launches"] = len(launches)
         row["rel_error"] = checks.relative_error(got, expected)
         checks.assert_matches(got, expected, rtol=benchmark.rtol, what=variant.name)
