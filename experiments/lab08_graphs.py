@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
+from kernellab import bench as harness
 from kernellab import checks, device, graphs, plots, reference, target, timing
+from kernellab.traffic import Ledger
 from kernellab.tour import TourResult
 
 
@@ -34,6 +36,8 @@ BATCH_FEATURES = 4096
 BATCH_SIZES = (1, 8, 64, 512)
 BATCH_STEPS = 20
 IDENTITY = (1.0, 0.0)                           # a step that keeps the values, for timing
+CHAIN_STEPS = ((1.5, -0.25), (0.5, 1.0), (-1.25, 0.5), (0.75, 0.0))   # the profiled chain
+CHAIN_N = 1 << 25                               # 128 MiB: twice the L2, so DRAM bytes are DRAM bytes
 GAP_LINEAR_PCT = 1.0                            # the gap axis is linear within +-1% (symlog)
 
 
@@ -70,6 +74,29 @@ def validate(n: int, steps: int = 4, seed: int = 0) -> list[str]:
             continue
         raise AssertionError(f"capture breaker {cause!r} did not raise CaptureError")
     return [*lab.VARIANTS, "batched", "capture breakers"]
+
+
+def chain_ledger(n: int) -> Ledger:
+    """Each step of the pipeline reads and writes the whole buffer once (in place)."""
+    ledger = Ledger("pipeline")
+    for k in range(len(CHAIN_STEPS)):
+        ledger.add(f"step {k + 1}", "out", reads=n, writes=n)
+    return ledger
+
+
+def chain_benchmark(lab) -> harness.Benchmark:
+    """The eager pipeline of CHAIN_STEPS kernels, as data: what `kernellab profile 08` measures
+    (DRAM bytes of each affine_step_kernel) and bench times beside the graph measurements."""
+    def run(inputs, out):
+        out.copy_to_device(inputs["x"])             # the pipeline works in place: start from x
+        return lab.pipeline(out, CHAIN_STEPS)
+
+    return harness.Benchmark(
+        name="chain", axis="n", sizes=[CHAIN_N], sim_sizes=[300],
+        make_inputs=lambda rng, n: {"x": checks.nonzero(rng, n)},
+        reference=lambda inputs: chain_reference(inputs["x"], CHAIN_STEPS),
+        variants=[harness.Variant("eager", run, "one launch per step, each a read and a write of x",
+                                  ledger=chain_ledger)])
 
 
 # --- measurements (GPU only) ---------------------------------------------------------------------
@@ -186,6 +213,7 @@ def measured(name: str) -> dict | None:
 def bench(out_dir: Path | None = None) -> dict:
     """Validate, then (GPU) measure tiny kernels, idle gaps and batch graphs; print the targets."""
     names = validate(1000 if device.is_simulator() else 100_003)
+    harness.run(chain_benchmark(target.load(LAB)), lab=LAB, out_dir=out_dir)   # the simulator: ledger vs meter
     if device.is_simulator():
         print(f"validated {', '.join(names)}; simulator: no timing exists")
         return {}

@@ -73,7 +73,7 @@ cuda = device.cuda()
 REQUESTED_BYTES = ("requested bytes: the variant's ledger (each load and store the code asks for), "
                    "not DRAM traffic; `kernellab profile` measures DRAM bytes")
 SAMPLE_MS = 1.0          # each timing sample lasts about this long (back-to-back calls)
-MAX_INNER = 200          # ...but never more calls than this per sample
+MAX_INNER = 50           # ...but never more calls than this per sample (each sample is held: see timing.time_gpu)
 MAX_INPUT_SETS = 64      # rotation: at most this many input sets per size
 ROTATE_L2_MULTIPLE = 3   # ...covering this many times the L2 size when they are small
 

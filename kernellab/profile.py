@@ -258,6 +258,11 @@ def main(spec: str, out_dir: Path | None = None, out=print) -> int:
         out(f"lab {lab}: RECORDED profile, not measured here: {prov['gpu']}, {prov['date'][:10]}, "
             f"{prov['tool']}\n{table(stored, kernel or None)}")
         return 0
+    from . import tour
+    if not declared_benchmarks(tour.experiment(target.lab_number(lab)), target.load(lab)):
+        out(f"lab {lab}: its experiment declares no benchmarks (no *_benchmark function): nothing "
+            f"to profile")
+        return 0
     record = measure(lab, kernel or None, out_dir)
     out(f"lab {lab}: profiled with {record['provenance']['tool']} on {record['provenance']['gpu']}\n"
         f"{table(record, kernel or None)}")
