@@ -129,7 +129,7 @@ def measure_launch_methods() -> dict:
                                       "no arguments, no work: the host's side of a launch"),
         "plain, host submit": (host_us(plain),
                                "one array argument: what a Numba launch costs the host"),
-        "plain, GPU events": (us(timing.time_gpu(plain, reps=30, inner=100)),
+        "plain, GPU events": (us(timing.time_gpu(plain, reps=30, inner=100, hide_host=False)),
                               "events around 100 launches back to back: the GPU waits for the host"),
         "plain, GPU side (queue full)": (us(timing.time_gpu(plain, warmup=1, reps=20, inner=KERNELS)),
                                          "launches queued behind a busy kernel: the GPU's own cost"),

@@ -23,12 +23,15 @@ What `run` does, per size (the sweep axis) and per variant:
    `reference(host_inputs)` (float64) must be <= `rtol`, and the launches are recorded.
    A variant that fails is reported (`error` in its row) and not timed; the others go on.
 2. Times (GPU only) with CUDA events (`timing.time_gpu`): warm-up, `reps` samples, each the mean
-   of enough back-to-back calls to last ~1 ms; the median and p10/p90. When one input set
+   of enough back-to-back calls to last ~1 ms (at most MAX_INNER), the host's submit held outside
+   the window; the median and p10/p90. When one input set
    (inputs + output) fits in L2, several sets are made and the calls rotate through them, so
    a variant is not timed on data a previous call left in cache (`input_sets`, `l2_resident`).
-3. Reports ms, GB/s from the variant's declared bytes (`ledger(size).total_bytes`) and % of the
-   device-to-device copy bandwidth measured in the same run (`copy_gbps`), plus an empty-kernel
-   launch time measured in the same run (`launch_floor_ms`): the floor small sizes sit on.
+3. Reports ms, GB/s from the variant's requested bytes (`ledger(size).total_bytes`: what the code
+   asks for, not DRAM traffic, which `kernellab profile` measures) and % of the copy ceiling. The
+   run's ceilings (`timing.ceilings`, once per process) go into every record: copy GB/s, FP32 FMA
+   TFLOP/s, the empty-launch floor small sizes sit on, torch's/CuPy's copy where importable. A row
+   above 100% of the copy ceiling is an instrument error (`instrument_error`), not a result.
 In the simulator it validates at `sim_sizes`, checks each ledger against the traffic meter's count
 of what the kernels really loaded and stored (inputs named by their keys, the output `out`),
 says plainly that no timing exists, and writes nothing.
@@ -42,13 +45,17 @@ outside the timed region (e.g. to torch tensors with `torch.as_tensor(a, device=
 timed alike, drawn dashed. `optional_torch()` imports torch only on a GPU, or returns None.
 
 Result (JSON-ready; `reference.save` stores it per benchmark name, with `provenance`):
-    {"benchmark", "axis", "sizes", "live", "ok", "provenance", "copy_gbps", "copy" (how it was
-     measured: timing.copy_bandwidth's dict), "launch_floor_ms",
+    {"benchmark", "axis", "sizes", "live", "ok", "provenance", "ceilings" (timing.ceilings),
+     "copy_gbps", "copy" (how it was measured), "launch_floor_ms", "bytes_kind",
+     "instrument_errors",
      "variants": {name: {"why", "baseline"}},
      "rows": [{"size", "variant", "ok", "error", "rel_error", "launches", "bytes", "ledger",
                "median_ms", "p10_ms", "p90_ms", "reps", "inner", "gbps", "pct_of_copy",
-               "gflops", "input_sets", "l2_resident"}]}
+               "gflops", "input_sets", "l2_resident", "host_exposed", "instrument_error"}]}
 Timing fields are absent in the simulator, where `live` is False and `timing` says why.
+`run_repeats` (`kernellab bench --repeat N`) runs each lab in N fresh processes; `combine_repeats`
+keeps every repeat, merges run results (median and range over repeats: `repeat_ms`) and judges
+each target on the worst repeat (`targets_over_repeats`).
 `rows_for(result, variant)`, `row(result, variant, size)`, `failures(result)` and `table(result)`
 read it back (e.g. from reference data).
 """

@@ -65,3 +65,20 @@ def live_or_recorded(lab: str, name: str, measure) -> dict | None:
         return {**measure(), "live": True}
     stored = load(lab)
     return stored and stored["records"].get(name)
+
+
+def ceilings(lab: str) -> dict | None:
+    """The ceilings to quote beside a lab's figures, with "source" saying where they come from:
+    on a GPU measured now (`timing.ceilings`, once per process); in the simulator the lab's
+    recorded run's (its first benchmark record); None when nothing was recorded."""
+    if not device.is_simulator():
+        from . import timing
+        return {**timing.ceilings(), "source": f"measured live on {device.facts().name}"}
+    for record in ((load(lab) or {}).get("records") or {}).values():
+        if isinstance(record, dict) and "copy_gbps" in record and "launch_floor_ms" in record:
+            measured = record.get("ceilings") or {"copy_gbps": record["copy_gbps"],
+                                                  "launch_floor_ms": record["launch_floor_ms"]}
+            prov = record["provenance"]
+            return {**measured, "source": f"recorded on {prov['gpu']}, {prov['date'][:10]}, same run "
+                                          f"as lab {target.lab_number(lab)}'s benchmarks"}
+    return None

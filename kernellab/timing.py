@@ -1,7 +1,11 @@
 """Timing on the GPU with CUDA events: warm-up, many repetitions, the median and its spread.
 
-The simulator has no clock worth reading (its events return -1), so every function here raises
-`NoTiming` there; callers say so in their output instead of printing a made-up figure.
+Every event window holds GPU work only: `time_gpu` puts a hold kernel ahead of each sample so the
+host's submit happens while the GPU is busy, and counts the samples where it was not hidden.
+`ceilings()` measures the run's ceilings once per process (copy, FP32 FMA, launch floor, with
+torch's/CuPy's copy beside them). The simulator has no clock worth reading (its events return
+-1), so every function here raises `NoTiming` there; callers say so in their output instead of
+printing a made-up figure.
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ HOLD_MARGIN = 1.5       # a hold lasts this many times the host's submit time of
 
 
 def time_gpu(fn, *, warmup: int = 5, reps: int = 50, inner: int = 1, stream=0,
-             setup=None) -> Timing:
+             setup=None, hide_host: bool = True) -> Timing:
     """Time `fn()` with CUDA events on `stream`; each sample is the mean of `inner` back-to-back calls.
 
     Host submit stays outside the window: before each sample a hold kernel on `stream` keeps the
@@ -81,8 +85,10 @@ def time_gpu(fn, *, warmup: int = 5, reps: int = 50, inner: int = 1, stream=0,
     it, `inner=1` put ~18 us of Numba launch cost inside every sample.) The hold lasts
     HOLD_MARGIN x the host's submit time measured in the warm-up; a sample whose submission took
     longer than its hold is counted in `host_exposed`, never hidden. Work on other blocking
-    streams waits for a hold on the default stream too. `setup(rep)` runs before each sample,
-    outside the timed region (e.g. to rotate input sets).
+    streams waits for a hold on the default stream too. `hide_host=False` leaves the hold out,
+    for the measurements whose subject is the host's pacing (eager launches, whose gaps are the
+    host's submit time): the window then runs from the first submit to the last kernel's end.
+    `setup(rep)` runs before each sample, outside the timed region (e.g. to rotate input sets).
     """
     require_gpu("time_gpu")
     submit_ms = []
@@ -96,7 +102,7 @@ def time_gpu(fn, *, warmup: int = 5, reps: int = 50, inner: int = 1, stream=0,
     cuda.synchronize()
     per_call = statistics.median(submit_ms) if submit_ms else 0.05
     hold_ms = min(HOLD_MAX_MS, HOLD_MARGIN * inner * per_call + 0.02)
-    hold = hold_gpu(hold_ms, stream)
+    hold = hold_gpu(hold_ms, stream) if hide_host else (lambda: None)
     start, stop = cuda.event(timing=True), cuda.event(timing=True)
     samples, exposed = [], 0
     for rep in range(reps):
@@ -111,7 +117,7 @@ def time_gpu(fn, *, warmup: int = 5, reps: int = 50, inner: int = 1, stream=0,
         submitted = (time.perf_counter() - started) * 1e3
         stop.synchronize()
         elapsed = cuda.event_elapsed_time(start, stop)
-        exposed += submitted > hold_ms + elapsed * (inner - 1) / inner
+        exposed += hide_host and submitted > hold_ms + elapsed * (inner - 1) / inner
         samples.append(elapsed / inner)
     return Timing(tuple(samples), exposed)
 

@@ -1,5 +1,7 @@
 """kernellab.profile: ncu's CSV parsed by a pure function, joined to the child's launches, read back."""
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,20 @@ def test_labs_declare_their_benchmarks():
     lab = target.load("02")
     names = [b.name for b in profile.declared_benchmarks(tour.experiment("02"), lab)]
     assert names == ["chain"]
+
+
+def test_the_child_runs_each_variant_once_and_lists_its_launches(monkeypatch, tmp_path):
+    """What runs under ncu, here in the simulator with the profiler calls stubbed out."""
+    from cuda.bindings import driver
+    monkeypatch.setattr(driver, "cuProfilerStart", lambda: None)
+    monkeypatch.setattr(driver, "cuProfilerStop", lambda: None)
+    experiment = tour.experiment("08")
+    small = dataclasses.replace(experiment.chain_benchmark(target.load("08")), sizes=[300])
+    monkeypatch.setattr(profile, "declared_benchmarks", lambda module, lab: [small])
+    manifest = tmp_path / "manifest.json"
+    profile.run_child("08", manifest)
+    launches = json.loads(manifest.read_text())
+    assert [m["kernel"] for m in launches] == ["affine_step_kernel"] * 4
+    assert launches[0] | {"kernel": None} == {"benchmark": "chain", "variant": "eager", "size": 300,
+                                              "kernel": None, "requested_bytes": 4 * 2 * 300 * 4,
+                                              "flops": None}
