@@ -72,7 +72,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import checks, device, plots, reference, target, timing, traffic
+from . import checks, device, plots, profile, reference, target, timing, traffic
 from .launches import record_launches
 
 cuda = device.cuda()
@@ -343,10 +343,17 @@ def _save(result: dict, lab: str | None, out_dir: Path | None):
 
 
 def draw(result: dict, lab: str | None, out_dir: Path | None) -> Path:
-    """Time and bandwidth against size (the range across repeats where there are repeats)."""
+    """Time and bandwidth against size (the range across repeats where there are repeats), with
+    DRAM GB/s where the lab's recorded profile measured the variant at that size."""
     fig, (ax_time, ax_bw) = plots.new_figure(result["benchmark"], result, ncols=2)
     plots.time_vs_size(ax_time, result)
-    plots.bandwidth_vs_size(ax_bw, result)
+    dram = {}
+    if lab is not None:
+        for r in result["rows"]:
+            moved = profile.variant_dram_bytes(lab, result["benchmark"], r["variant"], r["size"])
+            if moved is not None:
+                dram[(r["variant"], r["size"])] = moved
+    plots.bandwidth_vs_size(ax_bw, result, dram)
     prefix = f"lab{target.lab_number(lab)}_" if lab is not None else ""
     return plots.save(fig, f"{prefix}{result['benchmark']}", out_dir)
 

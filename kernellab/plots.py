@@ -103,9 +103,15 @@ def band_label(result: dict) -> str:
 REQUESTED_LABEL = "GB/s of requested bytes (ledger), not DRAM bytes"
 
 
-def bandwidth_vs_size(ax, result: dict):
+def bandwidth_vs_size(ax, result: dict, dram_bytes: dict | None = None):
     """Achieved GB/s (requested bytes from the ledger / time) against the sweep axis, under the
-    copy ceiling; error bars span the repeats."""
+    copy ceiling; error bars span the repeats. `dram_bytes` {(variant, size): bytes} from
+    Nsight Compute (`profile.variant_dram_bytes`) adds DRAM GB/s points where they were measured."""
+    for (variant, size), moved in (dram_bytes or {}).items():
+        timed = [r for r in result["rows"] if r["variant"] == variant and r["size"] == size and "median_ms" in r]
+        if timed:
+            ax.plot([size], [moved / (timed[0]["median_ms"] * 1e6)], "D", mfc="none", color="black",
+                    label=f"{variant}: DRAM bytes (ncu) / time")
     for name, baseline, rows in _variant_rows(result):
         rows = [r for r in rows if "gbps" in r]
         gbps = [r["gbps"] for r in rows]

@@ -147,7 +147,7 @@ def test_shared_charts_render(tmp_path):
               "variants": {"a": {"baseline": False}, "b": {"baseline": True}}}
     fig, axes = plots.new_figure("demo", result, ncols=4)
     plots.time_vs_size(axes[0], result)
-    plots.bandwidth_vs_size(axes[1], result)
+    plots.bandwidth_vs_size(axes[1], result, {("a", 2**20): 8 * 2**20})   # a DRAM point
     plots.bandwidth_bars(axes[2], result, 2**20)
     plots.stacked_bytes(axes[3], {"two ops": Ledger().add("f", "x", reads=10).add("g", "y", writes=5),
                                   "one op": Ledger().add("fg", "x", reads=10)})
