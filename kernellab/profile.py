@@ -13,7 +13,13 @@ counted yet. `kernellab profile LAB[:KERNEL]` measures the second kind:
   validated against the reference, between cuProfilerStart and cuProfilerStop, and writes the
   kernel launches in order to MANIFEST;
 - the parent joins ncu's rows (one per launch, in order) to the manifest and stores them under
-  "profile" in data/reference/<gpu>/labNN.json (format: PROFILE_FORMAT in this package's docs).
+  "profile" in data/reference/<gpu>/labNN.json, beside "records":
+  {"provenance": {bench provenance + "tool", "metrics", "command"}, "rows": [{"benchmark",
+   "variant", "size", "kernel", "dram_bytes_read", "dram_bytes_write", "requested_bytes" (the
+   whole variant's ledger), "flops", "gpu_time_ns", "l1_sectors_per_request",
+   "achieved_occupancy_pct", "sm_throughput_pct", "dram_throughput_pct", "registers_per_thread"}]}
+  (the format agreed with Lab 09's roofline, which reads it through `rows` and
+  `variant_dram_bytes`).
 In the simulator it prints the recorded rows and says they are recorded.
 """
 
