@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,8 +21,32 @@ DATA = target.ROOT / "data" / "reference"
 DEFAULT_GPU = "h200"
 
 
+CLOCK_QUERY = "clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,temperature.gpu,power.draw"
+
+
+def clocks() -> dict | str:
+    """The GPU's clocks, temperature and power as nvidia-smi reads them now (never set here);
+    a string saying why when they cannot be read."""
+    if device.is_simulator():
+        return "not read: simulator"
+    try:
+        done = subprocess.run(["nvidia-smi", f"--query-gpu={CLOCK_QUERY}", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"not read: {type(exc).__name__}: {exc}"[:200]
+    values = [v.strip() for v in done.stdout.splitlines()[0].split(",")]
+    return dict(zip(CLOCK_QUERY.split(","), values))
+
+
+def settings() -> dict:
+    """Every setting outside the code that changes a result, as this process sees it."""
+    return {"CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS",
+                                                          "unset (the driver's default: 8)"),
+            "clocks": clocks()}
+
+
 def provenance(command: str | None = None) -> dict:
-    """Where a measurement came from; the date is UTC."""
+    """Where a measurement came from, with the settings that change results; the date is UTC."""
     facts = device.facts()
     return {
         "gpu": facts.name,
@@ -32,6 +57,7 @@ def provenance(command: str | None = None) -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": command or " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name] + sys.argv[1:]),
         "host": os.uname().nodename if hasattr(os, "uname") else "unknown",
+        "settings": settings(),
     }
 
 

@@ -30,3 +30,11 @@ def test_gaps_are_signed_and_a_negative_one_is_a_problem():
     assert row["graph_gap"] == pytest.approx(-0.05)
     problems = LAB08.gap_problems(row)
     assert len(problems) == 1 and problems[0].startswith("graph: the total (1.9000 ms) is 5.0% below")
+
+
+def test_provenance_records_the_settings_that_change_results(monkeypatch):
+    from kernellab import reference
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+    settings = reference.provenance()["settings"]
+    assert settings["CUDA_DEVICE_MAX_CONNECTIONS"] == "32"
+    assert settings["clocks"]        # read through nvidia-smi on a GPU; says why not otherwise
