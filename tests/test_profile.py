@@ -75,12 +75,12 @@ def test_the_child_runs_each_variant_once_and_lists_its_launches(monkeypatch, tm
     monkeypatch.setattr(driver, "cuProfilerStart", lambda: None)
     monkeypatch.setattr(driver, "cuProfilerStop", lambda: None)
     experiment = tour.experiment("08")
-    small = dataclasses.replace(experiment.chain_benchmark(target.load("08")), sizes=[300])
+    small = dataclasses.replace(experiment.chain_benchmark(target.load("08")), sizes=[40])
     monkeypatch.setattr(profile, "declared_benchmarks", lambda module, lab: [small])
     manifest = tmp_path / "manifest.json"
     profile.run_child("08", manifest)
     launches = json.loads(manifest.read_text())
     assert [m["kernel"] for m in launches] == ["affine_step_kernel"] * 4
-    assert launches[0] | {"kernel": None} == {"benchmark": "chain", "variant": "eager", "size": 300,
-                                              "kernel": None, "requested_bytes": 4 * 2 * 300 * 4,
+    assert launches[0] | {"kernel": None} == {"benchmark": "chain", "variant": "eager", "size": 40,
+                                              "kernel": None, "requested_bytes": 4 * 2 * 40 * 4,
                                               "flops": None}
