@@ -89,8 +89,21 @@ def chain_benchmark(lab, sizes=SIZES, torch=None) -> harness.Benchmark:
         return lambda d, out: launcher(*(d[k] for k in INPUTS), P, d["seed"],
                                        mask=d["mask"] if with_mask else None, out=out, **extra)
 
-    variants = [harness.Variant(name, runner(launcher), why, ledger=ledger_for(lab, name))
+    def with_temporaries(d, out):
+        return {**d, "temporaries": lab.unfused_temporaries(d["x"])}, out
+
+    def unfused_runner(d, out):
+        return lab.unfused_chain(*(d[k] for k in INPUTS), P, d["seed"], mask=d["mask"], out=out,
+                                 temporaries=d["temporaries"])
+
+    variants = [harness.Variant(name, unfused_runner, why, ledger=ledger_for(lab, name),
+                                setup=with_temporaries) if launcher is lab.unfused_chain else
+                harness.Variant(name, runner(launcher), why, ledger=ledger_for(lab, name))
                 for name, (launcher, why) in lab.VARIANTS.items()]
+    variants.append(harness.Variant(
+        "unfused_allocating", runner(lab.unfused_chain),
+        "the unfused chain allocating its three intermediates on every call: the Python around "
+        "the launches, measured on its own", ledger=ledger_for(lab, "unfused")))
     variants.append(harness.Variant(
         "fused_generator", runner(lab.fused_chain, with_mask=False),
         "fused, the dropout mask drawn in the kernel from (seed, index): no mask to read",

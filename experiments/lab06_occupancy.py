@@ -26,6 +26,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import dataclasses
 import time
 import types
@@ -239,52 +241,70 @@ def stream_ilp4_kernel(a, x, y, out):
                 out[e] = a * x[e] + y[e]
 
 
-@cuda.jit(shared_memory_carveout="MaxShared")
-def fma_kernel(x, out, rounds):
-    """Compute-bound: `rounds` dependent FMAs per element, one chain per thread."""
-    start, stride = cuda.grid(1), cuda.gridsize(1)
-    for i in range(start, out.size, stride):
-        v = x[i]
-        for _ in range(rounds):
-            v = v * FMA_A + FMA_B                      # waits for the previous FMA's result
-        out[i] = v
+@functools.cache
+def fma_probes(rounds: int) -> tuple:
+    """The compute-bound probes with `rounds` FMAs per element fixed at compile time.
+
+    The trip count is a constant of the closure and the counter an int32, so the compiler
+    unrolls the chain and the loop costs one add, compare and branch per 64 FMAs (PTX, sm_90).
+    A runtime `range(rounds)` instead puts a 64-bit compare, select and add beside every FMA:
+    the FMA pipe then gets a quarter of the issue slots.
+    """
+    count = np.int32(rounds)
+
+    @cuda.jit(shared_memory_carveout="MaxShared")
+    def fma_kernel(x, out):
+        """Compute-bound: `rounds` dependent FMAs per element, one chain per thread."""
+        start, stride = cuda.grid(1), cuda.gridsize(1)
+        for i in range(start, out.size, stride):
+            v = x[i]
+            done = np.int32(0)
+            while done < count:
+                v = v * FMA_A + FMA_B                  # waits for the previous FMA's result
+                done += np.int32(1)
+            out[i] = v
+
+    @cuda.jit(shared_memory_carveout="MaxShared")
+    def fma_ilp4_kernel(x, out):
+        """The same work as four independent chains per thread: the FMA pipe fills with fewer warps."""
+        start, stride = cuda.grid(1), cuda.gridsize(1)
+        n = out.size
+        for i in range(start, n, 4 * stride):
+            j, k, last = i + stride, i + 2 * stride, i + 3 * stride
+            v0 = x[i]
+            v1 = x[j] if j < n else FMA_B
+            v2 = x[k] if k < n else FMA_B
+            v3 = x[last] if last < n else FMA_B
+            done = np.int32(0)
+            while done < count:
+                v0 = v0 * FMA_A + FMA_B
+                v1 = v1 * FMA_A + FMA_B
+                v2 = v2 * FMA_A + FMA_B
+                v3 = v3 * FMA_A + FMA_B
+                done += np.int32(1)
+            out[i] = v0
+            if j < n:
+                out[j] = v1
+            if k < n:
+                out[k] = v2
+            if last < n:
+                out[last] = v3
+
+    return fma_kernel, fma_ilp4_kernel
 
 
-@cuda.jit(shared_memory_carveout="MaxShared")
-def fma_ilp4_kernel(x, out, rounds):
-    """The same work as four independent chains per thread: the FMA pipe fills with fewer warps."""
-    start, stride = cuda.grid(1), cuda.gridsize(1)
-    n = out.size
-    for i in range(start, n, 4 * stride):
-        j, k, last = i + stride, i + 2 * stride, i + 3 * stride
-        v0 = x[i]
-        v1 = x[j] if j < n else FMA_B
-        v2 = x[k] if k < n else FMA_B
-        v3 = x[last] if last < n else FMA_B
-        for _ in range(rounds):
-            v0 = v0 * FMA_A + FMA_B
-            v1 = v1 * FMA_A + FMA_B
-            v2 = v2 * FMA_A + FMA_B
-            v3 = v3 * FMA_A + FMA_B
-        out[i] = v0
-        if j < n:
-            out[j] = v1
-        if k < n:
-            out[k] = v2
-        if last < n:
-            out[last] = v3
+def probes(rounds: int = FMA_ROUNDS) -> dict:
+    """name: (kernel, kind, why); the compute-bound ones with `rounds` FMAs per element."""
+    fma, fma_ilp4 = fma_probes(rounds)
+    return {
+        "memory_bound": (stream_kernel, "memory", "out = a*x + y, one element in flight per thread"),
+        "memory_bound_ilp4": (stream_ilp4_kernel, "memory", "the same, four elements in flight per thread"),
+        "compute_bound": (fma, "compute", "dependent FMAs per element, one chain per thread"),
+        "compute_bound_ilp4": (fma_ilp4, "compute", "the same, four independent chains per thread"),
+    }
 
 
-# name: (kernel, kind, why)
-PROBES = {
-    "memory_bound": (stream_kernel, "memory", "out = a*x + y, one element in flight per thread"),
-    "memory_bound_ilp4": (stream_ilp4_kernel, "memory", "the same, four elements in flight per thread"),
-    "compute_bound": (fma_kernel, "compute", "dependent FMAs per element, one chain per thread"),
-    "compute_bound_ilp4": (fma_ilp4_kernel, "compute", "the same, four independent chains per thread"),
-}
-
-
-def probe_inputs(kind: str, n: int, rounds: int, seed: int = 0) -> tuple[tuple, dict]:
+def probe_inputs(kind: str, n: int, seed: int = 0) -> tuple[tuple, dict]:
     """(the kernel's device arguments, the host inputs) for one probe kind at size n; the output
     is the argument named `out` in the kernel, poisoned."""
     rng = np.random.default_rng(seed)
@@ -293,7 +313,7 @@ def probe_inputs(kind: str, n: int, rounds: int, seed: int = 0) -> tuple[tuple, 
     if kind == "memory":
         host["y"] = checks.nonzero(rng, n)
         return (STREAM_A, cuda.to_device(host["x"]), cuda.to_device(host["y"]), out), host
-    return (cuda.to_device(host["x"]), out, rounds), host
+    return (cuda.to_device(host["x"]), out), host
 
 
 def probe_reference(kind: str, host: dict, rounds: int) -> np.ndarray:
@@ -312,12 +332,12 @@ def probe_work(kind: str, n: int, rounds: int) -> tuple[int, int]:
 
 def validate_probes(n: int, rounds: int, blocks: int) -> list[str]:
     """Each probe on an awkward n with a small grid (the loops run several times per thread)."""
-    for name, (kernel, kind, _) in PROBES.items():
-        args, host = probe_inputs(kind, n, rounds)
+    for name, (kernel, kind, _) in probes(rounds).items():
+        args, host = probe_inputs(kind, n)
         out = args[3] if kind == "memory" else args[1]
         kernel[blocks, PROBE_BLOCK](*args)
         checks.assert_matches(out, probe_reference(kind, host, rounds), rtol=1e-5, what=f"probe {name}")
-    return list(PROBES)
+    return list(probes(rounds))
 
 
 def padding_for(blocks_per_sm: int, registers: int, static: int, carveout: int, cc) -> int | None:
@@ -552,9 +572,9 @@ def measure_occupancy_vs_speed(reps: int = 30) -> dict:
     copy = timing.copy_bandwidth()
     peak = fp32_peak_gflops()
     rows = []
-    for name, (kernel, kind, why) in PROBES.items():
+    for name, (kernel, kind, why) in probes().items():
         n, rounds = (STREAM_N, 0) if kind == "memory" else (FMA_N, FMA_ROUNDS)
-        args, _ = probe_inputs(kind, n, rounds)
+        args, _ = probe_inputs(kind, n)
         moved, flops = probe_work(kind, n, rounds)
         found = resources.kernel_resources(kernel, args, method="driver")
         cufunc = cufunction(kernel, args)              # the overload these exact arguments launch
@@ -585,7 +605,7 @@ def measure_occupancy_vs_speed(reps: int = 30) -> dict:
                   f"pad {padding:>6} B  {t}  {figure}")
     return {"provenance": reference.provenance(), "probe_block": PROBE_BLOCK, "stream_n": STREAM_N,
             "fma_n": FMA_N, "fma_rounds": FMA_ROUNDS, "copy_ceiling": copy, "fp32_peak_gflops": peak,
-            "why": {name: why for name, (_, _, why) in PROBES.items()}, "rows": rows}
+            "why": {name: why for name, (_, _, why) in probes().items()}, "rows": rows}
 
 
 # --- 4. linear_relu under register caps -------------------------------------------------------------------
@@ -605,6 +625,26 @@ def renamed_copy(kernel, name: str, **options):
 
 def measure_register_caps(lab, reps: int = 20) -> dict:
     """Lab 06.5's kernel compiled with each register cap, at two tile depths: resources, occupancy, speed."""
+    return measure_linear_relu(lab, [lab.LinearReluConfig(block_size=128, tile_k=tile_k, max_registers=cap)
+                                     for cap in CAPS for tile_k in (32, 64)], reps)
+
+
+# The article's "at most 32 KB of shared memory per block", measured: the tile depth sets the
+# shared memory per block (384 B per unit of tile_k at 128 threads: 3 KB .. 48 KB), at a cap of
+# 64 registers, where registers allow 8 blocks per SM, so that shared memory binds from ~27 KB on.
+SHARED_SWEEP_TILE_K = (8, 16, 32, 48, 64, 96, 128)
+SHARED_SWEEP_CAP = 64
+
+
+def measure_shared_sweep(lab, reps: int = 20) -> dict:
+    """Lab 06.5's kernel at each tile depth: shared memory per block against occupancy and speed."""
+    return measure_linear_relu(lab, [lab.LinearReluConfig(block_size=128, tile_k=tile_k,
+                                                          max_registers=SHARED_SWEEP_CAP)
+                                     for tile_k in SHARED_SWEEP_TILE_K], reps)
+
+
+def measure_linear_relu(lab, configs, reps: int = 20) -> dict:
+    """Each configuration of linear_relu as its own kernel: resources, occupancy, speed."""
     facts = device.facts()
     size = LINEAR_RELU_SIZE
     rng = np.random.default_rng(0)
@@ -612,30 +652,31 @@ def measure_register_caps(lab, reps: int = 20) -> dict:
     out = cuda.device_array((size, size), dtype=np.float32)
     flops = 2 * size ** 3
     rows = []
-    for cap in CAPS:
-        for tile_k in (32, 64):
-            config = lab.LinearReluConfig(block_size=128, tile_k=tile_k, max_registers=cap)
-            kernel = renamed_copy(lab.linear_relu_kernel_for(config), f"linear_relu_k{tile_k}_cap{cap}",
-                                  **({} if cap is None else {"max_registers": cap}))
-            validate_linear_relu(lab, {f"cap {cap}": (config, kernel)})
-            sig = lab.SIGNATURES["linear_relu_kernel"]
-            on_driver = resources.kernel_resources(kernel, sig, method="driver")
-            on_ptxas = resources.kernel_resources(kernel, sig, method="ptxas")
-            calc = occ.occupancy(facts.cc, config.block_size, on_driver.registers_per_thread,
-                                 on_driver.static_shared_bytes)
-            t = timing.time_gpu(lambda: lab.linear_relu(x, w, b, out=out, config=config, kernel=kernel),
-                                warmup=2, reps=reps)
-            row = {"max_registers": cap, "tile_k": tile_k, "block_size": config.block_size,
-                   "registers": on_driver.registers_per_thread, "local_bytes": on_driver.local_bytes,
-                   "spill_stores": on_ptxas.spill_stores_bytes, "spill_loads": on_ptxas.spill_loads_bytes,
-                   "occupancy": calc.occupancy, "limiters": list(calc.limiters),
-                   "driver_blocks": occ.driver_active_blocks(kernel, sig, config.block_size),
-                   "calculator_blocks": calc.active_blocks, **t.as_dict(),
-                   "tflops": flops / (t.median_ms * 1e-3) / 1e12}
-            rows.append(row)
-            print(f"  cap {str(cap):>4} tile_k {tile_k:>2}: {row['registers']:>3} regs, spills "
-                  f"{row['spill_stores']:>4} B, {calc.occupancy:4.0%} ({'+'.join(calc.limiters)}), "
-                  f"{t.median_ms:7.3f} ms, {row['tflops']:5.2f} TFLOP/s")
+    for config in configs:
+        cap, tile_k = config.max_registers, config.tile_k
+        kernel = renamed_copy(lab.linear_relu_kernel_for(config), f"linear_relu_k{tile_k}_cap{cap}",
+                              **({} if cap is None else {"max_registers": cap}))
+        validate_linear_relu(lab, {f"cap {cap}": (config, kernel)})
+        sig = lab.SIGNATURES["linear_relu_kernel"]
+        on_driver = resources.kernel_resources(kernel, sig, method="driver")
+        on_ptxas = resources.kernel_resources(kernel, sig, method="ptxas")
+        calc = occ.occupancy(facts.cc, config.block_size, on_driver.registers_per_thread,
+                             on_driver.static_shared_bytes)
+        t = timing.time_gpu(lambda: lab.linear_relu(x, w, b, out=out, config=config, kernel=kernel),
+                            warmup=2, reps=reps)
+        row = {"max_registers": cap, "tile_k": tile_k, "block_size": config.block_size,
+               "shared_bytes": on_driver.static_shared_bytes,
+               "registers": on_driver.registers_per_thread, "local_bytes": on_driver.local_bytes,
+               "spill_stores": on_ptxas.spill_stores_bytes, "spill_loads": on_ptxas.spill_loads_bytes,
+               "occupancy": calc.occupancy, "limiters": list(calc.limiters),
+               "driver_blocks": occ.driver_active_blocks(kernel, sig, config.block_size),
+               "calculator_blocks": calc.active_blocks, **t.as_dict(),
+               "tflops": flops / (t.median_ms * 1e-3) / 1e12}
+        rows.append(row)
+        print(f"  cap {str(cap):>4} tile_k {tile_k:>3}: {row['registers']:>3} regs, "
+              f"{row['shared_bytes']:>6} B shared, spills {row['spill_stores']:>4} B, "
+              f"{calc.occupancy:4.0%} ({'+'.join(calc.limiters)}), "
+              f"{t.median_ms:7.3f} ms, {row['tflops']:5.2f} TFLOP/s")
     return {"provenance": reference.provenance(), "size": size, "rows": rows}
 
 
@@ -649,7 +690,7 @@ def plot_occupancy_vs_speed(record: dict, figures_dir: Path) -> tuple[Path, str]
     max_warps = occ.architecture(record["provenance"]["cc"]).max_warps_per_sm
     panels = ((ax_mem, "memory", "gbps", "GB/s"), (ax_fma, "compute", "gflops", "GFLOP/s"))
     for ax, kind, field, unit in panels:
-        for i, name in enumerate(n for n, (_, k, _) in PROBES.items() if k == kind):
+        for i, name in enumerate(n for n, (_, k, _) in probes().items() if k == kind):
             rows = [r for r in record["rows"] if r["probe"] == name]
             ax.plot([r["warps_per_sm"] for r in rows], [r[field] for r in rows], "o-", color=f"C{i}",
                     label=f"{name}: {record['why'][name]}")
@@ -670,7 +711,7 @@ def occupancy_headline(record: dict) -> str:
     """The fewest warps per SM at which each probe reaches 90% of its own best."""
     max_warps = occ.architecture(record["provenance"]["cc"]).max_warps_per_sm
     parts = []
-    for name, (_, kind, _) in PROBES.items():
+    for name, (_, kind, _) in probes().items():
         field = "gbps" if kind == "memory" else "gflops"
         rows = [r for r in record["rows"] if r["probe"] == name]
         if not rows:
@@ -718,6 +759,7 @@ def reference_records() -> dict:
 MEASUREMENTS = {
     "occupancy_vs_speed": lambda: measure_occupancy_vs_speed(reps=10),
     "linear_relu_register_caps": lambda: measure_register_caps(target.load(LAB)),
+    "linear_relu_shared_sweep": lambda: measure_shared_sweep(target.load(LAB)),
 }
 
 
@@ -729,15 +771,15 @@ def measured(name: str) -> dict | None:
 # --- bench and tour ------------------------------------------------------------------------------------
 
 def bench(out_dir: Path | None = None) -> dict:
-    """On a GPU: the four measurements above, saved with provenance; in the simulator, validate only."""
+    """On a GPU: the measurements above, saved with provenance; in the simulator, validate only."""
     lab = target.load(LAB)
     checked = validate_lab(lab)
     variants = validate_linear_relu(lab)
     simulated = device.is_simulator()
-    probes = validate_probes(SIM_N if simulated else 100_003, SIM_ROUNDS if simulated else 64,
-                             SIM_BLOCKS if simulated else 2 * device.facts().sm_count)
+    probe_names = validate_probes(SIM_N if simulated else 100_003, SIM_ROUNDS if simulated else 64,
+                                  SIM_BLOCKS if simulated else 2 * device.facts().sm_count)
     print(f"validated: the lab against the calculator on {checked} configurations; linear_relu "
-          f"{', '.join(variants)}; probes {', '.join(probes)}")
+          f"{', '.join(variants)}; probes {', '.join(probe_names)}")
     if simulated:
         print("simulator: no driver and no timing exist; the recorded H200 measurements are in "
               "data/reference/h200/lab06.json")
@@ -749,6 +791,7 @@ def bench(out_dir: Path | None = None) -> dict:
         ("occupancy_vs_speed", measure_occupancy_vs_speed),
         ("calculator_vs_driver", lambda: calculator_vs_driver(sweep + declared)),
         ("linear_relu_register_caps", lambda: measure_register_caps(lab)),
+        ("linear_relu_shared_sweep", lambda: measure_shared_sweep(lab)),
         ("resources_vs_driver", lambda: resources_vs_driver(sweep + declared, undeclared)),
     ]
     record = {}
