@@ -37,6 +37,7 @@ import numpy as np
 
 from kernellab import checks, device, plots, reference, resources, target, timing
 from kernellab import occupancy as occ
+from kernellab.claims import Claim, Missing, need
 from kernellab.tour import TourResult
 from numba import float32  # after kernellab, which chooses GPU or simulator before Numba loads
 
@@ -605,6 +606,7 @@ def measure_occupancy_vs_speed(reps: int = 30) -> dict:
                   f"pad {padding:>6} B  {t}  {figure}")
     return {"provenance": reference.provenance(), "probe_block": PROBE_BLOCK, "stream_n": STREAM_N,
             "fma_n": FMA_N, "fma_rounds": FMA_ROUNDS, "copy_ceiling": copy, "fp32_peak_gflops": peak,
+            "fma_loop": "compile-time trip count, int32 counter (fma_probes)",
             "why": {name: why for name, (_, _, why) in probes().items()}, "rows": rows}
 
 
@@ -830,3 +832,155 @@ def tour(figures_dir: Path) -> TourResult:
     if caps:
         figures.append(plot_register_caps(caps, figures_dir)[0])
     return TourResult(True, key, tuple(str(f) for f in figures))
+
+
+# --- claims: what the discussion says, checked against the records -----------------------------
+
+GEMM_KERNELS = {"naive": "matmul_naive_kernel", "tiled": "matmul_tiled_kernel",
+                "register_tiled_2d": "matmul_register_tiled_2d_kernel",
+                "register_tiled": "matmul_register_tiled_kernel",
+                "double_buffered": "matmul_double_buffered_kernel",
+                "double_buffered_capped": "matmul_double_buffered_capped_kernel"}
+
+
+def _grid_values(records):
+    """Lab 00's grid-stride kernel, its grid sized as a persistent grid: SMs x blocks per SM."""
+    from experiments.lab00_indexing import BLOCK, grid_stride_pct
+    kernels = {k["kernel"]: k for k in need(records, "resources_vs_driver_all_labs", "kernels")}
+    if "lab00.axpb_grid_stride_kernel" not in kernels:
+        raise Missing("resources_vs_driver_all_labs has no lab00.axpb_grid_stride_kernel")
+    found = kernels["lab00.axpb_grid_stride_kernel"]["driver"]
+    sweep = need(records, "lab00", "grid_size_sweep")
+    calc = occ.occupancy(tuple(found["cc"]), BLOCK, found["registers_per_thread"], found["static_shared_bytes"])
+    pct = grid_stride_pct(records["lab00"])
+    if calc.active_blocks not in pct:
+        raise Missing(f"grid_size_sweep has no grid of {calc.active_blocks}x SMs")
+    return {"regs": found["registers_per_thread"], "block": BLOCK, "bps": calc.active_blocks,
+            "grid": calc.active_blocks * sweep["provenance"]["sm_count"], "pct": pct[calc.active_blocks],
+            "p2": pct[2], "p4": pct[4]}
+
+
+def _fastest(rows, speed):
+    return max(rows, key=lambda r: r[speed])
+
+
+def _registers_values(records):
+    """One table across Labs 04-06: each lab's kernels, their registers and their speed."""
+    lab04 = need(records, "lab04")
+    matmul = need(lab04, "matmul")
+    n = max(matmul["sizes"])
+    regs04 = {r["kernel"]: r for r in need(lab04, "registers", "rows")}
+    gemm = [{"name": name, "registers": regs04[kernel]["registers"], "occupancy": regs04[kernel]["occupancy"],
+             "speed": next(r["gflops"] / 1e3 for r in matmul["rows"] if r["variant"] == name and r["size"] == n
+                           and "gflops" in r)}
+            for name, kernel in GEMM_KERNELS.items() if kernel in regs04]
+    rows05 = need(records, "lab05", "shape_registers", "rows")
+    shapes = [{"name": r["shape"], "registers": r["registers"], "occupancy": r["occupancy"],
+               "speed": r["pct_of_copy"]} for r in rows05]
+    caps = [{"name": f"cap {r['max_registers']}, tile_k {r['tile_k']}", "registers": r["registers"],
+             "occupancy": r["occupancy"], "speed": r["tflops"]}
+            for r in need(records, "linear_relu_register_caps", "rows")]
+    lines = []
+    for title, unit, rows in (("Lab 04 GEMM", "TFLOP/s", gemm), ("Lab 05 softmax 8192", "% of copy", shapes),
+                              ("Lab 06 linear_relu", "TFLOP/s", caps)):
+        best = _fastest(rows, "speed")
+        lines.append(f"  {title:<20} " + ", ".join(
+            f"{r['name']} {r['registers']}r {r['speed']:.1f}" for r in rows) + f" ({unit}); fastest: "
+            f"{best['name']} at {best['registers']} registers")
+    best04, best05, best06 = (_fastest(rows, "speed") for rows in (gemm, shapes, caps))
+    within = [r for r in gemm if r["registers"] <= 64]
+    return {"table": "\n".join(lines), "r04": best04["registers"], "r05": best05["registers"],
+            "r06": best06["registers"], "best_within": _fastest(within, "speed")["speed"] if within else 0.0,
+            "best04": best04["speed"]}
+
+
+def _shared_values(records):
+    sweep = need(records, "linear_relu_shared_sweep", "rows")
+    best = _fastest(sweep, "tflops")
+    within = [r for r in sweep if r["shared_bytes"] <= 32 * 1024]
+    table = ", ".join(f"{r['shared_bytes'] / 1024:.0f} KB: {r['occupancy']:.0%} {r['tflops']:.2f}" for r in sweep)
+    return {"table": table, "cap": SHARED_SWEEP_CAP, "best_kb": best["shared_bytes"] / 1024,
+            "best_occ": best["occupancy"], "best": best["tflops"],
+            "best_within": _fastest(within, "tflops")["tflops"] if within else 0.0,
+            "agree": all(r["driver_blocks"] == r["calculator_blocks"] for r in sweep)}
+
+
+def _probe_values(records):
+    record = need(records, "occupancy_vs_speed")
+    need(records, "occupancy_vs_speed", "fma_loop")     # recorded by the probes with a compile-time trip count
+    peak = record["fp32_peak_gflops"]
+    best = {name: max(r["gflops"] for r in record["rows"] if r["probe"] == name)
+            for name in ("compute_bound", "compute_bound_ilp4")}
+    return {"one": best["compute_bound"] / 1e3, "four": best["compute_bound_ilp4"] / 1e3, "peak": peak / 1e3,
+            "pct": 100 * best["compute_bound"] / peak, "pct4": 100 * best["compute_bound_ilp4"] / peak}
+
+
+def _warps_for_90pct(record, probe, field):
+    rows = [r for r in record["rows"] if r["probe"] == probe]
+    best = max(r[field] for r in rows)
+    return min(r["warps_per_sm"] for r in rows if r[field] >= 0.9 * best)
+
+
+def _memory_values(records):
+    record = need(records, "occupancy_vs_speed")
+    return {"one": _warps_for_90pct(record, "memory_bound", "gbps"),
+            "four": _warps_for_90pct(record, "memory_bound_ilp4", "gbps")}
+
+
+def _caps_values(records):
+    rows = need(records, "linear_relu_register_caps", "rows")
+    best = _fastest(rows, "tflops")
+    lab = target.load(LAB, "solutions")
+    tuned = next((r for r in rows if (r["max_registers"], r["tile_k"]) ==
+                  (lab.TUNED.max_registers, lab.TUNED.tile_k)), None)
+    if tuned is None:
+        raise Missing("linear_relu_register_caps has no row for TUNED")
+    as_written = next(r for r in rows if r["max_registers"] is None and r["tile_k"] == lab.AS_WRITTEN.tile_k)
+    return {"size": need(records, "linear_relu_register_caps", "size"), "cap": best["max_registers"],
+            "k": best["tile_k"], "best": best["tflops"], "occ": best["occupancy"], "spills": best["spill_stores"],
+            "t_tuned": tuned["tflops"], "occ_tuned": tuned["occupancy"],
+            "t_written": as_written["tflops"], "occ_written": as_written["occupancy"], "regs_written": as_written["registers"]}
+
+
+def _calculator_values(records):
+    sweep = need(records, "calculator_vs_driver")
+    return {"agree": sweep["agree"], "configurations": sweep["configurations"], "kernels": len(sweep["kernels"])}
+
+
+CLAIMS = [
+    Claim("grid_as_persistent",
+          "Sized as Triton sizes a persistent grid (the SM count x the blocks per SM the occupancy calculator "
+          "allows), Lab 00's grid-stride kernel ({regs} registers, {block} threads: {bps} blocks per SM) gets "
+          "{grid:,} blocks = {bps}x the SM count, and runs at {pct:.0f}% of copy; the article's 2x and 4x give "
+          "{p2:.0f}% and {p4:.0f}%.",
+          values=_grid_values, holds=lambda v: v["bps"] > 4 and v["pct"] > v["p4"], article="grid"),
+    Claim("registers_table",
+          "Registers against speed, one table across Labs 04-06:\n{table}\nThe fastest GEMM needs {r04} "
+          "registers; within 64 the best GEMM reaches {best_within:.1f} TFLOP/s of its {best04:.1f}. The "
+          "fastest softmax shape uses {r05}, the fastest linear_relu cap {r06}: 64 registers is a "
+          "property of the kernel, not a rule of speed.",
+          values=_registers_values, holds=lambda v: v["r04"] > 64 and v["best_within"] < v["best04"],
+          article="registers"),
+    Claim("shared_sweep",
+          "Shared memory per block against speed (linear_relu, 128 threads, capped at {cap} registers; "
+          "occupancy, TFLOP/s): {table}. The fastest tile uses {best_kb:.0f} KB ({best_occ:.0%} occupancy, "
+          "{best:.2f} TFLOP/s); the best within 32 KB reaches {best_within:.2f}.",
+          values=_shared_values, holds=lambda v: v["agree"], article="shared"),
+    Claim("compute_probe_peak",
+          "The compute-bound probe (dependent FMAs, a compile-time trip count) peaks at {one:.1f} TFLOP/s, "
+          "{pct:.0f}% of the FP32 peak ({peak:.1f}); with four chains per thread {four:.1f} ({pct4:.0f}%).",
+          values=_probe_values, holds=lambda v: v["pct"] >= 60 or v["pct4"] >= 60),
+    Claim("memory_needs_bytes_in_flight",
+          "The memory-bound probe needs {one} warps per SM for 90% of its best speed with one element in "
+          "flight per thread, and {four} with four: independent loads in a thread replace resident warps.",
+          values=_memory_values, holds=lambda v: v["four"] < v["one"]),
+    Claim("caps_against_occupancy",
+          "linear_relu at {size}^3: as written ({regs_written} registers, {occ_written:.0%} occupancy) "
+          "{t_written:.2f} TFLOP/s; fastest at cap {cap}, tile_k {k} ({occ:.0%}, {spills} B of spills) "
+          "{best:.2f}; TUNED, at its {occ_tuned:.0%} target, {t_tuned:.2f}. The highest occupancy was not "
+          "the fastest.",
+          values=_caps_values, holds=lambda v: v["occ"] < v["occ_tuned"] and v["t_tuned"] <= v["best"]),
+    Claim("calculator_equals_driver",
+          "The calculator equals the driver on {agree:,} of {configurations:,} configurations ({kernels} kernels).",
+          values=_calculator_values, holds=lambda v: v["agree"] == v["configurations"]),
+]

@@ -135,6 +135,11 @@ class _Tracked(dict):
 def _source(records: dict, names) -> str:
     def one(name):
         record = records.get(name) or {}
+        if name.startswith("lab") and name[3:].isdigit():     # another lab's records, whole
+            return "; ".join(sorted({one_of(r) for r in record.values()})) or "no records"
+        return one_of(record)
+
+    def one_of(record):
         if record.get("live"):
             return "live"
         date = (record.get("provenance") or {}).get("date", "")[:10]
@@ -154,11 +159,18 @@ def evaluate(claim: Claim, records: dict) -> Verdict:
                    source=_source(records, tracked.read))
 
 
-def sources(lab: str) -> dict:
-    """The lab's records: the recorded reference, each replaced by this process's live one if any."""
+def lab_records(lab: str) -> dict:
+    """One lab's records: the recorded reference, each replaced by this process's live one if any."""
     from . import target
     stored = (reference.load(lab) or {}).get("records", {})
     return {**stored, **reference.LIVE.get(target.lab_number(lab), {})}
+
+
+def sources(lab: str) -> dict:
+    """What a lab's claims read: its own records by name, and every lab's as `records["labNN"]`
+    (a claim that explains one lab's figure with another's measurement reads it there)."""
+    from . import target
+    return {**lab_records(lab), **{f"lab{number}": lab_records(number) for number in target.labs()}}
 
 
 def claims_of(lab: str) -> list[Claim]:
