@@ -196,12 +196,24 @@ def report(lab: str, names: list[str] | None = None, out=print) -> list[Verdict]
     return results
 
 
-def compare_prediction(prediction, measured: float, what: str, unit: str = "", out=print):
-    """The measurement against the student's number written before it (None: nothing written)."""
+def compare_prediction(prediction, lab: str, claim: str, key: str, what: str, unit: str = "",
+                       out=print) -> float | None:
+    """The student's number, written before the measurement, against `key` of a lab's claim
+    (from the same records the claim prints). None written: the measurement alone, and a nudge.
+    Returns measured / predicted, or None."""
+    chosen = [c for c in claims_of(lab) if c.name == claim]
+    if not chosen:
+        raise ValueError(f"lab {lab} declares no claim {claim}")
+    verdict = evaluate(chosen[0], sources(lab))
+    if verdict.holds is None:
+        out(f"{what}: not measured here yet ({verdict.missing})")
+        return None
+    measured = float(chosen[0].values(sources(lab))[key])
     if prediction is None:
-        out(f"{what}: measured {measured:.3g}{unit}. (Write your prediction in the cell above first.)")
+        out(f"{what}: measured {measured:.3g}{unit} ({verdict.source}). Next time, write your "
+            f"prediction in the cell above first.")
         return None
     ratio = measured / float(prediction)
     out(f"{what}: you predicted {float(prediction):.3g}{unit}, measured {measured:.3g}{unit} "
-        f"({ratio:.2f}x your number)")
+        f"({ratio:.2f}x your number; {verdict.source})")
     return ratio

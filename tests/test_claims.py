@@ -65,7 +65,14 @@ def test_an_unknown_article_claim_is_refused():
 
 def test_a_prediction_is_compared_when_written_and_asked_for_when_not():
     lines = []
-    assert claims.compare_prediction(None, 4.0, "speed-up", "x", out=lines.append) is None
-    assert "Write your prediction" in lines[-1]
-    assert claims.compare_prediction(2, 4.0, "speed-up", "x", out=lines.append) == 2.0
-    assert "you predicted 2x, measured 4x" in lines[-1]
+    claim = claims.claims_of("00")[0]
+    measured = claims.evaluate(claim, claims.sources("00"))
+    assert measured.holds, measured.line()
+    key = next(iter(claim.values(claims.sources("00"))))
+    value = claim.values(claims.sources("00"))[key]
+    assert claims.compare_prediction(None, "00", claim.name, key, "it", out=lines.append) is None
+    assert "write your prediction" in lines[-1]
+    assert claims.compare_prediction(value / 2, "00", claim.name, key, "it", out=lines.append) == pytest.approx(2.0)
+    assert "2.00x your number" in lines[-1]
+    with pytest.raises(ValueError, match="declares no claim"):
+        claims.compare_prediction(1, "00", "no_such_claim", key, "it")
