@@ -315,8 +315,10 @@ def tour(figures_dir: Path) -> TourResult:
         return TourResult(False, "validation failed: " + "; ".join(failed))
     figures = [traffic_figure(lab, figures_dir)]
     if matmul["live"]:
-        registers = {"rows": register_report(lab, kernel_blocks(lab)), "live": True,
-                     "provenance": {"gpu": device.facts().name}}
+        registers = reference.note_live(LAB, "registers", {
+            "rows": register_report(lab, kernel_blocks(lab)), "provenance": {"gpu": device.facts().name}})
+        matmul, epilogue = (reference.note_live(LAB, name, result)
+                            for name, result in (("matmul", matmul), ("epilogue", epilogue)))
         source = "live"
     else:
         stored = (reference.load(LAB) or {}).get("records", {})

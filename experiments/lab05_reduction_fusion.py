@@ -260,8 +260,10 @@ def tour(figures_dir: Path) -> TourResult:
     figures = [traffic_figure(lab, figures_dir)]
     stored = {}
     if softmax["live"]:
-        stored["registers"] = {"rows": register_report(lab, kernel_blocks(lab)), "live": True,
-                               "provenance": {"gpu": device.facts().name}}
+        stored["registers"] = reference.note_live(LAB, "registers", {
+            "rows": register_report(lab, kernel_blocks(lab)), "provenance": {"gpu": device.facts().name}})
+        softmax, layernorm = (reference.note_live(LAB, name, result)
+                              for name, result in (("softmax", softmax), ("layernorm", layernorm)))
         source = "live"
     else:
         stored = (reference.load(LAB) or {}).get("records", {})

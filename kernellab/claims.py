@@ -27,8 +27,9 @@ evaluated on something else. Any other error is a bug in the claim and propagate
 Where the numbers come from: `sources(lab)` merges the recorded reference with what this
 process measured live (`reference.live_or_recorded` notes every live record in
 `reference.LIVE`), record by record, and each printed claim says which it read:
-"live" or "H200 reference, recorded <date>". `report(lab)` prints a lab's claims;
-`evaluate(claim, records)` returns a `Verdict`; tests/test_claims.py evaluates every claim
+"live" or "H200 reference, recorded <date>" (a claim whose numbers the live run did not
+measure, a tour's shorter sweep say, falls back to the reference and says so). `report(lab)`
+prints a lab's claims; `evaluate(claim, records)` returns a `Verdict`; tests/test_claims.py evaluates every claim
 against data/reference/h200/ and fails when one no longer holds. Labs 07 and 08 plug in the same
 way: a `CLAIMS` list in their experiments module, and `report("07")` in their discussion cells.
 """
@@ -159,28 +160,36 @@ def evaluate(claim: Claim, records: dict) -> Verdict:
                    source=_source(records, tracked.read))
 
 
-def lab_records(lab: str) -> dict:
+def lab_records(lab: str, live: bool = True) -> dict:
     """One lab's records: the recorded reference, each replaced by this process's live one if any."""
     from . import target
     stored = (reference.load(lab) or {}).get("records", {})
-    return {**stored, **reference.LIVE.get(target.lab_number(lab), {})}
+    return {**stored, **(reference.LIVE.get(target.lab_number(lab), {}) if live else {})}
 
 
-def sources(lab: str) -> dict:
+def sources(lab: str, live: bool = True) -> dict:
     """What a lab's claims read: its own records by name, and every lab's as `records["labNN"]`
-    (a claim that explains one lab's figure with another's measurement reads it there)."""
+    (a claim that explains one lab's figure with another's measurement reads it there).
+    `live=False`: the recorded reference alone."""
     from . import target
-    return {**lab_records(lab), **{f"lab{number}": lab_records(number) for number in target.labs()}}
+    return {**lab_records(lab, live),
+            **{f"lab{number}": lab_records(number, live) for number in target.labs()}}
+
+
+def judge(claim: Claim, lab: str) -> tuple[Verdict, dict]:
+    """The claim on this process's records; where a live run did not measure what it reads (a
+    tour's shorter sweep), on the recorded reference, which its source line then names."""
+    records = sources(lab)
+    verdict = evaluate(claim, records)
+    if verdict.holds is None and reference.LIVE:
+        records = sources(lab, live=False)
+        verdict = evaluate(claim, records)
+    return verdict, records
 
 
 def claims_of(lab: str) -> list[Claim]:
     from .tour import experiment
     return list(getattr(experiment(lab), "CLAIMS", []))
-
-
-def verdicts(lab: str, records: dict | None = None, article_only: bool = False) -> list[Verdict]:
-    records = sources(lab) if records is None else records
-    return [evaluate(c, records) for c in claims_of(lab) if c.article or not article_only]
 
 
 def report(lab: str, names: list[str] | None = None, out=print) -> list[Verdict]:
@@ -189,8 +198,7 @@ def report(lab: str, names: list[str] | None = None, out=print) -> list[Verdict]
     unknown = set(names or ()) - {c.name for c in chosen}
     if unknown:
         raise ValueError(f"lab {lab} declares no claim {', '.join(sorted(unknown))}")
-    records = sources(lab)
-    results = [evaluate(c, records) for c in chosen if names is None or c.name in names]
+    results = [judge(c, lab)[0] for c in chosen if names is None or c.name in names]
     for verdict in results:
         out(verdict.line())
     return results
@@ -204,11 +212,11 @@ def compare_prediction(prediction, lab: str, claim: str, key: str, what: str, un
     chosen = [c for c in claims_of(lab) if c.name == claim]
     if not chosen:
         raise ValueError(f"lab {lab} declares no claim {claim}")
-    verdict = evaluate(chosen[0], sources(lab))
+    verdict, records = judge(chosen[0], lab)
     if verdict.holds is None:
         out(f"{what}: not measured here yet ({verdict.missing})")
         return None
-    measured = float(chosen[0].values(sources(lab))[key])
+    measured = float(chosen[0].values(records)[key])
     if prediction is None:
         out(f"{what}: measured {measured:.3g}{unit} ({verdict.source}). Next time, write your "
             f"prediction in the cell above first.")

@@ -76,3 +76,14 @@ def test_a_prediction_is_compared_when_written_and_asked_for_when_not():
     assert "2.00x your number" in lines[-1]
     with pytest.raises(ValueError, match="declares no claim"):
         claims.compare_prediction(1, "00", "no_such_claim", key, "it")
+
+
+def test_a_claim_the_live_run_did_not_measure_falls_back_to_the_reference(monkeypatch):
+    size = claims.Claim("size", "n = {n}", values=lambda r: {"n": claims.need(r, "grid_size_sweep", "n")},
+                        holds=lambda v: v["n"] > 0)
+    monkeypatch.setattr(reference, "LIVE", {"00": {"grid_size_sweep": {"live": True}}})
+    verdict, records = claims.judge(size, "00")
+    assert verdict.holds and "reference" in verdict.source and not records["grid_size_sweep"].get("live")
+    monkeypatch.setattr(reference, "LIVE", {"00": {"grid_size_sweep": {"live": True, "n": 7}}})
+    verdict, _ = claims.judge(size, "00")
+    assert (verdict.text, verdict.source) == ("n = 7", "live")
