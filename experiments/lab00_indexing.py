@@ -148,7 +148,7 @@ CLAIMS = [
           values=_grid_values, holds=lambda v: v["at4"] < 0.9 * v["best"], article="grid"),
     Claim("full_sm_levels_off",
           "From 8 blocks of 256 threads per SM on (every thread slot of an SM filled) the grid size "
-          "stops mattering: {lo:.0f}-{hi:.0f}% of copy at 8x to 64x SMs.",
+          "stops mattering: {lo:.1f}-{hi:.1f}% of copy at 8x to 64x SMs.",
           values=_grid_values, holds=lambda v: v["hi"] - v["lo"] < 5),
     Claim("one_thread_per_element",
           "One thread per element ({blocks:,} blocks) reaches {full:.0f}% of copy, no more than the best "

@@ -22,7 +22,8 @@ a variant added after the recording): such a claim is *awaiting data*, printed a
 evaluated on something else. Any other error is a bug in the claim and propagates.
 
 `article` names the seed-article claim a claim gives the verdict on (`ARTICLE` lists the six);
-`explains` says why a model misses the measurement, where the claim is a model miss.
+`explains` says why, where the claim is a model miss (model against measurement) or a figure
+that needs a reason beside it.
 
 Where the numbers come from: `sources(lab)` merges the recorded reference with what this
 process measured live (`reference.live_or_recorded` notes every live record in
@@ -86,14 +87,14 @@ class Verdict:
         return "awaiting data" if self.holds is None else ("holds" if self.holds else "DOES NOT HOLD")
 
     def line(self) -> str:
-        head = f"[{self.status}]"
+        head = f"[{self.status}]"      # whether this sentence holds on the data
         if self.claim.article:
-            head += f" article, {ARTICLE[self.claim.article]}:"
+            head += f' verdict on the article\'s "{ARTICLE[self.claim.article]}":'
         if self.holds is None:
             return f"{head} {self.claim.name}: not in the records yet ({self.missing})"
         text = f"{head} {self.text} ({self.source})"
         if self.claim.explains:
-            text += f"\n    why the model misses: {self.claim.explains}"
+            text += f"\n    why: {self.claim.explains}"
         return text
 
 
