@@ -27,7 +27,7 @@ import numpy as np
 
 from kernellab import bench as harness
 from kernellab import checks, device, graphs, plots, reference, target, timing, traffic
-from kernellab.claims import Claim, Missing, need, row
+from kernellab.claims import Claim, need, row
 from kernellab.launches import record_launches
 from kernellab.tour import TourResult
 
