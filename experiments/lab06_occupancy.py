@@ -35,6 +35,7 @@ import numpy as np
 
 from kernellab import checks, device, plots, reference, resources, target, timing
 from kernellab import occupancy as occ
+from kernellab.progress import printing, progress_bar
 from kernellab.tour import TourResult
 from numba import float32  # after kernellab, which chooses GPU or simulator before Numba loads
 
@@ -425,7 +426,7 @@ def calculator_vs_driver(kernels, budget_s: float = 45.0) -> dict:
     arch = occ.architecture(device.facts().cc)
     started = time.perf_counter()
     total, agree, disagreements, per_kernel = 0, 0, [], []
-    for label, kernel, signature in kernels:
+    for label, kernel, signature in progress_bar(kernels, desc="calculator vs driver", unit="kernel"):
         try:
             summary, agreed, differ = sweep_one_kernel(label, kernel, signature, arch)
         except Exception as exc:  # one kernel that fails to build must not end the run
@@ -612,7 +613,7 @@ def measure_register_caps(lab, reps: int = 20) -> dict:
     out = cuda.device_array((size, size), dtype=np.float32)
     flops = 2 * size ** 3
     rows = []
-    for cap in CAPS:
+    for cap in progress_bar(CAPS, desc="register caps", unit="cap"):
         for tile_k in (32, 64):
             config = lab.LinearReluConfig(block_size=128, tile_k=tile_k, max_registers=cap)
             kernel = renamed_copy(lab.linear_relu_kernel_for(config), f"linear_relu_k{tile_k}_cap{cap}",
@@ -633,9 +634,10 @@ def measure_register_caps(lab, reps: int = 20) -> dict:
                    "calculator_blocks": calc.active_blocks, **t.as_dict(),
                    "tflops": flops / (t.median_ms * 1e-3) / 1e12}
             rows.append(row)
-            print(f"  cap {str(cap):>4} tile_k {tile_k:>2}: {row['registers']:>3} regs, spills "
-                  f"{row['spill_stores']:>4} B, {calc.occupancy:4.0%} ({'+'.join(calc.limiters)}), "
-                  f"{t.median_ms:7.3f} ms, {row['tflops']:5.2f} TFLOP/s")
+            with printing():
+                print(f"  cap {str(cap):>4} tile_k {tile_k:>2}: {row['registers']:>3} regs, spills "
+                      f"{row['spill_stores']:>4} B, {calc.occupancy:4.0%} ({'+'.join(calc.limiters)}), "
+                      f"{t.median_ms:7.3f} ms, {row['tflops']:5.2f} TFLOP/s")
     return {"provenance": reference.provenance(), "size": size, "rows": rows}
 
 
