@@ -103,6 +103,9 @@ def explorer(cc=H200, block_size=128, registers=40, shared_bytes=12288):
     def draw(cc, block_size, registers, shared_kib):
         arch = occ.architecture(cc)
         shared = min(int(shared_kib * 1024), arch.shared_per_block_optin)  # the cc's opt-in limit
+        now = occupancy_at(arch, block_size, registers, shared)
+        print(f"occupancy {now.occupancy:.0%}: {now.active_warps} of {now.max_warps} warps per SM, "
+              f"limited by {' and '.join(now.limiters)}")  # as text too, for readers and the browser test
         fig = plot_calculator(arch, block_size, registers, shared)
         display(fig)
         plots.plt.close(fig)
