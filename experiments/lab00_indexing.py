@@ -56,7 +56,7 @@ def measure_grid_sweep() -> dict:
     x = cuda.to_device(np.ones(GPU_N, dtype=np.float32))
     out = cuda.device_array(GPU_N, dtype=np.float32)
     moved = 2 * GPU_N * 4
-    ceiling = timing.copy_bandwidth()
+    ceiling = timing.ceilings()["copy"]
     rows = []
 
     def measure(label, blocks, fn):

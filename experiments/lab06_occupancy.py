@@ -553,7 +553,7 @@ def fp32_peak_gflops() -> float | None:
 def measure_occupancy_vs_speed(reps: int = 30) -> dict:
     """Each probe at each occupancy level: padding, resident warps (calculator and driver), speed."""
     facts = device.facts()
-    copy = timing.copy_bandwidth()
+    copy = timing.ceilings()["copy"]
     peak = fp32_peak_gflops()
     rows = []
     for name, (kernel, kind, why) in PROBES.items():
