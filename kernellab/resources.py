@@ -321,11 +321,15 @@ def _source_line(path: str, line: int, separator: str = ":") -> str:
         shown = shown.resolve().relative_to(Path.cwd().resolve())
     except (ValueError, OSError):
         pass
+    text = _line_text(path, line)
+    return f"{shown}{separator}{line}" + (f": `{text}`" if text is not None else "")
+
+
+def _line_text(path: str, line: int) -> str | None:
     try:
-        text = Path(path).read_text().splitlines()[line - 1].strip()
+        return Path(path).read_text().splitlines()[line - 1].strip()
     except (OSError, IndexError):
-        return f"{shown}{separator}{line}"
-    return f"{shown}{separator}{line}: `{text}`"
+        return None
 
 
 def _source_stamp(fn) -> tuple:
@@ -711,17 +715,41 @@ def float64_arithmetic(ptx: str) -> Float64Use | None:
 
 
 def _float64_message(kernel_name: str, found: Float64Use) -> str:
+    advice = "write float32(0.0) or a float32 variable"
     if found.file is None or found.line is None:
         return (f"lab kernel `{kernel_name}` computes in float64 (its first float64 instruction: "
-                f"`{found.instruction}`); write float32(0.0) or a float32 variable")
-    function = _function_at(found.file, found.line) or kernel_name
-    return (f"lab kernel `{function}` computes in float64 at {_source_line(found.file, found.line)}; "
-            "write float32(0.0) or a float32 variable")
+                f"`{found.instruction}`); {advice}")
+    function = _function_at(found.file, found.line)
+    name = function[0] if function else kernel_name
+    message = f"lab kernel `{name}` computes in float64 at {_source_line(found.file, found.line)}"
+    started = _float_literal_start(function, found.line) if function else None
+    if started:
+        variable, line = started
+        message += f" (`{variable}` starts as a float64 at line {line}: `{_line_text(found.file, line)}`)"
+    return f"{message}; {advice}"
 
 
-def _function_at(path: str, line: int) -> str | None:
-    """The name of the function (kernel or device function) whose source holds `path`:`line`,
-    among the modules loaded from that file."""
+_AUGMENTED = re.compile(r"^\s*(\w+)(?:\[[^\]]*\])?\s*[-+*/]=")
+_LITERAL_START = r"^\s*{}\s*=\s*[-+]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][-+]?\d+)\s*(#.*)?$"
+
+
+def _float_literal_start(function, line: int):
+    """For `acc += ...` at `line`: the variable and the earlier line of the function that set it
+    to a bare float literal (`acc = 0.0`), the float64 the sum inherits; else None."""
+    _, start, lines = function
+    augmented = _AUGMENTED.match(lines[line - start])
+    if augmented is None:
+        return None
+    literal = re.compile(_LITERAL_START.format(re.escape(augmented.group(1))))
+    for number in range(line - 1, start - 1, -1):
+        if literal.match(lines[number - start]):
+            return augmented.group(1), number
+    return None
+
+
+def _function_at(path: str, line: int):
+    """(name, first line, source lines) of the function (kernel or device function) whose source
+    holds `path`:`line`, among the modules loaded from that file; None if none does."""
     wanted = os.path.realpath(path)
     for module in list(sys.modules.values()):
         if os.path.realpath(getattr(module, "__file__", None) or "") != wanted:
@@ -735,7 +763,7 @@ def _function_at(path: str, line: int) -> str | None:
             except (OSError, TypeError):
                 continue
             if start <= line < start + len(lines):
-                return fn.__name__
+                return fn.__name__, start, lines
     return None
 
 

@@ -85,7 +85,7 @@ def float64_in_device_function(x, out):
 @cuda.jit
 def float64_accumulator(x, out):
     """`acc = 0.0` makes the sum a float64 one."""
-    acc = 0.0
+    acc = 0.0  # START
     for j in range(x.size):
         acc += x[j]  # ACCUMULATE
     out[0] = acc

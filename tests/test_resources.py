@@ -176,7 +176,10 @@ def test_the_compile_check_names_float64_arithmetic_and_failures_by_their_line(k
         "`return v * 0.5 + 0.0  # PRECISION: bare literals make this float64 arithmetic`; "
         "write float32(0.0) or a float32 variable")
     assert accumulator.startswith("lab kernel `float64_accumulator` computes in float64 at ")
-    assert f"resources_kernels.py:{line_of('# ACCUMULATE')}: `acc += x[j]" in accumulator
+    assert accumulator.endswith(
+        f"resources_kernels.py:{line_of('# ACCUMULATE')}: `acc += x[j]  # ACCUMULATE` (`acc` starts "
+        f"as a float64 at line {line_of('# START')}: `acc = 0.0  # START`); write float32(0.0) or a "
+        "float32 variable")
     assert broken.startswith("broken(array(float32, 1d, C), array(float32, 1d, C)) did not compile")
     assert broken.endswith(f"resources_kernels.py, line {line_of('table[0] = x[0]')}: `table[0] = x[0]`")
     assert clean is None
