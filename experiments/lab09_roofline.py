@@ -14,8 +14,11 @@
 3. The verdict on the seed article's closing advice (compute-bound work gains from aggressive
    fusion, memory-bound work needs careful occupancy), printed from the same points.
 
-On a GPU, lab 09's own benchmarks are measured live and join the plot marked "live"; the other
-labs' points come from their recorded data, and the figure says so.
+Lab 09's own scale_rows points join the plot: measured live on a GPU (marked "live"), from lab
+09's record in the simulator once one is recorded (marked "recorded"); the other labs' points
+come from their recorded data, and the figure says so. Profile rows are read through
+`kernellab.profile` (`rows`, `variant_dram_bytes`), the ceilings from each record's "ceilings"
+(`timing.ceilings` of its run).
 """
 
 from __future__ import annotations
@@ -270,7 +273,7 @@ def ceilings_of(record: dict) -> dict:
     of Lab 01's record where it stored none, and the FP32 peak of Lab 06's record (computed
     from the clock attribute, not measured); "source" says which."""
     if record.get("ceilings", {}).get("fp32_fma_tflops"):
-        return {**record["ceilings"], "source": "measured in the same run"}
+        return {**record["ceilings"], "source": f"measured in the same run ({plots.source_label(record)})"}
     lab06 = reference.load("06")["records"]["occupancy_vs_speed"]
     source = "copy bandwidth from the same run"
     floor = record.get("launch_floor_ms")
@@ -310,8 +313,8 @@ DRAM_BYTES = "DRAM (Nsight Compute)"
 REQUESTED_BYTES = "requested (ledger)"
 
 
-def roofline_points(lab=None, live: list[dict] | None = None) -> list[dict]:
-    """One point per main kernel (recorded data), plus lab 09's live rows when given.
+def roofline_points(lab=None, own: list[dict] | None = None) -> list[dict]:
+    """One point per main kernel (recorded data), plus lab 09's own rows (`own_rows`) when given.
 
     Each point's bytes are the DRAM bytes (read + write) of the variant's profile rows at its
     size where `kernellab profile` recorded them (`profile.variant_dram_bytes`), else the bytes
@@ -324,10 +327,11 @@ def roofline_points(lab=None, live: list[dict] | None = None) -> list[dict]:
         dram = profile.variant_dram_bytes(kernel.lab, kernel.record, kernel.variant, measured["size"])
         points.append(_point(lab, kernel.label, kernel.lab, measured, dram, ceilings_of(record),
                              record, kernel.counted))
-    for entry in live or ():
+    for entry in own or ():
         dram = profile.variant_dram_bytes(LAB, entry["benchmark"], entry["variant"], entry["size"])
-        points.append(_point(lab, f"09 {entry['variant']} (live)", LAB, entry, dram, entry["ceilings"],
-                             entry, "one multiply per element"))
+        name = f"09 {entry['variant']} ({'live' if entry['live'] else 'recorded'})"
+        points.append(_point(lab, name, LAB, entry, dram, entry["ceilings"], entry,
+                             "one multiply per element"))
     return points
 
 
@@ -510,15 +514,23 @@ def verdict(points: list[dict]) -> list[str]:
 
 # --- the tour, the benchmark ----------------------------------------------------------------------
 
-def live_rows(out=print) -> list[dict]:
-    """GPU only: lab 09's scale_rows benchmark timed now (its ceilings measured in the same run,
-    `timing.ceilings`), as entries roofline_points takes."""
+def own_rows(out=print) -> list[dict]:
+    """Lab 09's scale_rows points, as entries roofline_points takes: timed now on a GPU (its
+    ceilings measured in the same run, `timing.ceilings`), from lab 09's record in the simulator
+    (none until one is recorded). FLOPs are the row's GFLOP/s x time: the benchmark's own count
+    at the size that was timed."""
     scale = access_pattern_benchmarks()[0]
-    result = harness.run(scale, progress=False, out=out)
+    if device.is_simulator():
+        result = ((reference.load(LAB) or {}).get("records") or {}).get(scale.name)
+        if result is None:
+            return []
+    else:
+        result = harness.run(scale, progress=False, out=out)
     ceilings = ceilings_of(result)
     return [{"benchmark": scale.name, "variant": r["variant"], "seconds": r["median_ms"] * 1e-3,
-             "size": r["size"], "flops": scale.flops(r["size"]), "requested_bytes": r["bytes"],
-             "ceilings": ceilings, "provenance": result["provenance"], "live": True}
+             "size": r["size"], "flops": r["gflops"] * 1e9 * r["median_ms"] * 1e-3,
+             "requested_bytes": r["bytes"], "ceilings": ceilings, "provenance": result["provenance"],
+             "live": result.get("live", False)}
             for r in result["rows"] if r["ok"]]
 
 
@@ -528,14 +540,10 @@ def bench(out_dir: Path | None = None) -> dict:
 
 
 def tour(figures_dir: Path) -> TourResult:
-    if device.is_simulator():
-        patterns = access_patterns()
+    patterns = access_patterns() if device.is_simulator() else []
+    if patterns:
         print(pattern_table(patterns))
-        live = []
-    else:
-        patterns = []
-        live = live_rows(out=lambda _line: None)
-    points = roofline_points(live=live)
+    points = roofline_points(own=own_rows(out=lambda _line: None))
     figure = plot_roofline(points, small_size_rows(), figures_dir)
     print(points_table(points))
     print(bytes_line(points))

@@ -316,3 +316,28 @@ def test_roofline_uses_recorded_dram_bytes(monkeypatch, tmp_path):
     assert line.endswith(experiment.DRAM_BYTES), line
     assert experiment.missing_profiles(points) == ["00", "01", "02", "04", "05", "06"]
     assert "no profile rows for labs 00, 01, 02, 04, 05, 06" in experiment.bytes_line(points)
+
+
+def test_lab09_recorded_points_join_the_roofline(monkeypatch, tmp_path):
+    """In the simulator, a (synthetic) lab 09 record puts its scale_rows variants on the roofline
+    marked "recorded", with its own ceilings; the variant with a profile row uses DRAM bytes."""
+    experiment = tour.experiment("09")
+    monkeypatch.setattr(reference, "DATA", shutil.copytree(reference.DATA, tmp_path / "reference"))
+    assert experiment.own_rows() == [], "no lab 09 record yet: no lab 09 point"
+    rows, cols = experiment.GPU_SHAPE
+    requested = 3 * rows * cols * 4
+    record = {"benchmark": "scale_rows", "variants": {}, "provenance": {"gpu": "NVIDIA H200", "date": "2026-12-01"},
+              "ceilings": H, "rows": [
+                  {"variant": variant, "size": rows, "ok": True, "median_ms": ms, "bytes": requested,
+                   "gflops": rows * cols / (ms * 1e-3) / 1e9}
+                  for variant, ms in (("scale_rows_strided", 2.0), ("scale_rows", 0.25))]}
+    profiled = synthetic_row("scale_rows_strided", "scale_rows_strided_kernel", rows, 4 * requested, 10**8)
+    reference.path("09").write_text(json.dumps({"lab": "09", "records": {"scale_rows": record},
+                                                "profile": {"rows": [{**profiled, "benchmark": "scale_rows"}]}}))
+    points = {p["name"]: p for p in experiment.roofline_points(own=experiment.own_rows())}
+    strided, coalesced = points["09 scale_rows_strided (recorded)"], points["09 scale_rows (recorded)"]
+    assert (strided["bytes_kind"], strided["bytes"]) == (experiment.DRAM_BYTES, 4 * requested + 10**8)
+    assert (coalesced["bytes_kind"], coalesced["bytes"]) == (experiment.REQUESTED_BYTES, requested)
+    assert math.isclose(coalesced["flops"], rows * cols, rel_tol=1e-9)
+    assert coalesced["ceilings"]["copy_gbps"] == H["copy_gbps"]
+    assert "09" in experiment.missing_profiles(list(points.values()))
