@@ -19,6 +19,7 @@ from . import device, target
 
 DATA = target.ROOT / "data" / "reference"
 DEFAULT_GPU = "h200"
+LIVE: dict[str, dict[str, dict]] = {}   # lab -> {name: record} measured live in this process (claims read it)
 
 
 CLOCK_QUERY = "clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,temperature.gpu,power.draw"
@@ -88,7 +89,7 @@ def live_or_recorded(lab: str, name: str, measure) -> dict | None:
     """`measure()` live on a GPU (marked live); in the simulator, the lab's recorded reference
     record `name`, or None when nothing was recorded yet."""
     if not device.is_simulator():
-        return {**measure(), "live": True}
+        return note_live(lab, name, measure())
     stored = load(lab)
     return stored and stored["records"].get(name)
 
@@ -108,3 +109,10 @@ def ceilings(lab: str) -> dict | None:
             return {**measured, "source": f"recorded on {prov['gpu']}, {prov['date'][:10]}, same run "
                                           f"as lab {target.lab_number(lab)}'s benchmarks"}
     return None
+
+
+def note_live(lab: str, name: str, record: dict) -> dict:
+    """Mark `record` live and keep it for this process's claims (kernellab.claims.sources)."""
+    record = {**record, "live": True}
+    LIVE.setdefault(target.lab_number(lab), {})[name] = record
+    return record
