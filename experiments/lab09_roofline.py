@@ -306,7 +306,7 @@ def _measured(kernel: MainKernel, record: dict) -> dict:
                 "flops": kernel.flops(kernel.size), "requested_bytes": row["bytes"]}
     return {"seconds": row["median_ms"] * 1e-3, "size": kernel.size, "flops": kernel.flops(kernel.size),
             "requested_bytes": kernel.compulsory_bytes(kernel.size),
-            "bytes_kind": "compulsory (A, B read once, C written once: the record has no ledger)"}
+            "bytes_kind": "compulsory (A, B read, C written once; no ledger)"}
 
 
 DRAM_BYTES = "DRAM (Nsight Compute)"
@@ -370,6 +370,13 @@ def points_table(points: list[dict]) -> str:
 def missing_profiles(points: list[dict]) -> list[str]:
     """The labs with a point on the roofline whose bytes are not DRAM bytes (no profile row)."""
     return sorted({p["lab"] for p in points if p["bytes_kind"] != DRAM_BYTES})
+
+
+def dram_count(points: list[dict]) -> str:
+    """The tour's key figure on bytes: how many points use DRAM bytes, which labs have none."""
+    missing = missing_profiles(points)
+    return (f"{sum(p['bytes_kind'] == DRAM_BYTES for p in points)} of {len(points)} points on DRAM bytes"
+            + (f" (no profile rows: labs {', '.join(missing)})" if missing else ""))
 
 
 def bytes_line(points: list[dict]) -> str:
@@ -551,5 +558,5 @@ def tour(figures_dir: Path) -> TourResult:
     coalescing = (f"sectors/load strided {patterns[0]['x_sectors_per_load']:.0f} vs coalesced "
                   f"{patterns[1]['x_sectors_per_load']:.1f}; " if patterns else "")
     return TourResult(True, f"{coalescing}{len(points)} kernels on the roofline, best memory-bound "
-                      f"{best_memory['name']} {best_memory['pct_of_roof']:.0f}% of roof; {bytes_line(points)}",
+                      f"{best_memory['name']} {best_memory['pct_of_roof']:.0f}% of roof; {dram_count(points)}",
                       (str(figure),))
