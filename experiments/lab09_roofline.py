@@ -384,8 +384,9 @@ def bytes_line(points: list[dict]) -> str:
     missing = missing_profiles(points)
     if not missing:
         return f"bytes: {DRAM_BYTES} for every point"
-    return (f"no profile rows for labs {', '.join(missing)}: their points use requested bytes, not "
-            f"DRAM bytes (`kernellab profile LAB` on a GPU records them)")
+    kinds = sorted({p["bytes_kind"].split(" (")[0] for p in points if p["bytes_kind"] != DRAM_BYTES})
+    return (f"no profile rows for labs {', '.join(missing)}: their points use {' or '.join(kinds)} bytes, "
+            f"not DRAM bytes (`kernellab profile LAB` on a GPU records them)")
 
 
 def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> Path:
