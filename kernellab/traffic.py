@@ -77,7 +77,7 @@ class TrafficCount(dict):
         raise KeyError(f"no traffic recorded for array {name!r}; arrays seen: {', '.join(self) or 'none'}")
 
 
-def _buffer_address(array) -> int:
+def buffer_address(array) -> int:
     """The start of the memory an array (or a view of it) lives in: names survive re-wrapping."""
     base = getattr(array, "_ary", array)
     while getattr(base, "base", None) is not None and isinstance(base.base, np.ndarray):
@@ -99,12 +99,12 @@ def meter(**named_arrays):
     from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
 
     counts = TrafficCount()
-    names = {_buffer_address(array): name for name, array in named_arrays.items()}
+    names = {buffer_address(array): name for name, array in named_arrays.items()}
     for name, array in named_arrays.items():
         counts[name] = ArrayTraffic(name, array.dtype.itemsize)
 
     def entry(inner) -> ArrayTraffic:
-        address = _buffer_address(inner)
+        address = buffer_address(inner)
         name = names.get(address)
         if name is None:
             name = names[address] = f"temp{len(names)} {tuple(inner.shape)} {inner.dtype}"
