@@ -156,8 +156,8 @@ def device_groups(graded: dict, env: dict) -> list[tuple[dict, list[str]]]:
             ((env, elsewhere), ({**env, "KERNELLAB_DEVICE": "sim"}, simulated)) if nodeids]
 
 
-HUNG = ("kernel {kernel} never finished in {test} (killed after {timeout:.0f} s), so this test "
-        "was failed at its first launch of {kernel} instead of waiting out another timeout")
+HUNG = ("kernel {kernel} hung in {test} (killed after {timeout:.0f} s), so this test was failed "
+        "at its first launch of it rather than wait out another timeout")
 
 
 def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int, *,
