@@ -117,8 +117,8 @@ def rng(request):
     return np.random.default_rng([seed, stream])
 
 
-ELSEWHERE = "needs the simulator (the traffic meter counts loads there); kernellab grade runs it " \
-            "in a simulator child"
+ELSEWHERE = ("needs the simulator (the traffic meter counts loads there); kernellab grade runs it "
+             "in a simulator child")
 
 
 def pytest_collection_modifyitems(session, config, items):
