@@ -55,7 +55,10 @@ class LabRun:
         if not unique:
             return
         try:
-            errors = dict(zip(unique, resources.gpu_compile_errors(list(unique.values()))))
+            canary, *found = resources.gpu_compile_errors([canary_request(), *unique.values()])
+            if canary:
+                raise RuntimeError(f"a kernel known to compile did not: {canary}")
+            errors = dict(zip(unique, found))
         except Exception as exc:  # the check itself broke: say so, cost nothing
             for outcome in self.outcomes.values():
                 outcome["output"] += f"\n(compile check unavailable: {exc})"
@@ -70,6 +73,13 @@ class LabRun:
                     "runs in the simulator but does not compile for a real GPU (sm_"
                     f"{resources.GPU_CHECK_CC[0]}{resources.GPU_CHECK_CC[1]}):\n"
                     + "\n".join(failures) + "\n" + outcome["output"])
+
+
+def canary_request() -> dict:
+    """The compile check's control: a kernel that compiles wherever compiling works."""
+    from numba import types
+    from . import compile_canary, resources
+    return resources.compile_request(compile_canary.canary_kernel, (types.float32[::1],))
 
 
 def child_env(target_name: str, labs_dir: Path | None, seed: int) -> dict:

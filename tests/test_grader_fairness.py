@@ -57,6 +57,19 @@ def test_in_the_simulator_one_child_runs_everything(tmp_path, monkeypatch):
     assert grader.device_groups(graded, dict(os.environ)) == [(dict(os.environ), ["a", "b"])]
 
 
+def test_a_compile_check_that_cannot_compile_anything_costs_nothing(monkeypatch):
+    """Where no kernel compiles (say, no linker that works without a CUDA context), the canary
+    fails too: the check says it is unavailable, and no student kernel is blamed."""
+    from kernellab import resources
+    monkeypatch.setattr(resources, "gpu_compile_errors",
+                        lambda requests: ["LinkerError: CUDA_ERROR_INVALID_CONTEXT"] * len(requests))
+    run = grader.LabRun("00", {"t": {}}, {"t": {"outcome": "passed", "output": ""}},
+                        {"t": [{"name": "axpb_kernel"}]})
+    run.check_compiles()
+    assert run.outcomes["t"]["outcome"] == "passed"
+    assert "compile check unavailable: a kernel known to compile did not" in run.outcomes["t"]["output"]
+
+
 def write_test_file(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "test_lab00_probe.py"
     path.write_text("import pytest\n\n" + body)
