@@ -231,15 +231,16 @@ def run_child(nodeids, env, progress: Path, log: Path, timeout: float, output_ca
     if first_failure:
         args.append("-x")
     running, kernel, started, offset = None, None, 0.0, 0
+    on_gpu = False   # the last launch was a GPU one: it returned at once, so it may have ended
 
     def drain():
-        nonlocal running, kernel, started, offset
+        nonlocal running, kernel, started, offset, on_gpu
         events, offset = read_events(progress, offset)
         for event in events:
             if event["event"] == "start":
                 running, kernel, started = event["nodeid"], None, time.monotonic()
             elif event["event"] == "launch":
-                kernel = event["kernel"]
+                kernel, on_gpu = event["kernel"], not event["returns"]
             elif event["event"] == "returned":
                 kernel = None
             elif event["event"] == "done":
@@ -261,13 +262,24 @@ def run_child(nodeids, env, progress: Path, log: Path, timeout: float, output_ca
             if running and time.monotonic() - started > timeout:
                 kill_group(proc)
                 drain()
-                if kernel:
-                    return Stuck(running, f"timed out: kernel {kernel} was still running after "
-                                          f"{timeout:.0f} s and was killed (a loop in it that "
-                                          f"never ends? check its loop bounds and steps)", kernel)
-                return Stuck(running, f"timed out: still running after {timeout:.0f} s and was "
-                                      f"killed (a loop that never ends?)")
+                return timed_out(running, kernel, on_gpu, timeout)
             time.sleep(POLL)
+
+
+def timed_out(nodeid: str, kernel: str | None, on_gpu: bool, timeout: float) -> Stuck:
+    """Why a test was killed at its timeout. Only a simulated kernel known to be running when
+    the test was killed is blamed (and then skipped in later tests): a GPU launch returns at
+    once, so its kernel may have ended before the code after it hung."""
+    if kernel and on_gpu:
+        return Stuck(nodeid, f"timed out after {timeout:.0f} s and was killed; the last kernel it "
+                             f"launched was {kernel} (a GPU launch returns at once: {kernel}, or "
+                             f"the code after it, never finished)")
+    if kernel:
+        return Stuck(nodeid, f"timed out: kernel {kernel} was still running after {timeout:.0f} s "
+                             f"and was killed (a loop in it that never ends? check its loop "
+                             f"bounds and steps)", kernel)
+    return Stuck(nodeid, f"timed out: still running after {timeout:.0f} s and was killed (a loop "
+                         f"that never ends?)")
 
 
 def resolve_labs(labs) -> list[str]:

@@ -201,7 +201,8 @@ class GradeState:
                 pytest.fail(self.hung[launch.name], pytrace=False)
             if simulated or launch.name != announced:
                 announced = launch.name
-                self.event(event="launch", nodeid=item.nodeid, kernel=launch.name)
+                self.event(event="launch", nodeid=item.nodeid, kernel=launch.name,
+                           returns=simulated)   # a "returned" event follows in the simulator
 
         def ends(launch):
             self.event(event="returned", nodeid=item.nodeid, kernel=launch.name)

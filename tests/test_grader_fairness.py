@@ -57,6 +57,14 @@ def test_in_the_simulator_one_child_runs_everything(tmp_path, monkeypatch):
     assert grader.device_groups(graded, dict(os.environ)) == [(dict(os.environ), ["a", "b"])]
 
 
+def test_only_a_kernel_known_to_be_running_is_blamed_for_a_timeout():
+    simulated = grader.timed_out("t::a", "loop_kernel", on_gpu=False, timeout=60)
+    assert simulated.kernel == "loop_kernel" and "kernel loop_kernel was still running" in simulated.reason
+    queued = grader.timed_out("t::a", "loop_kernel", on_gpu=True, timeout=60)
+    assert queued.kernel is None and "the last kernel it launched was loop_kernel" in queued.reason
+    assert grader.timed_out("t::a", None, on_gpu=False, timeout=60).kernel is None
+
+
 def test_a_compile_check_that_cannot_compile_anything_costs_nothing(monkeypatch):
     """Where no kernel compiles (say, no linker that works without a CUDA context), the canary
     fails too: the check says it is unavailable, and no student kernel is blamed."""
