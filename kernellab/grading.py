@@ -326,13 +326,14 @@ def test_lab(test: dict) -> str:
     return test["name"].split(" ")[1] if test["name"].startswith("Lab ") else "other"
 
 
-def first_reason(output: str, width: int = 160) -> str:
+def first_reason(output: str, width: int = 200) -> str:
     """The first line of why a test lost its points, without the status word and the phase tag
     (a line that ends in ':' takes the next one with it)."""
     lines = [line.strip() for line in output.splitlines()[1:] if line.strip()]
     if not lines:
         return output.strip() or "failed"
     first = re.sub(r"^\[(setup|call|teardown)\] (Failed: )?", "", lines[0])
+    first = re.sub(r"^(?:\w+\.)+(\w+: )", r"\1", first)   # kernellab.target.XError -> XError
     if first.endswith(":") and len(lines) > 1:
         first = f"{first} {lines[1]}"
     return first if len(first) <= width else first[: width - 3] + "..."

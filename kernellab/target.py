@@ -142,8 +142,8 @@ class ReferenceUse(typing.NamedTuple):
     def message(self) -> str:
         where = f"{Path(self.file).name}" + (f", line {self.line}" if self.line else "")
         who = f"{self.definition} {self.verb}" if self.definition else "the module uses"
-        return (f"{where}: {who} {self.reference}, kernellab's reference implementation of this "
-                "lab: graded code must compute it itself")
+        return (f"{where}: {who} {self.reference}, kernellab's reference answer (graded code "
+                "must compute it itself)")
 
 
 def reference_uses(module, lab: str) -> list[ReferenceUse]:
