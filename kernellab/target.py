@@ -6,6 +6,7 @@ One resolver for tests, notebooks, the tour and the grader: `KERNELLAB_TARGET=la
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
 import importlib.util
@@ -148,7 +149,6 @@ class ReferenceUse(typing.NamedTuple):
 
 def reference_uses(module, lab: str) -> list[ReferenceUse]:
     """Every use of an off-limits name in the lab's source, and every global bound to one."""
-    import ast
     off_limits = REFERENCE_IMPLEMENTATIONS.get(lab_number(lab), {})
     file = getattr(module, "__file__", None) or ""
     tree = ast.parse(Path(file).read_text()) if Path(file).is_file() else ast.Module(body=[])
@@ -156,6 +156,8 @@ def reference_uses(module, lab: str) -> list[ReferenceUse]:
     for module_name, names in off_limits.items():
         reference = importlib.import_module(module_name)
         modules, functions = _aliases(tree, module_name, names)
+        rebound = {_defines(statement) for statement in tree.body}   # the lab's own, after all
+        functions = {alias: name for alias, name in functions.items() if alias not in rebound}
         for statement in tree.body:
             if isinstance(statement, (ast.Import, ast.ImportFrom)):
                 continue
@@ -182,7 +184,6 @@ def reference_uses(module, lab: str) -> list[ReferenceUse]:
 
 def _defines(statement) -> str | None:
     """The one top-level name a statement binds (a def, a class, `name = ...`), else None."""
-    import ast
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return statement.name
     if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
@@ -193,7 +194,6 @@ def _defines(statement) -> str | None:
 
 def _aliases(tree, module_name: str, names) -> tuple[set[str], dict[str, str]]:
     """The lab's names for the reference module, and its names for the off-limits functions."""
-    import ast
     parent, _, leaf = module_name.rpartition(".")
     modules, functions = {module_name}, {}
     for node in ast.walk(tree):
@@ -209,7 +209,6 @@ def _aliases(tree, module_name: str, names) -> tuple[set[str], dict[str, str]]:
 
 
 def _dotted(node) -> str | None:
-    import ast
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):

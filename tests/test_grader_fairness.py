@@ -3,6 +3,7 @@
 Graded on Lab 00 (the quickest lab) and Lab 06 (whose stubs have namesakes in kernellab).
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -152,9 +153,18 @@ def test_lab06_may_not_use_kernellabs_reference_implementation(tmp_path):
     assert tests["test_register_limit"]["score"] == tests["test_register_limit"]["max_score"]
 
 
-def test_the_starter_and_solutions_use_no_reference_implementation():
+def test_the_starter_and_solutions_use_no_reference_implementation(tmp_path):
     for target_name in target.TARGETS:
         assert target.reference_uses(target.load("06", target_name), "06") == []
+    # a name imported from the reference and then defined by the lab itself is the lab's own
+    shadowed = tmp_path / "lab06_shadowed.py"
+    shadowed.write_text("from kernellab.occupancy import occupancy\n\n\n"
+                        "def occupancy(cc, block_size, registers):\n    return 1\n\n\n"
+                        "def report():\n    return occupancy(90, 256, 32)\n")
+    spec = importlib.util.spec_from_file_location("lab06_shadowed", shadowed)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert target.reference_uses(module, "06") == []
 
 
 def test_fail_under_sets_the_exit_code_and_no_stress_reaches_the_children(tmp_path, monkeypatch,
