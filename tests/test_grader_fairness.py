@@ -46,10 +46,10 @@ def test_on_a_gpu_the_simulator_tests_run_in_a_simulator_child(tmp_path, monkeyp
     document = grader.grade(["00"], root=root, results=tmp_path / "r.json", seed=5, out=None)
     manifest = grader.collect("00", grader.child_env("labs", None, 5), tmp_path)
     simulated = {n for n, info in manifest.items() if info["simulator"]}
-    assert len(simulated) == 3
+    assert simulated and len(simulated) < len(manifest)
     assert {(d, n) for d, nodeids, _ in children for n in nodeids} == (
         {("sim", n) for n in simulated} | {("auto", n) for n in manifest if n not in simulated})
-    assert document["score"] == document["max_score"] == 14, grading.lost_points(document)
+    assert document["score"] == document["max_score"] > 0, grading.lost_points(document)
 
 
 def test_in_the_simulator_one_child_runs_everything(tmp_path, monkeypatch):
