@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -125,8 +126,12 @@ def probe_import(lab: str, env: dict, timeout: float) -> str | None:
     if proc.returncode == 0 and IMPORTED in proc.stdout:
         return None
     tail = [line for line in proc.stderr.strip().splitlines() if line.strip()][-6:]
-    why = "\n".join(tail) or f"the interpreter exited with code {proc.returncode}"
-    return f"the lab could not be imported:\n{why}"
+    if not tail:
+        return f"the lab could not be imported: the interpreter exited with code {proc.returncode}"
+    places = [re.search(r'File "([^"]+)", line (\d+)', line) for line in tail]
+    where = next((f" ({Path(m.group(1)).name}, line {m.group(2)})" for m in reversed(places)
+                  if m and target.LAB_FILE.match(Path(m.group(1)).name)), "")   # the lab's line
+    return f"the lab could not be imported: {tail[-1].strip()}{where}\n" + "\n".join(tail)
 
 
 def kill_group(proc: subprocess.Popen):
