@@ -32,8 +32,8 @@ def test_blocks_for_rounds_up(lab, rng):
             lab.blocks_for(*bad)
 
 
-def axpb_case(rng, block):
-    n = checks.awkward_size(rng, block)
+def axpb_case(rng, block, n=None):
+    n = n or checks.awkward_size(rng, block)
     x = checks.nonzero(rng, n)
     a, b = float(checks.nonzero(rng, 1)[0]), float(checks.nonzero(rng, 1)[0])
     return x, a, b, a * x.astype(np.float64) + b
@@ -41,13 +41,15 @@ def axpb_case(rng, block):
 
 @pytest.mark.points(2)
 def test_axpb_matches_numpy(lab, rng):
-    """axpb computes a*x + b on an awkward size, in one kernel launch."""
-    x, a, b, ref = axpb_case(rng, lab.DEFAULT_BLOCK)
-    out = checks.poisoned(x.shape)
-    with record_launches() as launches:
-        result = lab.axpb(cuda.to_device(x), a, b, out=out)
-    checks.assert_launched(launches, "axpb_kernel", count=1)
-    checks.assert_matches(result, ref, rtol=1e-6, what="axpb")
+    """axpb computes a*x + b on an awkward size, on 1 element and on one more than a block, in one
+    kernel launch each."""
+    for n in (None, 1, lab.DEFAULT_BLOCK + 1):
+        x, a, b, ref = axpb_case(rng, lab.DEFAULT_BLOCK, n)
+        out = checks.poisoned(x.shape)
+        with record_launches() as launches:
+            result = lab.axpb(cuda.to_device(x), a, b, out=out)
+        checks.assert_launched(launches, "axpb_kernel", count=1)
+        checks.assert_matches(result, ref, rtol=1e-6, what=f"axpb of {x.size} elements")
 
 
 @pytest.mark.points(1)

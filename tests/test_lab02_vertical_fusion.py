@@ -19,12 +19,12 @@ simulator_only = pytest.mark.skipif(not device.is_simulator(),
 INPUTS = ("x", "w", "b", "r")
 
 
-def chain_case(lab, rng, block=None, with_mask=False):
+def chain_case(lab, rng, block=None, with_mask=False, n=None):
     """Device inputs (named as the meter names them), p, seed and the float64 reference.
 
-    n is 1-2 blocks of `block`, or 100-300 elements, never a multiple of 32.
+    n (unless given) is 1-2 blocks of `block`, or 100-300 elements, never a multiple of 32.
     """
-    n = checks.awkward_size(rng, block, 1, 3) if block else checks.awkward_size(rng, 100, 1, 3)
+    n = n or (checks.awkward_size(rng, block, 1, 3) if block else checks.awkward_size(rng, 100, 1, 3))
     host = {name: checks.nonzero(rng, n) for name in INPUTS}
     p = float(rng.uniform(0.2, 0.5))
     seed = int(rng.integers(0, 2**32))
@@ -59,14 +59,16 @@ def metered_chain(lab, rng, launcher, with_mask, **kwargs):
 
 @pytest.mark.points(2)
 def test_fused_chain_matches_numpy(lab, rng):
-    """fused_chain computes dropout(relu(x*w + b)) + r with the generator, in one launch."""
-    dev, p, seed, ref = chain_case(lab, rng)
-    out = checks.poisoned(ref.shape)
-    with record_launches() as launches:
-        run_chain(lab.fused_chain, dev, p, seed, out)
-    checks.assert_launched(launches, "fused_chain_kernel", count=1)
-    assert launches.count() == 1, f"the fused chain launched {launches.names()}"
-    checks.assert_matches(out, ref, rtol=1e-5, what="fused_chain")
+    """fused_chain computes dropout(relu(x*w + b)) + r with the generator, in one launch; also on
+    1 element and on one more than a block."""
+    for n in (None, 1, lab.DEFAULT_BLOCK + 1):
+        dev, p, seed, ref = chain_case(lab, rng, n=n)
+        out = checks.poisoned(ref.shape)
+        with record_launches() as launches:
+            run_chain(lab.fused_chain, dev, p, seed, out)
+        checks.assert_launched(launches, "fused_chain_kernel", count=1)
+        assert launches.count() == 1, f"the fused chain launched {launches.names()}"
+        checks.assert_matches(out, ref, rtol=1e-5, what=f"fused_chain of {ref.size} elements")
 
 
 @pytest.mark.points(1)

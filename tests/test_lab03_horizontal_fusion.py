@@ -83,8 +83,9 @@ def test_horizontal_is_one_launch_where_separate_is_four(lab, rng):
 @pytest.mark.points(2)
 @pytest.mark.parametrize("shape", ["empty_task", "tiny_tasks"])
 def test_horizontal_handles_empty_and_tiny_tasks(lab, rng, shape):
-    """A task of 0 elements owns no block; tasks of 1 element get one block each."""
-    sizes = [0, 150, 0, 77] if shape == "empty_task" else [1, 1, 200, 1]
+    """A task of 0 elements owns no block; tasks of 1 element (and of one more than a block) get
+    one block each (two)."""
+    sizes = [0, 150, 0, 77] if shape == "empty_task" else [1, BLOCK + 1, 200, 1]
     dev, alpha, ref = tasks_case(lab, rng, sizes)
     out = checks.poisoned(ref.shape)
     with record_launches() as launches:

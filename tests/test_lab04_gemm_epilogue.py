@@ -64,14 +64,17 @@ def test_tiled_matmul_matches_numpy(lab, rng):
 
 @pytest.mark.points(1)
 def test_tiled_matmul_any_tile_and_short_k(lab, rng):
-    """04.1: an odd tile (5), K shorter than one tile, and out allocated by the launcher."""
+    """04.1: an odd tile (5), K shorter than one tile, out allocated by the launcher; a 1 x 1 output
+    whose K is one more than a tile."""
     tile = 5
-    m, n, k = int(rng.integers(6, 10)), int(rng.integers(6, 10)), int(rng.integers(2, tile))
-    a, b = checks.nonzero(rng, (m, k)), checks.nonzero(rng, (k, n))
-    with record_launches() as launches:
-        result = lab.matmul_tiled(*to_device(a, b), tile=tile)
-    checks.assert_launched(launches, "matmul_tiled_kernel", count=1)
-    checks.assert_matches(result, a.astype(np.float64) @ b, rtol=1e-5, what="matmul_tiled, tile 5")
+    for m, n, k in ((int(rng.integers(6, 10)), int(rng.integers(6, 10)), int(rng.integers(2, tile))),
+                    (1, 1, tile + 1)):
+        a, b = checks.nonzero(rng, (m, k)), checks.nonzero(rng, (k, n))
+        with record_launches() as launches:
+            result = lab.matmul_tiled(*to_device(a, b), tile=tile)
+        checks.assert_launched(launches, "matmul_tiled_kernel", count=1)
+        checks.assert_matches(result, a.astype(np.float64) @ b, rtol=1e-5,
+                              what=f"matmul_tiled, tile 5, {m}x{k} @ {k}x{n}")
 
 
 @simulator_only

@@ -30,21 +30,24 @@ def chain_reference(x, coeffs, times=1):
     return out
 
 
-def chain_case(rng, block, steps):
-    n = checks.awkward_size(rng, block, 1, 3)
+def chain_case(rng, block, steps, n=None):
+    n = n or checks.awkward_size(rng, block, 1, 3)
     return checks.nonzero(rng, n), random_coeffs(rng, steps)
 
 
 @pytest.mark.points(1)
 def test_affine_step_kernel(lab, rng):
-    """affine_step_kernel computes x = a*x + b in place on an awkward size."""
-    x, [(a, b)] = chain_case(rng, 32, 1)
-    d_x = cuda.to_device(x)
-    grid = -(-x.size // 32)
-    with record_launches() as launches:
-        lab.affine_step_kernel[grid, 32](d_x, a, b)
-    checks.assert_launched(launches, "affine_step_kernel", count=1)
-    checks.assert_matches(d_x, chain_reference(x, [(a, b)]), rtol=1e-6, what="affine_step_kernel")
+    """affine_step_kernel computes x = a*x + b in place on an awkward size, on 1 element and on one
+    more than a block."""
+    for n in (None, 1, 33):
+        x, [(a, b)] = chain_case(rng, 32, 1, n)
+        d_x = cuda.to_device(x)
+        grid = -(-x.size // 32)
+        with record_launches() as launches:
+            lab.affine_step_kernel[grid, 32](d_x, a, b)
+        checks.assert_launched(launches, "affine_step_kernel", count=1)
+        checks.assert_matches(d_x, chain_reference(x, [(a, b)]), rtol=1e-6,
+                              what=f"affine_step_kernel on {x.size} elements")
 
 
 @pytest.mark.points(1)
