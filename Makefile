@@ -11,9 +11,11 @@ TEST_DEVICE ?= sim
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The cu13 route and the tested versions (constraints.txt); `make install CUDA=cu12` for older drivers.
+CUDA       ?= cu13
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[$(CUDA)]"
 	touch $(STAMP)
 
 tour: install
