@@ -7,7 +7,7 @@ STAMP      := $(VENV)/.kernellab-installed
 # The tests and CI run in Numba's simulator unless told otherwise (KERNELLAB_DEVICE=auto|gpu).
 TEST_DEVICE ?= sim
 
-.PHONY: install tour test check notebooks mutants clean
+.PHONY: install tour test check notebooks mutants network-test clean
 
 install: $(STAMP)
 
@@ -35,6 +35,10 @@ notebooks: install
 # Instructors: every planted bug in tests/mutants/ must be caught (minutes; not part of `make test`).
 mutants: install
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) mutants
+
+# Tests that ask PyPI (the cu12 install route resolves); not part of `make test`.
+network-test: install
+	KERNELLAB_NETWORK_TESTS=1 $(PY) -m pytest tests/test_packaging.py -q
 
 clean:
 	rm -rf $(VENV) .kernellab figures results.json build
