@@ -79,29 +79,29 @@ def test_the_release_refuses_an_existing_folder(student_release):
         release.build(student_release)
 
 
-def test_installed_release_grades_the_starter_zero(student_release, installed):
-    """`make test` in a release is `kernellab grade`: the untouched starter scores exactly 0.
-    The starter files are the repository's (`kernellab check` grades every lab of those at 0),
-    so one lab here shows that the release's own grader gets there."""
+def test_installed_release_grades_the_starter_zero_and_a_solution_full(student_release, installed,
+                                                                       tmp_path):
+    """`make test` in a release is `kernellab grade`. One grade, run from a subfolder: the
+    untouched starter of Lab 01 scores exactly 0, Lab 00 with its solution copied in full marks.
+    (The starter files are the repository's, which `kernellab check` grades 0 in every lab.)"""
     assert "$(KL) grade" in (student_release / "Makefile").read_text()
     for starter in (target.ROOT / "labs").glob("lab*.py"):
         assert (student_release / "labs" / starter.name).read_text() == starter.read_text()
-    proc = run(installed, "-m", "kernellab.cli", "grade", "00", "--results", "results.json",
-               cwd=student_release)
-    document = json.loads((student_release / "results.json").read_text())
-    assert document["score"] == 0 < document["max_score"], proc.stdout[-2000:]
+    submission = tmp_path / "submission"
+    shutil.copytree(student_release / "labs", submission / "labs")
+    shutil.copy(SOLUTIONS / "lab00_indexing.py", submission / "labs")
+    results = tmp_path / "results.json"
+    proc = run(installed, "-m", "kernellab.cli", "grade", "00", "01", "--root", str(submission),
+               "--results", str(results), cwd=student_release / "labs")
+    document = json.loads(results.read_text())
     assert "WARNING" not in document["output"]          # the shipped checksums verify
-
-
-def test_installed_release_gives_full_marks_with_a_solution_copied_in(student_release, installed,
-                                                                     tmp_path):
-    submission = tmp_path / "submission" / "labs"
-    submission.mkdir(parents=True)
-    shutil.copy(SOLUTIONS / "lab00_indexing.py", submission)
-    proc = run(installed, "-m", "kernellab.cli", "grade", "00", "--root", str(submission.parent),
-               "--results", str(tmp_path / "results.json"), cwd=student_release / "labs")
-    document = json.loads((tmp_path / "results.json").read_text())
-    assert document["score"] == document["max_score"] > 0, proc.stdout[-2000:]
+    by_lab = {}
+    for test in document["tests"]:
+        points = by_lab.setdefault(test["name"].split(" ")[1], [0, 0])
+        points[0] += test["score"]
+        points[1] += test["max_score"]
+    assert by_lab["00"][0] == by_lab["00"][1] > 0, proc.stdout[-2000:]
+    assert by_lab["01"][0] == 0 < by_lab["01"][1], proc.stdout[-2000:]
 
 
 def test_installed_release_tours_from_recorded_figures(student_release, installed, tmp_path):
