@@ -73,6 +73,7 @@ def test_constraints_satisfy_pyproject_and_the_cuda_routes():
     assert {"numba-cuda", "numba", "numpy"} <= set(pinned)
 
 
+@pytest.mark.skipif(Path(sys.prefix) != ROOT / ".venv", reason="only the venv `make install` made")
 def test_the_installed_stack_is_the_constrained_one():
     from importlib.metadata import version
     for name, pinned in constraints().items():
