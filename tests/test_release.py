@@ -38,8 +38,10 @@ def installed(student_release, fresh_venv, tmp_path_factory):
 
 
 def run(python, *args, cwd, timeout=600):
+    """A command as a student runs it: the starter target (pytest --target may have set another)."""
     return subprocess.run([str(python), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "KERNELLAB_DEVICE": "sim"})
+                          timeout=timeout, env={**os.environ, "KERNELLAB_DEVICE": "sim",
+                                                "KERNELLAB_TARGET": "labs"})
 
 
 def test_release_leaves_the_answers_out(student_release):
