@@ -7,7 +7,7 @@ STAMP      := $(VENV)/.kernellab-installed
 # The tests and CI run in Numba's simulator unless told otherwise (KERNELLAB_DEVICE=auto|gpu).
 TEST_DEVICE ?= sim
 
-.PHONY: install tour test check notebooks mutants network-test clean
+.PHONY: install tour test check notebooks mutants browser-test network-test clean
 
 install: $(STAMP)
 
@@ -22,7 +22,7 @@ tour: install
 	$(KL) tour
 
 test: install
-	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m pytest --target solutions -q
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m pytest --target solutions -q --ignore=tests/browser
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) check
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.notebooks --check-clean --execute
 
@@ -39,6 +39,13 @@ mutants: install
 # Tests that ask PyPI (the cu12 install route resolves); not part of `make test`.
 network-test: install
 	KERNELLAB_NETWORK_TESTS=1 $(PY) -m pytest tests/test_packaging.py -q
+
+# Notebook 06 in a real browser (~90 s, so not in `make test`): JupyterLab headless on 127.0.0.1,
+# Debian's Chromium driven by playwright; installs both where missing (apt needs root).
+browser-test: install
+	$(PY) -m pip install --quiet --disable-pip-version-check "playwright==1.65.*"
+	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
+	KERNELLAB_DEVICE=sim $(PY) -m pytest tests/browser -q -s
 
 clean:
 	rm -rf $(VENV) .kernellab figures results.json build

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from kernellab import checks, device, plots, reference, target, timing
+from kernellab.claims import Claim, Missing, need
 from kernellab.tour import TourResult
 
 LAB = "00"
@@ -56,7 +57,7 @@ def measure_grid_sweep() -> dict:
     x = cuda.to_device(np.ones(GPU_N, dtype=np.float32))
     out = cuda.device_array(GPU_N, dtype=np.float32)
     moved = 2 * GPU_N * 4
-    ceiling = timing.copy_bandwidth()
+    ceiling = timing.ceilings()["copy"]
     rows = []
 
     def measure(label, blocks, fn):
@@ -110,3 +111,54 @@ def tour(figures_dir: Path) -> TourResult:
         return TourResult(True, f"validated {len(names)} variants; no reference data recorded yet")
     figure, key = plot_grid_sweep(record, figures_dir)
     return TourResult(True, key, (str(figure),))
+
+
+# --- claims: what the discussion says, checked against the records -----------------------------
+
+def grid_stride_pct(records: dict) -> dict[int, float]:
+    """{blocks per SM: % of the copy ceiling} of the grid-stride launches in the sweep."""
+    sweep = need(records, "grid_size_sweep")
+    sm = sweep["provenance"]["sm_count"]
+    return {r["blocks"] // sm: r["pct_of_copy"] for r in sweep["rows"]
+            if r["variant"].startswith("grid_stride")}
+
+
+def one_thread_per_element(records: dict) -> dict:
+    rows = [r for r in need(records, "grid_size_sweep", "rows") if r["variant"] == "one_thread_per_element"]
+    if not rows:
+        raise Missing("grid_size_sweep has no one_thread_per_element row")
+    return rows[0]
+
+
+def _grid_values(records):
+    pct = grid_stride_pct(records)
+    best_k = max(pct, key=pct.get)
+    full = {k: v for k, v in pct.items() if k >= 8}
+    return {"at2": pct[2], "at4": pct[4], "best_k": best_k, "best": pct[best_k],
+            "lo": min(full.values()), "hi": max(full.values()),
+            "full": one_thread_per_element(records)["pct_of_copy"],
+            "blocks": one_thread_per_element(records)["blocks"]}
+
+
+CLAIMS = [
+    Claim("grid_2_4x_sms",
+          "A grid-stride grid of 2x and 4x the SM count reaches {at2:.0f}% and {at4:.0f}% of the copy "
+          "ceiling measured in the same run; the best grid ({best_k}x SMs) reaches {best:.0f}%. For a "
+          "streaming kernel, 2-4x SMs leaves part of the bandwidth unused.",
+          values=_grid_values, holds=lambda v: v["at4"] < 0.9 * v["best"], article="grid"),
+    Claim("full_sm_levels_off",
+          "From 8 blocks of 256 threads per SM on (every thread slot of an SM filled) the grid size "
+          "stops mattering: {lo:.1f}-{hi:.1f}% of copy at 8x to 64x SMs.",
+          values=_grid_values, holds=lambda v: v["hi"] - v["lo"] < 5),
+    Claim("one_thread_per_element",
+          "One thread per element ({blocks:,} blocks) reaches {full:.0f}% of copy, no more than the best "
+          "grid-stride launch ({best:.0f}%): a grid-stride loop costs nothing once the SMs are full.",
+          values=_grid_values, holds=lambda v: v["full"] <= v["best"] + 2),
+    Claim("best_launch_below_copy",
+          "Even the best launch stops at {best:.0f}% of the copy ceiling.",
+          values=_grid_values, holds=lambda v: v["best"] < 90,
+          explains="the ceiling is a copy that issues 4 loads per thread before it stores; this kernel "
+                   "has one 4-byte load in flight per thread, too few bytes in flight to cover the "
+                   "memory latency (Little's law: bandwidth x latency = bytes in flight). Lab 02's "
+                   "4-per-thread variant and Lab 06's occupancy probes measure it."),
+]

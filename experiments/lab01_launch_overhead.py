@@ -27,6 +27,7 @@ import numpy as np
 
 from kernellab import bench as harness
 from kernellab import checks, device, graphs, plots, reference, target, timing, traffic
+from kernellab.claims import Claim, need, row
 from kernellab.launches import record_launches
 from kernellab.tour import TourResult
 
@@ -129,9 +130,9 @@ def measure_launch_methods() -> dict:
                                       "no arguments, no work: the host's side of a launch"),
         "plain, host submit": (host_us(plain),
                                "one array argument: what a Numba launch costs the host"),
-        "plain, GPU events": (us(timing.time_gpu(plain, reps=30, inner=100)),
+        "plain, GPU events": (us(timing.time_gpu(plain, reps=30, inner=100, hide_host=False)),
                               "events around 100 launches back to back: the GPU waits for the host"),
-        "plain, GPU side (queue full)": (us(timing.gpu_time_per_launch(plain, count=KERNELS)),
+        "plain, GPU side (queue full)": (us(timing.time_gpu(plain, warmup=1, reps=20, inner=KERNELS)),
                                          "launches queued behind a busy kernel: the GPU's own cost"),
         "synchronized": (host_us(synchronized, inner=50, reps=30),
                          "launch then cuda.synchronize(): the round trip"),
@@ -242,8 +243,19 @@ def size_benchmarks() -> list[harness.Benchmark]:
         reference=lambda inputs: SCALE * inputs["x"].astype(np.float64),
         variants=[harness.Variant(name, lambda d, out, run=run: run(d["x"], SCALE, out=out), why,
                                   ledger=lambda n, name=name: _elementwise_ledger(name, (ROWS, n)))
-                  for name, (run, why) in lab.VARIANTS.items()])
+                  for name, (run, why) in lab.VARIANTS.items()] + [
+            harness.Variant("separate_sliced", lambda d, out: scale_sliced_rows(lab, d["x"], SCALE, out),
+                            "one launch per row on slices x[row], out[row]: what slicing a device "
+                            "array costs in Python, measured on its own",
+                            ledger=lambda n: _elementwise_ledger("separate", (ROWS, n)))])
     return [one_kernel, batch]
+
+
+def scale_sliced_rows(lab, x, a, out):
+    """One launch per row on device-array slices: each slice is a new array object built in Python."""
+    for row in range(x.shape[0]):
+        lab.scale(x[row], a, out=out[row])
+    return out
 
 
 def size_sweep(name: str, out_dir: Path | None = None, lab: str | None = None) -> dict:
@@ -439,3 +451,106 @@ def tour(figures_dir: Path) -> TourResult:
                plot_kernel_count(record["kernel_count"], figures_dir), figure)
     key = f"{key_figure(record['launch_methods'])}; merging launches pays below ~{crossover:,} elements"
     return TourResult(True, key, tuple(str(f) for f in figures))
+
+
+# --- claims: what the discussion says, checked against the records -----------------------------
+
+def method_us(records: dict, method: str) -> float:
+    return need(records, "launch_methods", "methods", method, "us")
+
+
+def per_array_us(records: dict) -> tuple[float, float]:
+    """(host submit per array argument, with none), the least-squares line through the sweep."""
+    by_count = need(records, "arguments", "by_count")
+    slope, intercept = np.polyfit([r["arrays"] for r in by_count], [r["us"] for r in by_count], 1)
+    return float(slope), float(intercept)
+
+
+def _launch_values(records):
+    host, gpu = method_us(records, "plain, host submit"), method_us(records, "plain, GPU side (queue full)")
+    return {"host": host, "gpu": gpu, "idle": 100 * (1 - gpu / host),
+            "pre": method_us(records, "prebuilt, host submit"),
+            "replay": method_us(records, "graph replay, GPU events"),
+            "sync": method_us(records, "synchronized"), "ratio": host / method_us(records, "graph replay, GPU events")}
+
+
+def _host_array_values(records):
+    smallest = min(need(records, "arguments", "host_arrays"), key=lambda r: r["bytes"])
+    slope, none = per_array_us(records)
+    return {"per_array": slope, "none": none, "bytes": smallest["bytes"],
+            "host": smallest["host"]["us"], "device": smallest["device"]["us"]}
+
+
+def _slope_values(records):
+    fits = need(records, "kernel_count", "fits")
+    return {"eager": fits["eager"]["per_launch_us"], "graph": fits["graph"]["per_launch_us"]}
+
+
+def _rows_values(records):
+    rows = need(records, "merge_rows")
+    n = min(rows["sizes"])
+    floor_us = 1e3 * rows["launch_floor_ms"]
+    separate, sliced = row(rows, "separate", n), row(rows, "separate_sliced", n)
+    count = separate["launches"]                 # one launch per row: the rows of the recording
+    return {"n": n, "rows": count, "floor": floor_us, "model": count * floor_us / 1e3,
+            "sep": separate["median_ms"], "sliced": sliced["median_ms"],
+            "slice_us": 1e3 * (sliced["median_ms"] - separate["median_ms"]) / count}
+
+
+def _merged_values(records):
+    rows = need(records, "merge_rows")
+    floor_us = 1e3 * rows["launch_floor_ms"]
+    on_floor = [size for size in rows["sizes"] if 1e3 * row(rows, "merged", size)["median_ms"] <= 2 * floor_us]
+    return {"rows": row(rows, "separate", min(rows["sizes"]))["launches"], "floor": floor_us,
+            "upto": max(on_floor, default=0)}
+
+
+def _wrapper_values(records):
+    ratios = need(records, "wrapper_overhead", "ratios")
+    return {"after_record": 100 * (ratios["after_record_launches"] - 1),
+            "after_capture": 100 * (ratios["after_capture"] - 1),
+            "worst": 100 * (max(ratios["after_record_launches"], ratios["after_capture"]) - 1)}
+
+
+CLAIMS = [
+    Claim("host_not_gpu",
+          "A plain Numba launch costs the host {host:.1f} us; with the queue kept full the GPU spends "
+          "{gpu:.2f} us per launch: between tiny kernels the GPU idles {idle:.0f}% of the time.",
+          values=_launch_values, holds=lambda v: v["host"] > 5 * v["gpu"]),
+    Claim("prebuilt_arguments",
+          "Prebuilt arguments cut the host submit to {pre:.1f} us from {host:.1f} us: most of a launch "
+          "is preparing its arguments in Python.",
+          values=_launch_values, holds=lambda v: v["pre"] < 0.5 * v["host"]),
+    Claim("synchronized",
+          "A synchronize after every launch costs {sync:.1f} us per launch, more than the host submit "
+          "({host:.1f} us): the host waits for the GPU, then the GPU for the host.",
+          values=_launch_values, holds=lambda v: v["sync"] > v["host"]),
+    Claim("graph_replay",
+          "Replayed as a graph, a kernel costs {replay:.2f} us of GPU time: {ratio:.0f}x less than a plain launch.",
+          values=_launch_values, holds=lambda v: v["replay"] < 1.0 and v["ratio"] >= 15),
+    Claim("per_argument",
+          "Each array argument adds {per_array:.1f} us to the host submit ({none:.1f} us with none): "
+          "seven values per array, marshalled in Python at every launch.",
+          values=_host_array_values, holds=lambda v: v["per_array"] > 1),
+    Claim("host_array_trap",
+          "A {bytes}-byte NumPy host array as an argument costs {host:.0f} us per launch against {device:.0f} us "
+          "for a device array: an implicit copy each way, and a wait for each.",
+          values=_host_array_values, holds=lambda v: v["host"] > 3 * v["device"]),
+    Claim("kernel_count_slope",
+          "Against the number of tiny kernels, eager launches cost {eager:.1f} us each (the slope); "
+          "replayed as a graph, {graph:.2f} us.",
+          values=_slope_values, holds=lambda v: v["graph"] < v["eager"] / 10),
+    Claim("rows_separately",
+          "{rows} launches of one row each take {sep:.3f} ms at {n} elements per row, against {model:.3f} ms "
+          "for {rows} empty launches ({floor:.1f} us each). Slicing rows instead (`x[row]`, `out[row]`) took "
+          "{sliced:.3f} ms: {slice_us:.0f} us of Python per row, on top of its launch.",
+          values=_rows_values, holds=lambda v: v["sep"] <= 1.5 * v["model"] and v["sliced"] > v["sep"]),
+    Claim("rows_merged_floor",
+          "One 2D launch for all {rows} rows stays within 2x of the empty launch ({floor:.1f} us) up to "
+          "{upto:,} elements per row: below the crossover, a batch costs one launch.",
+          values=_merged_values, holds=lambda v: v["upto"] >= 4096),
+    Claim("instruments_cost_nothing",
+          "No kernellab instrument slows a plain launch down: {after_record:+.1f}% after "
+          "record_launches, {after_capture:+.1f}% after a graph capture (target: at most +5%).",
+          values=_wrapper_values, holds=lambda v: v["worst"] <= 5),
+]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kernellab import bench as harness
 from kernellab import checks, device, plots, reference, target
+from kernellab.claims import Claim, Missing, need
 from kernellab.tour import TourResult
 
 LAB = "03"
@@ -139,3 +140,51 @@ def tour(figures_dir: Path) -> TourResult:
                             f"{smallest['n']:,} elements; stops paying at "
                             f"{f'{stops:,}' if stops else 'no size in the sweep'} ({source})",
                       (str(figure),))
+
+
+# --- claims: what the discussion says, checked against the records -----------------------------
+# (the models a claim compares with are the solutions', so a claim never depends on a student's stub)
+
+def _crossover_values(records):
+    summary = crossover(target.load(LAB, "solutions"), need(records, "tasks"))
+    if not summary["rows"]:
+        raise Missing("tasks has no validated timings of both versions")
+    smallest = summary["rows"][0]
+    return {"n": smallest["n"], "measured": smallest["measured_speedup"],
+            "predicted": smallest["predicted_speedup"], "merged_us": 1e3 * smallest["horizontal_ms"],
+            "floor": summary["launch_floor_us"], "over_floor": 1e3 * smallest["horizontal_ms"] / summary["launch_floor_us"],
+            "stops_measured": summary["stops_paying_at_measured"] or 0,
+            "stops_predicted": summary["stops_paying_at_predicted"] or 0}
+
+
+def _argument_cost_values(records):
+    values = _crossover_values(records)
+    from experiments.lab01_launch_overhead import per_array_us
+    per_array, _ = per_array_us(need(records, "lab01"))
+    arrays = 9                                # x0, y0, x1, z1, y1, x2, y2, x3, y3
+    return {**values, "per_array": per_array, "arrays": arrays, "args_us": arrays * per_array}
+
+
+CLAIMS = [
+    Claim("small_tasks_gain",
+          "At {n:,} elements in the largest task one launch is {measured:.2f}x faster than four; the "
+          "launch-or-bytes model predicts {predicted:.1f}x.",
+          values=_crossover_values, holds=lambda v: 1.0 < v["measured"] < v["predicted"],
+          explains="the model charges a call its launches only, but each call also runs Python: both "
+                   "launchers slice `out` into four device-array views, and the merged kernel takes 9 "
+                   "array arguments, so the merged call costs several empty launches (next line), and "
+                   "the four launches of the separate form are a smaller part of its time than the "
+                   "model assumes."),
+    Claim("merged_call_cost",
+          "The merged call takes {merged_us:.0f} us at {n:,} elements, {over_floor:.0f}x the empty launch "
+          "({floor:.1f} us): its {arrays} array arguments cost about {args_us:.0f} us at the {per_array:.1f} us "
+          "per array Lab 01 measured; the rest is Python in the launcher (four slices of `out`: Lab 01 "
+          "times a slice on its own).",
+          values=_argument_cost_values, holds=lambda v: v["merged_us"] > 3 * v["floor"]),
+    Claim("stops_paying",
+          "Merging stops paying (a gain under 5%) at {stops_measured:,} elements in the largest task, "
+          "measured; the model says {stops_predicted:,}.",
+          values=_crossover_values,
+          holds=lambda v: v["stops_measured"] > 0 and v["stops_predicted"] > 0
+          and 0.25 <= v["stops_measured"] / v["stops_predicted"] <= 4),
+]

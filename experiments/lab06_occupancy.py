@@ -26,6 +26,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import dataclasses
 import time
 import types
@@ -35,6 +37,8 @@ import numpy as np
 
 from kernellab import checks, device, plots, reference, resources, target, timing
 from kernellab import occupancy as occ
+from kernellab.claims import Claim, Missing, need
+from kernellab.progress import printing, progress_bar
 from kernellab.tour import TourResult
 from numba import float32  # after kernellab, which chooses GPU or simulator before Numba loads
 
@@ -102,6 +106,9 @@ def explorer(cc=H200, block_size=128, registers=40, shared_bytes=12288):
     def draw(cc, block_size, registers, shared_kib):
         arch = occ.architecture(cc)
         shared = min(int(shared_kib * 1024), arch.shared_per_block_optin)  # the cc's opt-in limit
+        now = occupancy_at(arch, block_size, registers, shared)
+        print(f"occupancy {now.occupancy:.0%}: {now.active_warps} of {now.max_warps} warps per SM, "
+              f"limited by {' and '.join(now.limiters)}")  # as text too, for readers and the browser test
         fig = plot_calculator(arch, block_size, registers, shared)
         display(fig)
         plots.plt.close(fig)
@@ -239,52 +246,70 @@ def stream_ilp4_kernel(a, x, y, out):
                 out[e] = a * x[e] + y[e]
 
 
-@cuda.jit(shared_memory_carveout="MaxShared")
-def fma_kernel(x, out, rounds):
-    """Compute-bound: `rounds` dependent FMAs per element, one chain per thread."""
-    start, stride = cuda.grid(1), cuda.gridsize(1)
-    for i in range(start, out.size, stride):
-        v = x[i]
-        for _ in range(rounds):
-            v = v * FMA_A + FMA_B                      # waits for the previous FMA's result
-        out[i] = v
+@functools.cache
+def fma_probes(rounds: int) -> tuple:
+    """The compute-bound probes with `rounds` FMAs per element fixed at compile time.
+
+    The trip count is a constant of the closure and the counter an int32, so the compiler
+    unrolls the chain and the loop costs one add, compare and branch per 64 FMAs (PTX, sm_90).
+    A runtime `range(rounds)` instead puts a 64-bit compare, select and add beside every FMA:
+    the FMA pipe then gets a quarter of the issue slots.
+    """
+    count = np.int32(rounds)
+
+    @cuda.jit(shared_memory_carveout="MaxShared")
+    def fma_kernel(x, out):
+        """Compute-bound: `rounds` dependent FMAs per element, one chain per thread."""
+        start, stride = cuda.grid(1), cuda.gridsize(1)
+        for i in range(start, out.size, stride):
+            v = x[i]
+            done = np.int32(0)
+            while done < count:
+                v = v * FMA_A + FMA_B                  # waits for the previous FMA's result
+                done += np.int32(1)
+            out[i] = v
+
+    @cuda.jit(shared_memory_carveout="MaxShared")
+    def fma_ilp4_kernel(x, out):
+        """The same work as four independent chains per thread: the FMA pipe fills with fewer warps."""
+        start, stride = cuda.grid(1), cuda.gridsize(1)
+        n = out.size
+        for i in range(start, n, 4 * stride):
+            j, k, last = i + stride, i + 2 * stride, i + 3 * stride
+            v0 = x[i]
+            v1 = x[j] if j < n else FMA_B
+            v2 = x[k] if k < n else FMA_B
+            v3 = x[last] if last < n else FMA_B
+            done = np.int32(0)
+            while done < count:
+                v0 = v0 * FMA_A + FMA_B
+                v1 = v1 * FMA_A + FMA_B
+                v2 = v2 * FMA_A + FMA_B
+                v3 = v3 * FMA_A + FMA_B
+                done += np.int32(1)
+            out[i] = v0
+            if j < n:
+                out[j] = v1
+            if k < n:
+                out[k] = v2
+            if last < n:
+                out[last] = v3
+
+    return fma_kernel, fma_ilp4_kernel
 
 
-@cuda.jit(shared_memory_carveout="MaxShared")
-def fma_ilp4_kernel(x, out, rounds):
-    """The same work as four independent chains per thread: the FMA pipe fills with fewer warps."""
-    start, stride = cuda.grid(1), cuda.gridsize(1)
-    n = out.size
-    for i in range(start, n, 4 * stride):
-        j, k, last = i + stride, i + 2 * stride, i + 3 * stride
-        v0 = x[i]
-        v1 = x[j] if j < n else FMA_B
-        v2 = x[k] if k < n else FMA_B
-        v3 = x[last] if last < n else FMA_B
-        for _ in range(rounds):
-            v0 = v0 * FMA_A + FMA_B
-            v1 = v1 * FMA_A + FMA_B
-            v2 = v2 * FMA_A + FMA_B
-            v3 = v3 * FMA_A + FMA_B
-        out[i] = v0
-        if j < n:
-            out[j] = v1
-        if k < n:
-            out[k] = v2
-        if last < n:
-            out[last] = v3
+def probes(rounds: int = FMA_ROUNDS) -> dict:
+    """name: (kernel, kind, why); the compute-bound ones with `rounds` FMAs per element."""
+    fma, fma_ilp4 = fma_probes(rounds)
+    return {
+        "memory_bound": (stream_kernel, "memory", "out = a*x + y, one element in flight per thread"),
+        "memory_bound_ilp4": (stream_ilp4_kernel, "memory", "the same, four elements in flight per thread"),
+        "compute_bound": (fma, "compute", "dependent FMAs per element, one chain per thread"),
+        "compute_bound_ilp4": (fma_ilp4, "compute", "the same, four independent chains per thread"),
+    }
 
 
-# name: (kernel, kind, why)
-PROBES = {
-    "memory_bound": (stream_kernel, "memory", "out = a*x + y, one element in flight per thread"),
-    "memory_bound_ilp4": (stream_ilp4_kernel, "memory", "the same, four elements in flight per thread"),
-    "compute_bound": (fma_kernel, "compute", "dependent FMAs per element, one chain per thread"),
-    "compute_bound_ilp4": (fma_ilp4_kernel, "compute", "the same, four independent chains per thread"),
-}
-
-
-def probe_inputs(kind: str, n: int, rounds: int, seed: int = 0) -> tuple[tuple, dict]:
+def probe_inputs(kind: str, n: int, seed: int = 0) -> tuple[tuple, dict]:
     """(the kernel's device arguments, the host inputs) for one probe kind at size n; the output
     is the argument named `out` in the kernel, poisoned."""
     rng = np.random.default_rng(seed)
@@ -293,7 +318,7 @@ def probe_inputs(kind: str, n: int, rounds: int, seed: int = 0) -> tuple[tuple, 
     if kind == "memory":
         host["y"] = checks.nonzero(rng, n)
         return (STREAM_A, cuda.to_device(host["x"]), cuda.to_device(host["y"]), out), host
-    return (cuda.to_device(host["x"]), out, rounds), host
+    return (cuda.to_device(host["x"]), out), host
 
 
 def probe_reference(kind: str, host: dict, rounds: int) -> np.ndarray:
@@ -312,12 +337,12 @@ def probe_work(kind: str, n: int, rounds: int) -> tuple[int, int]:
 
 def validate_probes(n: int, rounds: int, blocks: int) -> list[str]:
     """Each probe on an awkward n with a small grid (the loops run several times per thread)."""
-    for name, (kernel, kind, _) in PROBES.items():
-        args, host = probe_inputs(kind, n, rounds)
+    for name, (kernel, kind, _) in probes(rounds).items():
+        args, host = probe_inputs(kind, n)
         out = args[3] if kind == "memory" else args[1]
         kernel[blocks, PROBE_BLOCK](*args)
         checks.assert_matches(out, probe_reference(kind, host, rounds), rtol=1e-5, what=f"probe {name}")
-    return list(PROBES)
+    return list(probes(rounds))
 
 
 def padding_for(blocks_per_sm: int, registers: int, static: int, carveout: int, cc) -> int | None:
@@ -425,7 +450,7 @@ def calculator_vs_driver(kernels, budget_s: float = 45.0) -> dict:
     arch = occ.architecture(device.facts().cc)
     started = time.perf_counter()
     total, agree, disagreements, per_kernel = 0, 0, [], []
-    for label, kernel, signature in kernels:
+    for label, kernel, signature in progress_bar(kernels, desc="calculator vs driver", unit="kernel"):
         try:
             summary, agreed, differ = sweep_one_kernel(label, kernel, signature, arch)
         except Exception as exc:  # one kernel that fails to build must not end the run
@@ -549,12 +574,12 @@ def fp32_peak_gflops() -> float | None:
 def measure_occupancy_vs_speed(reps: int = 30) -> dict:
     """Each probe at each occupancy level: padding, resident warps (calculator and driver), speed."""
     facts = device.facts()
-    copy = timing.copy_bandwidth()
+    copy = timing.ceilings()["copy"]
     peak = fp32_peak_gflops()
     rows = []
-    for name, (kernel, kind, why) in PROBES.items():
+    for name, (kernel, kind, why) in probes().items():
         n, rounds = (STREAM_N, 0) if kind == "memory" else (FMA_N, FMA_ROUNDS)
-        args, _ = probe_inputs(kind, n, rounds)
+        args, _ = probe_inputs(kind, n)
         moved, flops = probe_work(kind, n, rounds)
         found = resources.kernel_resources(kernel, args, method="driver")
         cufunc = cufunction(kernel, args)              # the overload these exact arguments launch
@@ -585,7 +610,8 @@ def measure_occupancy_vs_speed(reps: int = 30) -> dict:
                   f"pad {padding:>6} B  {t}  {figure}")
     return {"provenance": reference.provenance(), "probe_block": PROBE_BLOCK, "stream_n": STREAM_N,
             "fma_n": FMA_N, "fma_rounds": FMA_ROUNDS, "copy_ceiling": copy, "fp32_peak_gflops": peak,
-            "why": {name: why for name, (_, _, why) in PROBES.items()}, "rows": rows}
+            "fma_loop": "compile-time trip count, int32 counter (fma_probes)",
+            "why": {name: why for name, (_, _, why) in probes().items()}, "rows": rows}
 
 
 # --- 4. linear_relu under register caps -------------------------------------------------------------------
@@ -605,6 +631,26 @@ def renamed_copy(kernel, name: str, **options):
 
 def measure_register_caps(lab, reps: int = 20) -> dict:
     """Lab 06.5's kernel compiled with each register cap, at two tile depths: resources, occupancy, speed."""
+    return measure_linear_relu(lab, [lab.LinearReluConfig(block_size=128, tile_k=tile_k, max_registers=cap)
+                                     for cap in CAPS for tile_k in (32, 64)], reps)
+
+
+# The article's "at most 32 KB of shared memory per block", measured: the tile depth sets the
+# shared memory per block (384 B per unit of tile_k at 128 threads: 3 KB .. 48 KB), at a cap of
+# 64 registers, where registers allow 8 blocks per SM, so that shared memory binds from ~27 KB on.
+SHARED_SWEEP_TILE_K = (8, 16, 32, 48, 64, 96, 128)
+SHARED_SWEEP_CAP = 64
+
+
+def measure_shared_sweep(lab, reps: int = 20) -> dict:
+    """Lab 06.5's kernel at each tile depth: shared memory per block against occupancy and speed."""
+    return measure_linear_relu(lab, [lab.LinearReluConfig(block_size=128, tile_k=tile_k,
+                                                          max_registers=SHARED_SWEEP_CAP)
+                                     for tile_k in SHARED_SWEEP_TILE_K], reps)
+
+
+def measure_linear_relu(lab, configs, reps: int = 20) -> dict:
+    """Each configuration of linear_relu as its own kernel: resources, occupancy, speed."""
     facts = device.facts()
     size = LINEAR_RELU_SIZE
     rng = np.random.default_rng(0)
@@ -612,29 +658,31 @@ def measure_register_caps(lab, reps: int = 20) -> dict:
     out = cuda.device_array((size, size), dtype=np.float32)
     flops = 2 * size ** 3
     rows = []
-    for cap in CAPS:
-        for tile_k in (32, 64):
-            config = lab.LinearReluConfig(block_size=128, tile_k=tile_k, max_registers=cap)
-            kernel = renamed_copy(lab.linear_relu_kernel_for(config), f"linear_relu_k{tile_k}_cap{cap}",
-                                  **({} if cap is None else {"max_registers": cap}))
-            validate_linear_relu(lab, {f"cap {cap}": (config, kernel)})
-            sig = lab.SIGNATURES["linear_relu_kernel"]
-            on_driver = resources.kernel_resources(kernel, sig, method="driver")
-            on_ptxas = resources.kernel_resources(kernel, sig, method="ptxas")
-            calc = occ.occupancy(facts.cc, config.block_size, on_driver.registers_per_thread,
-                                 on_driver.static_shared_bytes)
-            t = timing.time_gpu(lambda: lab.linear_relu(x, w, b, out=out, config=config, kernel=kernel),
-                                warmup=2, reps=reps)
-            row = {"max_registers": cap, "tile_k": tile_k, "block_size": config.block_size,
-                   "registers": on_driver.registers_per_thread, "local_bytes": on_driver.local_bytes,
-                   "spill_stores": on_ptxas.spill_stores_bytes, "spill_loads": on_ptxas.spill_loads_bytes,
-                   "occupancy": calc.occupancy, "limiters": list(calc.limiters),
-                   "driver_blocks": occ.driver_active_blocks(kernel, sig, config.block_size),
-                   "calculator_blocks": calc.active_blocks, **t.as_dict(),
-                   "tflops": flops / (t.median_ms * 1e-3) / 1e12}
-            rows.append(row)
-            print(f"  cap {str(cap):>4} tile_k {tile_k:>2}: {row['registers']:>3} regs, spills "
-                  f"{row['spill_stores']:>4} B, {calc.occupancy:4.0%} ({'+'.join(calc.limiters)}), "
+    for config in progress_bar(configs, desc="register caps", unit="config"):
+        cap, tile_k = config.max_registers, config.tile_k
+        kernel = renamed_copy(lab.linear_relu_kernel_for(config), f"linear_relu_k{tile_k}_cap{cap}",
+                              **({} if cap is None else {"max_registers": cap}))
+        validate_linear_relu(lab, {f"cap {cap}": (config, kernel)})
+        sig = lab.SIGNATURES["linear_relu_kernel"]
+        on_driver = resources.kernel_resources(kernel, sig, method="driver")
+        on_ptxas = resources.kernel_resources(kernel, sig, method="ptxas")
+        calc = occ.occupancy(facts.cc, config.block_size, on_driver.registers_per_thread,
+                             on_driver.static_shared_bytes)
+        t = timing.time_gpu(lambda: lab.linear_relu(x, w, b, out=out, config=config, kernel=kernel),
+                            warmup=2, reps=reps)
+        row = {"max_registers": cap, "tile_k": tile_k, "block_size": config.block_size,
+               "shared_bytes": on_driver.static_shared_bytes,
+               "registers": on_driver.registers_per_thread, "local_bytes": on_driver.local_bytes,
+               "spill_stores": on_ptxas.spill_stores_bytes, "spill_loads": on_ptxas.spill_loads_bytes,
+               "occupancy": calc.occupancy, "limiters": list(calc.limiters),
+               "driver_blocks": occ.driver_active_blocks(kernel, sig, config.block_size),
+               "calculator_blocks": calc.active_blocks, **t.as_dict(),
+               "tflops": flops / (t.median_ms * 1e-3) / 1e12}
+        rows.append(row)
+        with printing():
+            print(f"  cap {str(cap):>4} tile_k {tile_k:>3}: {row['registers']:>3} regs, "
+                  f"{row['shared_bytes']:>6} B shared, spills {row['spill_stores']:>4} B, "
+                  f"{calc.occupancy:4.0%} ({'+'.join(calc.limiters)}), "
                   f"{t.median_ms:7.3f} ms, {row['tflops']:5.2f} TFLOP/s")
     return {"provenance": reference.provenance(), "size": size, "rows": rows}
 
@@ -649,7 +697,7 @@ def plot_occupancy_vs_speed(record: dict, figures_dir: Path) -> tuple[Path, str]
     max_warps = occ.architecture(record["provenance"]["cc"]).max_warps_per_sm
     panels = ((ax_mem, "memory", "gbps", "GB/s"), (ax_fma, "compute", "gflops", "GFLOP/s"))
     for ax, kind, field, unit in panels:
-        for i, name in enumerate(n for n, (_, k, _) in PROBES.items() if k == kind):
+        for i, name in enumerate(n for n, (_, k, _) in probes().items() if k == kind):
             rows = [r for r in record["rows"] if r["probe"] == name]
             ax.plot([r["warps_per_sm"] for r in rows], [r[field] for r in rows], "o-", color=f"C{i}",
                     label=f"{name}: {record['why'][name]}")
@@ -670,7 +718,7 @@ def occupancy_headline(record: dict) -> str:
     """The fewest warps per SM at which each probe reaches 90% of its own best."""
     max_warps = occ.architecture(record["provenance"]["cc"]).max_warps_per_sm
     parts = []
-    for name, (_, kind, _) in PROBES.items():
+    for name, (_, kind, _) in probes().items():
         field = "gbps" if kind == "memory" else "gflops"
         rows = [r for r in record["rows"] if r["probe"] == name]
         if not rows:
@@ -718,6 +766,7 @@ def reference_records() -> dict:
 MEASUREMENTS = {
     "occupancy_vs_speed": lambda: measure_occupancy_vs_speed(reps=10),
     "linear_relu_register_caps": lambda: measure_register_caps(target.load(LAB)),
+    "linear_relu_shared_sweep": lambda: measure_shared_sweep(target.load(LAB)),
 }
 
 
@@ -729,15 +778,15 @@ def measured(name: str) -> dict | None:
 # --- bench and tour ------------------------------------------------------------------------------------
 
 def bench(out_dir: Path | None = None) -> dict:
-    """On a GPU: the four measurements above, saved with provenance; in the simulator, validate only."""
+    """On a GPU: the measurements above, saved with provenance; in the simulator, validate only."""
     lab = target.load(LAB)
     checked = validate_lab(lab)
     variants = validate_linear_relu(lab)
     simulated = device.is_simulator()
-    probes = validate_probes(SIM_N if simulated else 100_003, SIM_ROUNDS if simulated else 64,
-                             SIM_BLOCKS if simulated else 2 * device.facts().sm_count)
+    probe_names = validate_probes(SIM_N if simulated else 100_003, SIM_ROUNDS if simulated else 64,
+                                  SIM_BLOCKS if simulated else 2 * device.facts().sm_count)
     print(f"validated: the lab against the calculator on {checked} configurations; linear_relu "
-          f"{', '.join(variants)}; probes {', '.join(probes)}")
+          f"{', '.join(variants)}; probes {', '.join(probe_names)}")
     if simulated:
         print("simulator: no driver and no timing exist; the recorded H200 measurements are in "
               "data/reference/h200/lab06.json")
@@ -749,6 +798,7 @@ def bench(out_dir: Path | None = None) -> dict:
         ("occupancy_vs_speed", measure_occupancy_vs_speed),
         ("calculator_vs_driver", lambda: calculator_vs_driver(sweep + declared)),
         ("linear_relu_register_caps", lambda: measure_register_caps(lab)),
+        ("linear_relu_shared_sweep", lambda: measure_shared_sweep(lab)),
         ("resources_vs_driver", lambda: resources_vs_driver(sweep + declared, undeclared)),
     ]
     record = {}
@@ -787,3 +837,155 @@ def tour(figures_dir: Path) -> TourResult:
     if caps:
         figures.append(plot_register_caps(caps, figures_dir)[0])
     return TourResult(True, key, tuple(str(f) for f in figures))
+
+
+# --- claims: what the discussion says, checked against the records -----------------------------
+
+GEMM_KERNELS = {"naive": "matmul_naive_kernel", "tiled": "matmul_tiled_kernel",
+                "register_tiled_2d": "matmul_register_tiled_2d_kernel",
+                "register_tiled": "matmul_register_tiled_kernel",
+                "double_buffered": "matmul_double_buffered_kernel",
+                "double_buffered_capped": "matmul_double_buffered_capped_kernel"}
+
+
+def _grid_values(records):
+    """Lab 00's grid-stride kernel, its grid sized as a persistent grid: SMs x blocks per SM."""
+    from experiments.lab00_indexing import BLOCK, grid_stride_pct
+    kernels = {k["kernel"]: k for k in need(records, "resources_vs_driver_all_labs", "kernels")}
+    if "lab00.axpb_grid_stride_kernel" not in kernels:
+        raise Missing("resources_vs_driver_all_labs has no lab00.axpb_grid_stride_kernel")
+    found = kernels["lab00.axpb_grid_stride_kernel"]["driver"]
+    sweep = need(records, "lab00", "grid_size_sweep")
+    calc = occ.occupancy(tuple(found["cc"]), BLOCK, found["registers_per_thread"], found["static_shared_bytes"])
+    pct = grid_stride_pct(records["lab00"])
+    if calc.active_blocks not in pct:
+        raise Missing(f"grid_size_sweep has no grid of {calc.active_blocks}x SMs")
+    return {"regs": found["registers_per_thread"], "block": BLOCK, "bps": calc.active_blocks,
+            "grid": calc.active_blocks * sweep["provenance"]["sm_count"], "pct": pct[calc.active_blocks],
+            "p2": pct[2], "p4": pct[4]}
+
+
+def _fastest(rows, speed):
+    return max(rows, key=lambda r: r[speed])
+
+
+def _registers_values(records):
+    """One table across Labs 04-06: each lab's kernels, their registers and their speed."""
+    lab04 = need(records, "lab04")
+    matmul = need(lab04, "matmul")
+    n = max(matmul["sizes"])
+    regs04 = {r["kernel"]: r for r in need(lab04, "registers", "rows")}
+    gemm = [{"name": name, "registers": regs04[kernel]["registers"], "occupancy": regs04[kernel]["occupancy"],
+             "speed": next(r["gflops"] / 1e3 for r in matmul["rows"] if r["variant"] == name and r["size"] == n
+                           and "gflops" in r)}
+            for name, kernel in GEMM_KERNELS.items() if kernel in regs04]
+    rows05 = need(records, "lab05", "shape_registers", "rows")
+    shapes = [{"name": r["shape"], "registers": r["registers"], "occupancy": r["occupancy"],
+               "speed": r["pct_of_copy"]} for r in rows05]
+    caps = [{"name": f"cap {r['max_registers']}, tile_k {r['tile_k']}", "registers": r["registers"],
+             "occupancy": r["occupancy"], "speed": r["tflops"]}
+            for r in need(records, "linear_relu_register_caps", "rows")]
+    lines = []
+    for title, unit, rows in (("Lab 04 GEMM", "TFLOP/s", gemm), ("Lab 05 softmax 8192", "% of copy", shapes),
+                              ("Lab 06 linear_relu", "TFLOP/s", caps)):
+        best = _fastest(rows, "speed")
+        lines.append(f"  {title:<20} " + ", ".join(
+            f"{r['name']} {r['registers']}r {r['speed']:.1f}" for r in rows) + f" ({unit}); fastest: "
+            f"{best['name']} at {best['registers']} registers")
+    best04, best05, best06 = (_fastest(rows, "speed") for rows in (gemm, shapes, caps))
+    within = [r for r in gemm if r["registers"] <= 64]
+    return {"table": "\n".join(lines), "r04": best04["registers"], "r05": best05["registers"],
+            "r06": best06["registers"], "best_within": _fastest(within, "speed")["speed"] if within else 0.0,
+            "best04": best04["speed"]}
+
+
+def _shared_values(records):
+    sweep = need(records, "linear_relu_shared_sweep", "rows")
+    best = _fastest(sweep, "tflops")
+    within = [r for r in sweep if r["shared_bytes"] <= 32 * 1024]
+    table = ", ".join(f"{r['shared_bytes'] / 1024:.0f} KB: {r['occupancy']:.0%} {r['tflops']:.2f}" for r in sweep)
+    return {"table": table, "cap": SHARED_SWEEP_CAP, "best_kb": best["shared_bytes"] / 1024,
+            "best_occ": best["occupancy"], "best": best["tflops"],
+            "best_within": _fastest(within, "tflops")["tflops"] if within else 0.0,
+            "agree": all(r["driver_blocks"] == r["calculator_blocks"] for r in sweep)}
+
+
+def _probe_values(records):
+    record = need(records, "occupancy_vs_speed")
+    need(records, "occupancy_vs_speed", "fma_loop")     # recorded by the probes with a compile-time trip count
+    peak = record["fp32_peak_gflops"]
+    best = {name: max(r["gflops"] for r in record["rows"] if r["probe"] == name)
+            for name in ("compute_bound", "compute_bound_ilp4")}
+    return {"one": best["compute_bound"] / 1e3, "four": best["compute_bound_ilp4"] / 1e3, "peak": peak / 1e3,
+            "pct": 100 * best["compute_bound"] / peak, "pct4": 100 * best["compute_bound_ilp4"] / peak}
+
+
+def _warps_for_90pct(record, probe, field):
+    rows = [r for r in record["rows"] if r["probe"] == probe]
+    best = max(r[field] for r in rows)
+    return min(r["warps_per_sm"] for r in rows if r[field] >= 0.9 * best)
+
+
+def _memory_values(records):
+    record = need(records, "occupancy_vs_speed")
+    return {"one": _warps_for_90pct(record, "memory_bound", "gbps"),
+            "four": _warps_for_90pct(record, "memory_bound_ilp4", "gbps")}
+
+
+def _caps_values(records):
+    rows = need(records, "linear_relu_register_caps", "rows")
+    best = _fastest(rows, "tflops")
+    lab = target.load(LAB, "solutions")
+    tuned = next((r for r in rows if (r["max_registers"], r["tile_k"]) ==
+                  (lab.TUNED.max_registers, lab.TUNED.tile_k)), None)
+    if tuned is None:
+        raise Missing("linear_relu_register_caps has no row for TUNED")
+    as_written = next(r for r in rows if r["max_registers"] is None and r["tile_k"] == lab.AS_WRITTEN.tile_k)
+    return {"size": need(records, "linear_relu_register_caps", "size"), "cap": best["max_registers"],
+            "k": best["tile_k"], "best": best["tflops"], "occ": best["occupancy"], "spills": best["spill_stores"],
+            "t_tuned": tuned["tflops"], "occ_tuned": tuned["occupancy"],
+            "t_written": as_written["tflops"], "occ_written": as_written["occupancy"], "regs_written": as_written["registers"]}
+
+
+def _calculator_values(records):
+    sweep = need(records, "calculator_vs_driver")
+    return {"agree": sweep["agree"], "configurations": sweep["configurations"], "kernels": len(sweep["kernels"])}
+
+
+CLAIMS = [
+    Claim("grid_as_persistent",
+          "Sized as Triton sizes a persistent grid (the SM count x the blocks per SM the occupancy calculator "
+          "allows), Lab 00's grid-stride kernel ({regs} registers, {block} threads: {bps} blocks per SM) gets "
+          "{grid:,} blocks = {bps}x the SM count, and runs at {pct:.0f}% of copy; the article's 2x and 4x give "
+          "{p2:.0f}% and {p4:.0f}%.",
+          values=_grid_values, holds=lambda v: v["bps"] > 4 and v["pct"] > v["p4"], article="grid"),
+    Claim("registers_table",
+          "Registers against speed, one table across Labs 04-06:\n{table}\nThe fastest GEMM needs {r04} "
+          "registers; within 64 the best GEMM reaches {best_within:.1f} TFLOP/s of its {best04:.1f}. The "
+          "fastest softmax shape uses {r05}, the fastest linear_relu cap {r06}: 64 registers is a "
+          "property of the kernel, not a rule of speed.",
+          values=_registers_values, holds=lambda v: v["r04"] > 64 and v["best_within"] < v["best04"],
+          article="registers"),
+    Claim("shared_sweep",
+          "Shared memory per block against speed (linear_relu, 128 threads, capped at {cap} registers; "
+          "occupancy, TFLOP/s): {table}. The fastest tile uses {best_kb:.0f} KB ({best_occ:.0%} occupancy, "
+          "{best:.2f} TFLOP/s); the best within 32 KB reaches {best_within:.2f}.",
+          values=_shared_values, holds=lambda v: v["agree"], article="shared"),
+    Claim("compute_probe_peak",
+          "The compute-bound probe (dependent FMAs, a compile-time trip count) peaks at {one:.1f} TFLOP/s, "
+          "{pct:.0f}% of the FP32 peak ({peak:.1f}); with four chains per thread {four:.1f} ({pct4:.0f}%).",
+          values=_probe_values, holds=lambda v: v["pct"] >= 60 or v["pct4"] >= 60),
+    Claim("memory_needs_bytes_in_flight",
+          "The memory-bound probe needs {one} warps per SM for 90% of its best speed with one element in "
+          "flight per thread, and {four} with four: independent loads in a thread replace resident warps.",
+          values=_memory_values, holds=lambda v: v["four"] < v["one"]),
+    Claim("caps_against_occupancy",
+          "linear_relu at {size}^3: as written ({regs_written} registers, {occ_written:.0%} occupancy) "
+          "{t_written:.2f} TFLOP/s; fastest at cap {cap}, tile_k {k} ({occ:.0%}, {spills} B of spills) "
+          "{best:.2f}; TUNED, at its {occ_tuned:.0%} target, {t_tuned:.2f}. The highest occupancy was not "
+          "the fastest.",
+          values=_caps_values, holds=lambda v: v["occ"] < v["occ_tuned"] and v["t_tuned"] <= v["best"]),
+    Claim("calculator_equals_driver",
+          "The calculator equals the driver on {agree:,} of {configurations:,} configurations ({kernels} kernels).",
+          values=_calculator_values, holds=lambda v: v["agree"] == v["configurations"]),
+]

@@ -23,12 +23,15 @@ What `run` does, per size (the sweep axis) and per variant:
    `reference(host_inputs)` (float64) must be <= `rtol`, and the launches are recorded.
    A variant that fails is reported (`error` in its row) and not timed; the others go on.
 2. Times (GPU only) with CUDA events (`timing.time_gpu`): warm-up, `reps` samples, each the mean
-   of enough back-to-back calls to last ~1 ms; the median and p10/p90. When one input set
+   of enough back-to-back calls to last ~1 ms (at most MAX_INNER), the host's submit held outside
+   the window; the median and p10/p90. When one input set
    (inputs + output) fits in L2, several sets are made and the calls rotate through them, so
    a variant is not timed on data a previous call left in cache (`input_sets`, `l2_resident`).
-3. Reports ms, GB/s from the variant's declared bytes (`ledger(size).total_bytes`) and % of the
-   device-to-device copy bandwidth measured in the same run (`copy_gbps`), plus an empty-kernel
-   launch time measured in the same run (`launch_floor_ms`): the floor small sizes sit on.
+3. Reports ms, GB/s from the variant's requested bytes (`ledger(size).total_bytes`: what the code
+   asks for, not DRAM traffic, which `kernellab profile` measures) and % of the copy ceiling. The
+   run's ceilings (`timing.ceilings`, once per process) go into every record: copy GB/s, FP32 FMA
+   TFLOP/s, the empty-launch floor small sizes sit on, torch's/CuPy's copy where importable. A row
+   above 100% of the copy ceiling is an instrument error (`instrument_error`), not a result.
 In the simulator it validates at `sim_sizes`, checks each ledger against the traffic meter's count
 of what the kernels really loaded and stored (inputs named by their keys, the output `out`),
 says plainly that no timing exists, and writes nothing.
@@ -42,13 +45,17 @@ outside the timed region (e.g. to torch tensors with `torch.as_tensor(a, device=
 timed alike, drawn dashed. `optional_torch()` imports torch only on a GPU, or returns None.
 
 Result (JSON-ready; `reference.save` stores it per benchmark name, with `provenance`):
-    {"benchmark", "axis", "sizes", "live", "ok", "provenance", "copy_gbps", "copy" (how it was
-     measured: timing.copy_bandwidth's dict), "launch_floor_ms",
+    {"benchmark", "axis", "sizes", "live", "ok", "provenance", "ceilings" (timing.ceilings),
+     "copy_gbps", "copy" (how it was measured), "launch_floor_ms", "bytes_kind",
+     "instrument_errors",
      "variants": {name: {"why", "baseline"}},
      "rows": [{"size", "variant", "ok", "error", "rel_error", "launches", "bytes", "ledger",
                "median_ms", "p10_ms", "p90_ms", "reps", "inner", "gbps", "pct_of_copy",
-               "gflops", "input_sets", "l2_resident"}]}
+               "gflops", "input_sets", "l2_resident", "host_exposed", "instrument_error"}]}
 Timing fields are absent in the simulator, where `live` is False and `timing` says why.
+`run_repeats` (`kernellab bench --repeat N`) runs each lab in N fresh processes; `combine_repeats`
+keeps every repeat, merges run results (median and range over repeats: `repeat_ms`) and judges
+each target on the worst repeat (`targets_over_repeats`).
 `rows_for(result, variant)`, `row(result, variant, size)`, `failures(result)` and `table(result)`
 read it back (e.g. from reference data).
 """
@@ -65,13 +72,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import checks, device, plots, reference, target, timing, traffic
+from . import checks, device, plots, profile, reference, target, timing, traffic
 from .launches import record_launches
+from .progress import progress_bar
 
 cuda = device.cuda()
 
+REQUESTED_BYTES = ("requested bytes: the variant's ledger (each load and store the code asks for), "
+                   "not DRAM traffic; `kernellab profile` measures DRAM bytes")
 SAMPLE_MS = 1.0          # each timing sample lasts about this long (back-to-back calls)
-MAX_INNER = 200          # ...but never more calls than this per sample
+MAX_INNER = 50           # ...but never more calls than this per sample (each sample is held: see timing.time_gpu)
 MAX_INPUT_SETS = 64      # rotation: at most this many input sets per size
 ROTATE_L2_MULTIPLE = 3   # ...covering this many times the L2 size when they are small
 
@@ -104,6 +114,7 @@ class Benchmark:
     out_dtype: Any = np.float32
     flops: Callable[[Any], float] | None = None     # FLOPs per call at a size, if worth reporting
     seed: int = 0
+    profile_size: Any = None                        # the size `kernellab profile` runs (default: the largest)
 
     def __post_init__(self):
         names = [v.name for v in (*self.variants, *self.baselines)]
@@ -142,31 +153,13 @@ def torch_variant(torch, name: str, fn, why: str, ledger=None) -> Variant:
 
 # --- running -------------------------------------------------------------------------------------
 
-class Progress:
-    """A one-line progress bar on stderr (no dependency); silent when disabled."""
-
-    def __init__(self, total: int, label: str, enabled: bool = True, width: int = 30):
-        self.total, self.label, self.enabled, self.width = max(total, 1), label, enabled, width
-        self.done = 0
-
-    def step(self, what: str = ""):
-        self.done += 1
-        if not self.enabled:
-            return
-        filled = self.width * self.done // self.total
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
-                         f"{self.done}/{self.total} {what[:40]:<40}")
-        if self.done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 def _to_device(inputs: dict) -> dict:
     return {key: cuda.to_device(value) if isinstance(value, np.ndarray) else value
             for key, value in inputs.items()}
 
 
-def _host(result) -> np.ndarray:
+def host_copy(result) -> np.ndarray:
+    """A variant's result on the host, whatever kind of device array it returned."""
     if hasattr(result, "copy_to_host"):
         return result.copy_to_host()
     if hasattr(result, "__cuda_array_interface__"):
@@ -209,7 +202,7 @@ def _validate(benchmark, variant, input_set, expected, size, use_meter) -> dict:
             else:
                 result = variant.run(inputs, out)
             cuda.synchronize()
-        got = _host(result)
+        got = host_copy(result)
         row["launches"] = len(launches)
         row["rel_error"] = checks.relative_error(got, expected)
         checks.assert_matches(got, expected, rtol=benchmark.rtol, what=variant.name)
@@ -248,15 +241,10 @@ def _time(variant, sets, reps) -> dict:
             "l2_resident": len(sets) * set_bytes < device.facts().l2_bytes}
 
 
-@cuda.jit
-def empty_kernel(a):
-    """Does nothing: its time is the cost of a launch alone."""
-
-
-def launch_floor_ms() -> float:
-    """Median time of one empty launch with one array argument, back to back: the small-size floor."""
-    a = cuda.device_array(1, dtype=np.float32)
-    return timing.time_gpu(lambda: empty_kernel[1, 32](a), warmup=10, reps=20, inner=100).median_ms
+def instrument_error(pct_of_copy: float) -> str:
+    """Why a row above the copy ceiling is not a result: no kernel moves bytes faster than a copy."""
+    return (f"{pct_of_copy:.1f}% of the copy ceiling: above 100% is an instrument error (the ceiling "
+            f"was measured too low, or the ledger counts bytes the kernel does not move), not a result")
 
 
 def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = None,
@@ -281,11 +269,14 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
     if simulated:
         result["timing"] = str(timing.NoTiming(f"benchmark {benchmark.name}"))
     else:
+        ceilings = timing.ceilings()
         result["provenance"] = reference.provenance()
-        result["copy"] = timing.copy_bandwidth()
-        result["copy_gbps"] = result["copy"]["gbps"]
-        result["launch_floor_ms"] = launch_floor_ms()
-    bar = Progress(len(sizes) * len(variants), benchmark.name, enabled=progress)
+        result["ceilings"] = ceilings
+        result["copy"], result["copy_gbps"] = ceilings["copy"], ceilings["copy_gbps"]
+        result["launch_floor_ms"] = ceilings["launch_floor_ms"]
+        result["bytes_kind"] = REQUESTED_BYTES
+    bar = progress_bar(total=len(sizes) * len(variants), desc=benchmark.name, unit="variant",
+                       enabled=progress)
     for size in sizes:
         first_host = benchmark.make_inputs(rng, size)
         expected = np.asarray(benchmark.reference(first_host), dtype=np.float64)
@@ -296,7 +287,7 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
             sets += [_make_set(benchmark.make_inputs(rng, size), shape, benchmark.out_dtype)
                      for _ in range(_sets_for(set_bytes) - 1)]
         for variant in variants:
-            bar.step(f"{benchmark.axis}={size} {variant.name}")
+            bar.set_postfix_str(f"{benchmark.axis}={size} {variant.name}")
             row = _validate(benchmark, variant, sets[0], expected, size, use_meter=simulated)
             if row["ok"] and not simulated:
                 row.update(_time(variant, sets, reps))
@@ -304,13 +295,19 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
                 if "bytes" in row:
                     row["gbps"] = row["bytes"] / seconds / 1e9
                     row["pct_of_copy"] = 100.0 * row["gbps"] / result["copy_gbps"]
+                    if row["pct_of_copy"] > 100.0:
+                        row["instrument_error"] = instrument_error(row["pct_of_copy"])
                 if benchmark.flops:
                     row["gflops"] = benchmark.flops(size) / seconds / 1e9
             result["rows"].append(row)
+            bar.update()
         del sets
+    bar.close()
     # A baseline from outside the course (torch.compile without a working Triton, say) that
     # fails is reported in its rows but does not fail the benchmark.
     result["ok"] = all(r["ok"] for r in result["rows"] if not result["variants"][r["variant"]]["baseline"])
+    result["instrument_errors"] = [f"{r['variant']} at {benchmark.axis}={r['size']}: {r['instrument_error']}"
+                                   for r in result["rows"] if "instrument_error" in r]
     out(table(result))
     if simulated:
         out(f"{benchmark.name}: validated in the simulator; no timing exists in simulator mode "
@@ -327,14 +324,35 @@ def _save(result: dict, lab: str | None, out_dir: Path | None):
     else:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / f"{result['benchmark']}.json").write_text(json.dumps(stored, indent=1) + "\n")
+    draw(result, lab, out_dir)
+
+
+def draw(result: dict, lab: str | None, out_dir: Path | None) -> Path:
+    """Time and bandwidth against size (the range across repeats where there are repeats), with
+    DRAM GB/s where the lab's recorded profile measured the variant at that size."""
     fig, (ax_time, ax_bw) = plots.new_figure(result["benchmark"], result, ncols=2)
     plots.time_vs_size(ax_time, result)
-    plots.bandwidth_vs_size(ax_bw, result)
+    dram = {}
+    if lab is not None:
+        for r in result["rows"]:
+            moved = profile.variant_dram_bytes(lab, result["benchmark"], r["variant"], r["size"])
+            if moved is not None:
+                dram[(r["variant"], r["size"])] = moved
+    plots.bandwidth_vs_size(ax_bw, result, dram)
     prefix = f"lab{target.lab_number(lab)}_" if lab is not None else ""
-    plots.save(fig, f"{prefix}{result['benchmark']}", out_dir)
+    return plots.save(fig, f"{prefix}{result['benchmark']}", out_dir)
 
 
 # --- reading results back ------------------------------------------------------------------------
+
+def ceilings_line(ceilings: dict) -> str:
+    """The run's ceilings in one line, as every table and figure quotes them."""
+    beside = ", ".join(f"{name.split('_')[0]} copy {ceilings[name]:.0f} GB/s"
+                       for name in ("torch_copy_gbps", "cupy_copy_gbps") if ceilings.get(name))
+    return (f"copy ceiling {ceilings['copy_gbps']:.0f} GB/s ({ceilings['copy']['method']}"
+            f"{'; ' + beside if beside else ''}), FP32 FMA {ceilings['fp32_fma_tflops']:.1f} TFLOP/s, "
+            f"empty launch {ceilings['launch_floor_ms'] * 1e3:.1f} us, measured in this run")
+
 
 def rows_for(result: dict, variant: str) -> list[dict]:
     """The rows of one variant, in sweep order."""
@@ -358,9 +376,8 @@ def failures(result: dict) -> list[str]:
 def table(result: dict) -> str:
     """One line per (size, variant): time, bandwidth, % of copy, launches; or the error."""
     lines = [f"{result['benchmark']} ({result['axis']})"]
-    if result.get("copy_gbps"):
-        lines[0] += (f": copy ceiling {result['copy_gbps']:.0f} GB/s, empty launch "
-                     f"{result['launch_floor_ms'] * 1e3:.1f} us, measured in this run")
+    if result.get("ceilings"):
+        lines[0] += f": {ceilings_line(result['ceilings'])}; GB/s from requested bytes (ledger)"
     width = max(12, len(result["axis"]))
     lines.append(f"{result['axis']:>{width}} {'variant':<22} {'ms':>9} {'p10-p90 ms':>17} {'GB/s':>8} "
                  f"{'% copy':>7} {'launches':>8} {'rel err':>8}")
@@ -371,6 +388,9 @@ def table(result: dict) -> str:
             lines.append(f"{head} FAILED: {error[0]}")
             lines += [f"{'':>{width + 2}}{line}" for line in error[1:]]
             continue
+        if "instrument_error" in r:
+            lines.append(f"{head} INSTRUMENT ERROR: {r['instrument_error']}")
+            continue
         if "median_ms" in r:
             spread = f"{r['p10_ms']:.4f}-{r['p90_ms']:.4f}"
             gbps = f"{r['gbps']:8.0f} {r['pct_of_copy']:6.1f}%" if "gbps" in r else f"{'':>8} {'':>7}"
@@ -379,3 +399,127 @@ def table(result: dict) -> str:
         else:
             lines.append(f"{head} {'(no timing: simulator)':>36} {r['launches']:>8} {r['rel_error']:8.1e}")
     return "\n".join(lines)
+
+
+# --- repeats: the same benchmarks in several fresh processes ---------------------------------------
+
+TARGET_RULE = ("a target is met only if it is met in every repeat: it is judged on the worst repeat")
+
+
+def is_result(record) -> bool:
+    """Whether a stored record is a `run` result (rows of a sweep x variants)."""
+    return isinstance(record, dict) and {"benchmark", "rows", "variants"} <= record.keys()
+
+
+def merge_repeats(results: list[dict]) -> dict:
+    """One result from the same benchmark run in several fresh processes.
+
+    Each row's `median_ms` is the median of the repeats' medians and `repeat_ms` lists them (the
+    range a figure draws); `pct_of_copy` is the median of each repeat against its own run's
+    ceiling (`repeat_pct_of_copy`); the copy ceiling is the repeats' median, each repeat's
+    ceilings are kept in `ceilings_per_repeat`. A row is ok only if it is ok in every repeat, and
+    an instrument error in any repeat stays on the row.
+    """
+    count = len(results)
+    merged = {**results[0], "repeats": count, "rows": [],
+              "ceilings_per_repeat": [r.get("ceilings") for r in results],
+              "copy_gbps": float(np.median([r["copy_gbps"] for r in results])),
+              "launch_floor_ms": float(np.median([r["launch_floor_ms"] for r in results]))}
+    keyed = [{(json.dumps(r["size"]), r["variant"]): r for r in result["rows"]} for result in results]
+    for key, first in keyed[0].items():
+        rows = [k.get(key) for k in keyed]
+        row = {**first, "ok": all(r is not None and r["ok"] for r in rows)}
+        timed = [r for r in rows if r is not None and "median_ms" in r]
+        if timed:
+            row["repeat_ms"] = [r["median_ms"] for r in timed]
+            row["median_ms"] = float(np.median(row["repeat_ms"]))
+            if "gbps" in first:
+                row["gbps"] = first["bytes"] / (row["median_ms"] * 1e-3) / 1e9
+                row["repeat_pct_of_copy"] = [r["pct_of_copy"] for r in timed]
+                row["pct_of_copy"] = float(np.median(row["repeat_pct_of_copy"]))
+            if "gflops" in first:
+                row["gflops"] = first["gflops"] * first["median_ms"] / row["median_ms"]
+        errors = [r["instrument_error"] for r in rows if r is not None and "instrument_error" in r]
+        row.pop("instrument_error", None)
+        if errors:
+            row["instrument_error"] = f"in {len(errors)} of {count} repeats: {errors[0]}"
+        merged["rows"].append(row)
+    merged["ok"] = all(r["ok"] for r in results)
+    merged["instrument_errors"] = [line for r in results for line in r.get("instrument_errors", [])]
+    return merged
+
+
+def _booleans(value, path: str, inside_target: bool):
+    """(path, bool) of every boolean under a key that names a target."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _booleans(item, f"{path}.{key}" if path else key,
+                                 inside_target or "target" in key.lower())
+    elif isinstance(value, bool) and inside_target:
+        yield path, value
+
+
+def targets_over_repeats(repeats: list[dict]) -> dict:
+    """Every target verdict (a boolean under a key naming a target) across the repeats' records,
+    met only if met in every repeat."""
+    verdicts: dict[str, list] = {}
+    for records in repeats:
+        for path, met in _booleans(records, "", False):
+            verdicts.setdefault(path, []).append(met)
+    return {"rule": TARGET_RULE, "repeats": len(repeats),
+            "targets": {path: {"per_repeat": values, "met": len(values) == len(repeats) and all(values)}
+                        for path, values in verdicts.items()}}
+
+
+def combine_repeats(stored: list[dict]) -> dict:
+    """A lab's reference file from its repeats' files: `records` holds the `run` results merged
+    over the repeats (`merge_repeats`) and every other record from the first repeat; `repeats`
+    keeps every repeat's records whole; `targets_over_repeats` judges each target on the worst."""
+    first = stored[0]["records"]
+    records = {name: merge_repeats([s["records"][name] for s in stored])
+               if all(is_result(s["records"].get(name)) for s in stored) else record
+               for name, record in first.items()}
+    return {"lab": stored[0]["lab"], "records": records,
+            "records_note": f"run results are merged over {len(stored)} repeats; other records are "
+                            "the first repeat's; every repeat is under 'repeats'",
+            "repeats": [s["records"] for s in stored],
+            "targets_over_repeats": targets_over_repeats([s["records"] for s in stored])}
+
+
+def run_repeats(labs: list[str], repeat: int, out_dir: Path | None = None, out=print) -> dict[str, Path]:
+    """`kernellab bench LAB` for every lab, `repeat` times, each in a fresh process (repeat-major,
+    so slow drift spreads over all labs), then one combined reference file per lab (the lab's
+    recorded profile rows kept) and its benchmark figures with the range across repeats."""
+    import os
+    import subprocess
+    import tempfile
+    base = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="kernellab-repeats-"))
+    env = {**os.environ, "KERNELLAB_TARGET": os.environ.get("KERNELLAB_TARGET", "solutions")}
+    for r in range(1, repeat + 1):
+        for lab in labs:
+            out(f"== repeat {r} of {repeat}: lab {lab} (fresh process) ==")
+            command = [sys.executable, "-m", "kernellab.cli", "bench", lab, "--out", str(base / f"repeat-{r}")]
+            done = subprocess.run(command, env=env, cwd=target.ROOT)
+            if done.returncode:
+                raise RuntimeError(f"lab {lab}, repeat {r}: `{' '.join(command)}` exited {done.returncode}")
+    written = {}
+    for lab in labs:
+        name = f"lab{target.lab_number(lab)}.json"
+        files = [base / f"repeat-{r}" / name for r in range(1, repeat + 1)]
+        if not all(f.exists() for f in files):
+            continue                                  # a lab that records nothing (no GPU timing)
+        combined = combine_repeats([json.loads(f.read_text()) for f in files])
+        destination = (Path(out_dir) / name) if out_dir else reference.path(lab, device.gpu_slug())
+        previous = json.loads(destination.read_text()) if destination.exists() else {}
+        if "profile" in previous:
+            combined["profile"] = previous["profile"]
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_text(json.dumps(combined, indent=1, sort_keys=True) + "\n")
+        for record in combined["records"].values():
+            if is_result(record):
+                draw(record, lab, out_dir)
+        written[lab] = destination
+        failed = [path for path, t in combined["targets_over_repeats"]["targets"].items() if not t["met"]]
+        out(f"lab {lab}: {repeat} repeats -> {destination}; targets missed in some repeat: "
+            f"{', '.join(failed) or 'none'}")
+    return written

@@ -1,4 +1,4 @@
-"""The `kernellab` command: info, tour, grade, check, bench, occupancy, gradescope, release."""
+"""The `kernellab` command: info, tour, grade, check, bench, profile, occupancy, gradescope, release."""
 
 from __future__ import annotations
 
@@ -37,7 +37,12 @@ def cmd_bench(args) -> int:
     if device.is_simulator():
         print("simulator mode: benchmarks validate each variant; no timing exists without a GPU "
               "(recorded H200 figures are in data/reference/h200/)")
-    for number in [target.lab_number(lab) for lab in args.labs] or list(target.labs()):
+    numbers = [target.lab_number(lab) for lab in args.labs] or list(target.labs())
+    if args.repeat > 1 and not device.is_simulator():
+        from . import bench
+        bench.run_repeats(numbers, args.repeat, Path(args.out) if args.out else None)
+        return 0
+    for number in numbers:
         module = tour.experiment(number)
         if not hasattr(module, "bench"):
             print(f"lab {number}: no benchmarks declared")
@@ -45,6 +50,11 @@ def cmd_bench(args) -> int:
         print(f"== lab {number} ==")
         module.bench(Path(args.out) if args.out else None)
     return 0
+
+
+def cmd_profile(args) -> int:
+    from . import profile
+    return profile.main(args.spec, Path(args.out) if args.out else None)
 
 
 def cmd_grade(args) -> int:
@@ -104,7 +114,14 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="run the labs' declared benchmarks (timing needs a GPU)")
     p.add_argument("labs", nargs="*")
     p.add_argument("--out", help="folder for the JSON (default: data/reference/<gpu>/)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each lab's benchmarks in this many fresh processes and keep every repeat")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("profile", help="DRAM bytes and counters from Nsight Compute (GPU; recorded in the simulator)")
+    p.add_argument("spec", metavar="LAB[:KERNEL]")
+    p.add_argument("--out", help="folder for the JSON (default: data/reference/<gpu>/)")
+    p.set_defaults(func=cmd_profile)
 
     for name, helptext in (("grade", "grade the student's labs/ (exit code never reflects points)"),
                            ("check", "instructors: solutions must score 100%, the starter 0")):

@@ -295,6 +295,7 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, gradebook: Path = Path("
     import concurrent.futures
     import csv
     import secrets
+    from .progress import printing, progress_bar
     seed = secrets.randbelow(2**31) if seed is None else seed
     submissions = sorted(p for p in Path(folder).iterdir() if p.is_dir())
     if not submissions:
@@ -310,13 +311,15 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, gradebook: Path = Path("
     numbers = resolve_labs(labs)
     rows = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for sub, document in pool.map(one, submissions):
+        for sub, document in progress_bar(pool.map(one, submissions), total=len(submissions),
+                                          desc="grading", unit="submission"):
             per_lab = {n: 0.0 for n in numbers}
             for test in document["tests"]:
                 per_lab[test["number"].split("test_lab")[1][:2]] += test["score"]
             rows.append([sub.name, document["score"], document["max_score"],
                          *(per_lab[n] for n in numbers)])
-            out(f"{sub.name:<30} {document['score']:g} / {document['max_score']:g}")
+            with printing():
+                out(f"{sub.name:<30} {document['score']:g} / {document['max_score']:g}")
     with open(gradebook, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["submission", "score", "max_score", *(f"lab{n}" for n in numbers)])

@@ -76,33 +76,61 @@ def time_vs_size(ax, result: dict):
         x = [r["size"] for r in rows]
         line, = ax.plot(x, [r["median_ms"] for r in rows], "--" if baseline else "-", marker="o",
                         markersize=3, label=name)
-        ax.fill_between(x, [r["p10_ms"] for r in rows], [r["p90_ms"] for r in rows],
-                        color=line.get_color(), alpha=0.2)
+        low, high = zip(*(time_band(r) for r in rows))
+        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2)
     if result.get("launch_floor_ms"):
         ax.axhline(result["launch_floor_ms"], color="grey", linestyle=":",
                    label=f"one empty launch ({result['launch_floor_ms'] * 1e3:.0f} us)")
     _size_axis(ax, result)
     ax.set_yscale("log")
-    ax.set_ylabel("time per call (ms)")
+    ax.set_ylabel(f"time per call (ms; band: {band_label(result)})")
     ax.legend(fontsize=7)
 
 
-def bandwidth_vs_size(ax, result: dict):
-    """Achieved GB/s (declared bytes / time) against the sweep axis, under the copy ceiling."""
+def time_band(row: dict) -> tuple[float, float]:
+    """The range a figure draws around a median: across repeats where there are repeats, else the
+    p10-p90 of one run's samples."""
+    if row.get("repeat_ms"):
+        return min(row["repeat_ms"]), max(row["repeat_ms"])
+    return row["p10_ms"], row["p90_ms"]
+
+
+def band_label(result: dict) -> str:
+    repeats = result.get("repeats")
+    return f"range over {repeats} repeats" if repeats else "p10-p90 of one run"
+
+
+REQUESTED_LABEL = "GB/s of requested bytes (ledger), not DRAM bytes"
+
+
+def bandwidth_vs_size(ax, result: dict, dram_bytes: dict | None = None):
+    """Achieved GB/s (requested bytes from the ledger / time) against the sweep axis, under the
+    copy ceiling; error bars span the repeats. `dram_bytes` {(variant, size): bytes} from
+    Nsight Compute (`profile.variant_dram_bytes`) adds DRAM GB/s points where they were measured."""
+    for (variant, size), moved in (dram_bytes or {}).items():
+        timed = [r for r in result["rows"] if r["variant"] == variant and r["size"] == size and "median_ms" in r]
+        if timed:
+            ax.plot([size], [moved / (timed[0]["median_ms"] * 1e6)], "D", mfc="none", color="black",
+                    label=f"{variant}: DRAM bytes (ncu) / time")
     for name, baseline, rows in _variant_rows(result):
         rows = [r for r in rows if "gbps" in r]
-        ax.plot([r["size"] for r in rows], [r["gbps"] for r in rows], "--" if baseline else "-",
-                marker="o", markersize=3, label=name)
+        gbps = [r["gbps"] for r in rows]
+        bands = [time_band(r) for r in rows]
+        spread = [[g - g * r["median_ms"] / high for g, r, (_, high) in zip(gbps, rows, bands)],
+                  [g * r["median_ms"] / low - g for g, r, (low, _) in zip(gbps, rows, bands)]]
+        ax.errorbar([r["size"] for r in rows], gbps, yerr=spread, fmt="--" if baseline else "-",
+                    marker="o", markersize=3, capsize=2, label=name)
     _copy_ceiling(ax, result)
     _size_axis(ax, result)
-    ax.set_ylabel("achieved bandwidth (GB/s)")
+    ax.set_ylabel(f"achieved bandwidth\n({REQUESTED_LABEL})", fontsize=8)
     ax.legend(fontsize=7)
 
 
 def _copy_ceiling(ax, result: dict):
     if result.get("copy_gbps"):
+        where = f"median of {result['repeats']} runs" if result.get("repeats") else "same run"
         ax.axhline(result["copy_gbps"], color="black", linestyle=":",
-                   label=f"device copy ({result['copy_gbps']:.0f} GB/s, same run)")
+                   label=f"copy ceiling ({result['copy_gbps']:.0f} GB/s, {where})")
 
 
 def bandwidth_bars(ax, result: dict, size):
@@ -113,10 +141,10 @@ def bandwidth_bars(ax, result: dict, size):
                   color=["lightgrey" if result["variants"][n].get("baseline") else f"C{i}"
                          for i, n in enumerate(names)])
     for bar, r in zip(bars, rows):
-        ax.annotate(f"{r['pct_of_copy']:.0f}%", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+        ax.annotate("instrument error" if "instrument_error" in r else f"{r['pct_of_copy']:.0f}%", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=8)
     _copy_ceiling(ax, result)
-    ax.set_ylabel("achieved bandwidth (GB/s)")
+    ax.set_ylabel(f"achieved bandwidth\n({REQUESTED_LABEL})", fontsize=8)
     ax.set_title(f"{result['axis']} = {size}", fontsize=9)
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     ax.legend(fontsize=7)
@@ -134,5 +162,5 @@ def stacked_bytes(ax, ledgers: dict, unit: float = 1e6, unit_name: str = "MB"):
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     for x, total in enumerate(bottoms):
         ax.annotate(f"{total:,.4g} {unit_name}", (x, total), ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel(f"global memory traffic ({unit_name}, reads + writes)")
+    ax.set_ylabel(f"requested bytes ({unit_name}, reads + writes, ledger)")
     ax.legend(fontsize=7, title="op", title_fontsize=7)

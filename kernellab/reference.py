@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,10 +19,35 @@ from . import device, target
 
 DATA = target.ROOT / "data" / "reference"
 DEFAULT_GPU = "h200"
+LIVE: dict[str, dict[str, dict]] = {}   # lab -> {name: record} measured live in this process (claims read it)
+
+
+CLOCK_QUERY = "clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,temperature.gpu,power.draw"
+
+
+def clocks() -> dict | str:
+    """The GPU's clocks, temperature and power as nvidia-smi reads them now (never set here);
+    a string saying why when they cannot be read."""
+    if device.is_simulator():
+        return "not read: simulator"
+    try:
+        done = subprocess.run(["nvidia-smi", f"--query-gpu={CLOCK_QUERY}", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"not read: {type(exc).__name__}: {exc}"[:200]
+    values = [v.strip() for v in done.stdout.splitlines()[0].split(",")]
+    return dict(zip(CLOCK_QUERY.split(","), values))
+
+
+def settings() -> dict:
+    """Every setting outside the code that changes a result, as this process sees it."""
+    return {"CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS",
+                                                          "unset (the driver's default: 8)"),
+            "clocks": clocks()}
 
 
 def provenance(command: str | None = None) -> dict:
-    """Where a measurement came from; the date is UTC."""
+    """Where a measurement came from, with the settings that change results; the date is UTC."""
     facts = device.facts()
     return {
         "gpu": facts.name,
@@ -32,6 +58,7 @@ def provenance(command: str | None = None) -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": command or " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name] + sys.argv[1:]),
         "host": os.uname().nodename if hasattr(os, "uname") else "unknown",
+        "settings": settings(),
     }
 
 
@@ -62,6 +89,30 @@ def live_or_recorded(lab: str, name: str, measure) -> dict | None:
     """`measure()` live on a GPU (marked live); in the simulator, the lab's recorded reference
     record `name`, or None when nothing was recorded yet."""
     if not device.is_simulator():
-        return {**measure(), "live": True}
+        return note_live(lab, name, measure())
     stored = load(lab)
     return stored and stored["records"].get(name)
+
+
+def ceilings(lab: str) -> dict | None:
+    """The ceilings to quote beside a lab's figures, with "source" saying where they come from:
+    on a GPU measured now (`timing.ceilings`, once per process); in the simulator the lab's
+    recorded run's (its first benchmark record); None when nothing was recorded."""
+    if not device.is_simulator():
+        from . import timing
+        return {**timing.ceilings(), "source": f"measured live on {device.facts().name}"}
+    for record in ((load(lab) or {}).get("records") or {}).values():
+        if isinstance(record, dict) and "copy_gbps" in record and "launch_floor_ms" in record:
+            measured = record.get("ceilings") or {"copy_gbps": record["copy_gbps"],
+                                                  "launch_floor_ms": record["launch_floor_ms"]}
+            prov = record["provenance"]
+            return {**measured, "source": f"recorded on {prov['gpu']}, {prov['date'][:10]}, same run "
+                                          f"as lab {target.lab_number(lab)}'s benchmarks"}
+    return None
+
+
+def note_live(lab: str, name: str, record: dict) -> dict:
+    """Mark `record` live and keep it for this process's claims (kernellab.claims.sources)."""
+    record = {**record, "live": True}
+    LIVE.setdefault(target.lab_number(lab), {})[name] = record
+    return record

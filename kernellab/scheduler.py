@@ -17,6 +17,11 @@ The model, in full:
 - A block runs `block_ms` whatever shares its SM: true for latency-bound blocks such as a chain
   of dependent arithmetic, false for bandwidth-bound ones, which slow each other down.
 - A copy holds one copy engine of its direction (`copy_engines` each) for its `block_ms`.
+- Streams reach the GPU through `hardware_queues` in-order work queues (the driver's
+  CUDA_DEVICE_MAX_CONNECTIONS, 8 by default): stream k (in order of first use) shares queue
+  k % hardware_queues, and an item waits for the item before it in its queue, whichever stream
+  that came from. None means one queue per stream. Measured on an H200, 2026-12-01: 16 small
+  kernels on 16 streams gave 7.9x at 8 connections and 15.6x at 32.
 
 `simulate` returns a `kernellab.timeline.TimelineData`, so a prediction is drawn and measured
 (makespan, concurrency, idle gaps) exactly like a recorded timeline. `from_trace` turns the trace a
@@ -57,6 +62,7 @@ class Machine:
     host_launch_ms: float = 0.0    # host time to submit one item
     launch_latency_ms: float = 0.0  # from an item's stream reaching it to its first block
     copy_engines: int = 1          # per direction
+    hardware_queues: int | None = None  # CUDA_DEVICE_MAX_CONNECTIONS; None: one per stream
 
 
 def blocks_per_sm(block_size: int, registers_per_thread: int, static_shared: int = 0,
@@ -93,6 +99,8 @@ def from_trace(trace: Trace, cost) -> list[Work]:
 def _check(work: list[Work], machine: Machine):
     if machine.sm_count < 1 or machine.copy_engines < 1:
         raise ValueError(f"a machine needs sm_count >= 1 and copy_engines >= 1: {machine}")
+    if machine.hardware_queues is not None and machine.hardware_queues < 1:
+        raise ValueError(f"a machine needs hardware_queues >= 1 (or None): {machine}")
     if machine.host_launch_ms < 0 or machine.launch_latency_ms < 0:
         raise ValueError(f"host_launch_ms and launch_latency_ms must be >= 0: {machine}")
     for i, w in enumerate(work):
@@ -113,10 +121,13 @@ def simulate(work, machine: Machine, source: str = "block-scheduler model") -> T
     work = list(work)
     _check(work, machine)
     n = len(work)
-    previous, last_on_row = [None] * n, {}
+    streams = list(dict.fromkeys(w.row for w in work))
+    queue_of = {row: k % machine.hardware_queues if machine.hardware_queues else k
+                for k, row in enumerate(streams)}
+    previous, last_in_queue = [None] * n, {}
     for i, w in enumerate(work):
-        previous[i] = last_on_row.get(w.row)
-        last_on_row[w.row] = i
+        previous[i] = last_in_queue.get(queue_of[w.row])
+        last_in_queue[queue_of[w.row]] = i
     waits_for = [tuple(j for j in (previous[i], *w.after) if j is not None) for i, w in enumerate(work)]
 
     submit, start, first, end = [None] * n, [None] * n, [None] * n, [None] * n

@@ -1,7 +1,11 @@
 """Timing on the GPU with CUDA events: warm-up, many repetitions, the median and its spread.
 
-The simulator has no clock worth reading (its events return -1), so every function here raises
-`NoTiming` there; callers say so in their output instead of printing a made-up figure.
+Every event window holds GPU work only: `time_gpu` puts a hold kernel ahead of each sample so the
+host's submit happens while the GPU is busy, and counts the samples where it was not hidden.
+`ceilings()` measures the run's ceilings once per process (copy, FP32 FMA, launch floor, with
+torch's/CuPy's copy beside them). The simulator has no clock worth reading (its events return
+-1), so every function here raises `NoTiming` there; callers say so in their output instead of
+printing a made-up figure.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import numpy as np
 
 from . import device
 
+cuda = device.cuda()
+
 
 class NoTiming(RuntimeError):
     """Raised in simulator mode: there is no GPU clock to read."""
@@ -28,9 +34,10 @@ class NoTiming(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Timing:
-    """Per-repetition times in milliseconds."""
+    """Per-repetition times in milliseconds, and how many samples had host time inside them."""
 
     samples_ms: tuple[float, ...]
+    host_exposed: int = 0          # samples whose host submit outlasted the hold (see time_gpu)
 
     @property
     def median_ms(self) -> float:
@@ -51,10 +58,12 @@ class Timing:
 
     def as_dict(self) -> dict:
         return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms,
-                "reps": len(self.samples_ms)}
+                "reps": len(self.samples_ms), "host_exposed": self.host_exposed}
 
     def __str__(self) -> str:
-        return f"{self.median_ms:.4f} ms (p10-p90 {self.p10_ms:.4f}-{self.p90_ms:.4f}, n={len(self.samples_ms)})"
+        exposed = f", host submit inside {self.host_exposed} samples" if self.host_exposed else ""
+        return (f"{self.median_ms:.4f} ms (p10-p90 {self.p10_ms:.4f}-{self.p90_ms:.4f}, "
+                f"n={len(self.samples_ms)}{exposed})")
 
 
 def require_gpu(what: str = "timing"):
@@ -62,36 +71,59 @@ def require_gpu(what: str = "timing"):
         raise NoTiming(what)
 
 
+HOLD_MAX_MS = 50.0      # the longest hold put ahead of one sample
+HOLD_MARGIN = 1.5       # a hold lasts this many times the host's submit time of one sample
+
+
 def time_gpu(fn, *, warmup: int = 5, reps: int = 50, inner: int = 1, stream=0,
-             setup=None) -> Timing:
+             setup=None, hide_host: bool = True) -> Timing:
     """Time `fn()` with CUDA events on `stream`; each sample is the mean of `inner` back-to-back calls.
 
+    Host submit stays outside the window: before each sample a hold kernel on `stream` keeps the
+    GPU busy while the host submits the start event, the `inner` calls and the stop event, so the
+    start event fires when the hold ends and the GPU then finds the calls already queued. (Without
+    it, `inner=1` put ~18 us of Numba launch cost inside every sample.) The hold lasts
+    HOLD_MARGIN x the host's submit time measured in the warm-up; a sample whose submission took
+    longer than its hold is counted in `host_exposed`, never hidden. Work on other blocking
+    streams waits for a hold on the default stream too. `hide_host=False` leaves the hold out,
+    for the measurements whose subject is the host's pacing (eager launches, whose gaps are the
+    host's submit time): the window then runs from the first submit to the last kernel's end.
     `setup(rep)` runs before each sample, outside the timed region (e.g. to rotate input sets).
     """
     require_gpu("time_gpu")
-    cuda = device.cuda()
+    submit_ms = []
     for rep in range(warmup):
         if setup:
             setup(rep)
+        cuda.synchronize()
+        started = time.perf_counter()
         fn()
+        submit_ms.append((time.perf_counter() - started) * 1e3)
     cuda.synchronize()
+    per_call = statistics.median(submit_ms) if submit_ms else 0.05
+    hold_ms = min(HOLD_MAX_MS, HOLD_MARGIN * inner * per_call + 0.02)
+    hold = hold_gpu(hold_ms, stream) if hide_host else (lambda: None)
     start, stop = cuda.event(timing=True), cuda.event(timing=True)
-    samples = []
+    samples, exposed = [], 0
     for rep in range(reps):
         if setup:
             setup(rep)
+        hold()
+        started = time.perf_counter()
         start.record(stream)
         for _ in range(inner):
             fn()
         stop.record(stream)
+        submitted = (time.perf_counter() - started) * 1e3
         stop.synchronize()
-        samples.append(cuda.event_elapsed_time(start, stop) / inner)
-    return Timing(tuple(samples))
+        elapsed = cuda.event_elapsed_time(start, stop)
+        exposed += hide_host and submitted > hold_ms + elapsed * (inner - 1) / inner
+        samples.append(elapsed / inner)
+    return Timing(tuple(samples), exposed)
 
 
 @functools.cache
 def _hold():
-    cuda = device.cuda()
 
     @cuda.jit
     def hold_kernel(iterations, sink):
@@ -106,28 +138,33 @@ def _hold():
 _HOLD_PROBE = 1 << 20
 
 
-def hold_gpu(milliseconds: float) -> Callable[[], None]:
-    """A function that keeps the GPU busy for about `milliseconds` on the default stream."""
+@functools.cache
+def _hold_iterations_per_ms() -> float:
+    """The hold kernel's speed, timed once per process with plain events (it outlasts its submit)."""
+    kernel, sink = _hold(), _hold_sink()
+    kernel[1, 1](_HOLD_PROBE, sink)
+    start, stop = cuda.event(timing=True), cuda.event(timing=True)
+    samples = []
+    for _ in range(3):
+        start.record()
+        kernel[1, 1](_HOLD_PROBE, sink)
+        stop.record()
+        stop.synchronize()
+        samples.append(cuda.event_elapsed_time(start, stop))
+    return _HOLD_PROBE / statistics.median(samples)
+
+
+@functools.cache
+def _hold_sink():
+    return cuda.to_device(np.ones(1, dtype=np.float32))
+
+
+def hold_gpu(milliseconds: float, stream=0) -> Callable[[], None]:
+    """A function that keeps the GPU busy for about `milliseconds` on `stream`."""
     require_gpu("hold_gpu")
-    cuda = device.cuda()
-    kernel = _hold()
-    sink = cuda.to_device(np.ones(1, dtype=np.float32))
-    probe = time_gpu(lambda: kernel[1, 1](_HOLD_PROBE, sink), warmup=1, reps=3)
-    iterations = max(1, int(_HOLD_PROBE * milliseconds / probe.median_ms))
-    return lambda: kernel[1, 1](iterations, sink)
-
-
-def gpu_time_per_launch(launch: Callable[[], None], *, count: int = 100,
-                        reps: int = 20) -> Timing:
-    """GPU time per `launch()` when the GPU never waits for the host (default stream; GPU only).
-
-    A hold kernel keeps the GPU busy while `count` launches queue up behind it, so the events
-    around them time the GPU's own work (kernel run time plus the hardware's gap between
-    kernels) without the host's submit time. The sum of kernel times that idle gaps are
-    measured against.
-    """
-    hold = hold_gpu(max(2.0, 0.1 * count))  # outlasts queueing `count` launches at up to 100 us each
-    return time_gpu(launch, warmup=1, reps=reps, inner=count, setup=lambda _rep: hold())
+    kernel, sink = _hold(), _hold_sink()
+    iterations = max(1, int(_hold_iterations_per_ms() * milliseconds))
+    return lambda: kernel[1, 1, stream](iterations, sink)
 
 
 def time_host(submit: Callable[[], None], *, inner: int = 100, reps: int = 30,
@@ -139,7 +176,6 @@ def time_host(submit: Callable[[], None], *, inner: int = 100, reps: int = 30,
     `inner` calls short enough to queue without blocking. GPU only.
     """
     require_gpu("time_host")
-    cuda = device.cuda()
     for _ in range(warmup):
         submit()
     samples = []
@@ -153,55 +189,174 @@ def time_host(submit: Callable[[], None], *, inner: int = 100, reps: int = 30,
     return Timing(tuple(samples))
 
 
-def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> dict:
+CEILING_L2_MULTIPLE = 8      # copy buffers are at least this many times the L2: no copy is served by it
+FMA_TRIPS = 2048             # the FMA chain's trip count, a compile-time constant
+FMA_CHAINS = 8               # independent chains per thread: enough in flight to fill the FMA pipes
+COPY_BLOCK = 256
+WIDE_VIEWS = {"copy_4xfloat32": np.float32, "copy_4xfloat64": np.float64,
+              "copy_2xcomplex128": np.complex128}
+
+
+def copy_bandwidth(reps: int = 20) -> dict:
     """The device copy ceiling in GB/s (bytes read + bytes written), measured now.
 
-    The best of three copies: the driver's device-to-device memcpy, a Numba kernel copying one
-    element per thread, and one copying 4 elements per thread with all 4 loads issued before
-    any store. On an H200 one 4-byte load per thread does not keep enough bytes in flight to
-    fill the memory system; a kernel's "% of copy bandwidth" compares it with the best copy.
+    The best of the driver's device-to-device memcpy (cuMemcpyDtoD) and grid-stride copy kernels
+    that keep several loads in flight per thread (4 float32, 4 float64 or 2 complex128 per
+    thread and step), on buffers at least CEILING_L2_MULTIPLE x the L2, so no copy runs from
+    cache. A kernel that measures above this is an instrument error, not a result: the ceiling
+    (or that kernel's byte count) is wrong. On an H200, 2026-12-01, a ceiling of 4-per-thread
+    float32 copies on 1 GiB read 3.82-3.96 TB/s while torch's copy moved 4.15 TB/s.
     """
     require_gpu("copy_bandwidth")
-    cuda = device.cuda()
-    n = nbytes // 4
-    src = cuda.to_device(np.ones(n, dtype=np.float32))
-    dst = cuda.device_array(n, dtype=np.float32)
-    one, four = _copy_kernels()
-    block = 256
-    results = {
-        "memcpy": time_gpu(lambda: dst.copy_to_device(src), warmup=3, reps=reps),
-        "copy_kernel": time_gpu(lambda: one[(n + block - 1) // block, block](src, dst),
-                                warmup=3, reps=reps),
-        "copy_kernel_4_per_thread": time_gpu(
-            lambda: four[(n + 4 * block - 1) // (4 * block), block](src, dst), warmup=3, reps=reps),
-    }
+    facts = device.facts()
+    chunk = 16 * COPY_BLOCK * 4                          # every kernel's element count divides it
+    nbytes = -(-CEILING_L2_MULTIPLE * facts.l2_bytes // chunk) * chunk
+    src = cuda.to_device(np.ones(nbytes // 4, dtype=np.float32))
+    dst = cuda.device_array(nbytes // 4, dtype=np.float32)
+    kernels = _copy_kernels()
+    grid = facts.sm_count * 8                             # 8 blocks of 256 per SM: a full SM
+
+    def launcher(name):
+        kernel, a, b = kernels[name], src.view(WIDE_VIEWS[name]), dst.view(WIDE_VIEWS[name])
+        return lambda: kernel[grid, COPY_BLOCK](a, b)
+
+    calls = {"memcpy": lambda: dst.copy_to_device(src), **{name: launcher(name) for name in WIDE_VIEWS}}
+    results = {name: time_gpu(call, warmup=3, reps=reps, inner=4) for name, call in calls.items()}
+    if not np.array_equal(dst[-COPY_BLOCK:].copy_to_host(), np.ones(COPY_BLOCK, dtype=np.float32)):
+        raise RuntimeError("copy ceiling: the copy kernels did not copy the whole buffer")
     best = min(results, key=lambda k: results[k].median_ms)
-    moved = 2 * n * 4
-    return {"bytes": moved, "method": best,
+    moved = 2 * nbytes
+    return {"bytes": moved, "buffer_over_l2": nbytes / facts.l2_bytes, "method": best,
             "gbps": moved / (results[best].median_ms * 1e-3) / 1e9,
             "by_method_gbps": {k: moved / (t.median_ms * 1e-3) / 1e9 for k, t in results.items()},
             **results[best].as_dict()}
 
 
-def _copy_kernels():
-    cuda = device.cuda()
+def framework_copy_gbps(nbytes: int, reps: int = 20) -> dict:
+    """torch's and CuPy's device-to-device copy of `nbytes` (read + write), where importable: a
+    cross-check of the ceiling from outside kernellab (no dependency). An absent or broken one is
+    None, with `<name>_copy_note` saying why when it was importable but failed."""
+    def torch_copy():
+        import torch
+        if not torch.cuda.is_available():
+            raise ImportError("torch has no CUDA here")
+        a = torch.ones(nbytes // 4, device="cuda")
+        b = torch.empty_like(a)
+        return lambda: b.copy_(a)
+
+    def cupy_copy():
+        import cupy
+        a = cupy.ones(nbytes // 4, dtype=cupy.float32)
+        b = cupy.empty_like(a)
+        return lambda: cupy.copyto(b, a)
+
+    found = {}
+    for name, make in (("torch", torch_copy), ("cupy", cupy_copy)):
+        found[f"{name}_copy_gbps"] = None
+        try:
+            t = time_gpu(make(), warmup=3, reps=reps, inner=4)
+        except ImportError:
+            continue
+        except Exception as exc:  # importable but broken on this machine: say so, measure the rest
+            found[f"{name}_copy_note"] = f"not measured: {type(exc).__name__}: {exc}"[:300]
+            continue
+        found[f"{name}_copy_gbps"] = 2 * nbytes / (t.median_ms * 1e-3) / 1e9
+    return found
+
+
+def fma_peak(reps: int = 20) -> dict:
+    """FP32 FMA throughput in TFLOP/s (2 FLOPs per FMA) of a kernel that does nothing else.
+
+    FMA_CHAINS independent chains per thread, each FMA_TRIPS dependent `cuda.fma`s (a trip count
+    the compiler sees), over a grid of 8 blocks of 256 per SM; one store per thread at the end.
+    """
+    require_gpu("fma_peak")
+    threads = device.facts().sm_count * 8 * COPY_BLOCK
+    kernel = _fma_kernel()
+    seed = cuda.to_device(np.array([0.5, 0.999, 1e-3], dtype=np.float32))
+    out = cuda.device_array(threads, dtype=np.float32)
+    t = time_gpu(lambda: kernel[threads // COPY_BLOCK, COPY_BLOCK](seed, out), warmup=3, reps=reps,
+                 inner=4)
+    flops = 2.0 * FMA_CHAINS * FMA_TRIPS * threads
+    return {"flops": flops, "tflops": flops / (t.median_ms * 1e-3) / 1e12, "chains": FMA_CHAINS,
+            "trips": FMA_TRIPS, "threads": threads, **t.as_dict()}
+
+
+def launch_floor_ms() -> float:
+    """GPU time of one empty launch with one array argument, back to back: the small-size floor."""
+    require_gpu("launch_floor_ms")
+    a = cuda.device_array(1, dtype=np.float32)
+    kernel = _empty_kernel()
+    return time_gpu(lambda: kernel[1, 32](a), warmup=10, reps=20, inner=100).median_ms
+
+
+@functools.cache
+def ceilings() -> dict:
+    """One set of ceilings per process (a run), measured on first use and quoted by every record:
+    copy GB/s, FP32 FMA TFLOP/s, the launch floor, and torch's/CuPy's copy beside the copy."""
+    copy = copy_bandwidth()
+    fma = fma_peak()
+    return {"copy_gbps": copy["gbps"], "fp32_fma_tflops": fma["tflops"],
+            "launch_floor_ms": launch_floor_ms(), **framework_copy_gbps(copy["bytes"] // 2),
+            "copy": copy, "fma": fma}
+
+
+@functools.cache
+def _empty_kernel():
 
     @cuda.jit
-    def copy_kernel(src, dst):
-        i = cuda.grid(1)
-        if i < dst.size:
-            dst[i] = src[i]
+    def empty_kernel(a):
+        """Does nothing: its time is the cost of a launch alone."""
 
-    @cuda.jit
-    def copy_4_per_thread_kernel(src, dst):
-        i = cuda.grid(1)
-        step = cuda.gridsize(1)           # elements i, i + step, ...: each warp stays coalesced
-        if i + 3 * step < dst.size:
-            v0, v1, v2, v3 = src[i], src[i + step], src[i + 2 * step], src[i + 3 * step]
-            dst[i], dst[i + step], dst[i + 2 * step], dst[i + 3 * step] = v0, v1, v2, v3
-        else:
-            for k in range(4):
-                if i + k * step < dst.size:
-                    dst[i + k * step] = src[i + k * step]
+    return empty_kernel
 
-    return copy_kernel, copy_4_per_thread_kernel
+
+def fma_chain_kernel(seed, out):
+    """FMA_CHAINS independent chains of FMA_TRIPS dependent FMAs per thread, one store at the end."""
+    i = cuda.grid(1)
+    b, c = seed[1], seed[2]
+    x0 = seed[0] + np.float32(i & 7)
+    x1, x2, x3 = x0 + np.float32(1), x0 + np.float32(2), x0 + np.float32(3)
+    x4, x5, x6, x7 = x0 + np.float32(4), x0 + np.float32(5), x0 + np.float32(6), x0 + np.float32(7)
+    for _ in range(FMA_TRIPS):
+        x0, x1, x2, x3 = cuda.fma(x0, b, c), cuda.fma(x1, b, c), cuda.fma(x2, b, c), cuda.fma(x3, b, c)
+        x4, x5, x6, x7 = cuda.fma(x4, b, c), cuda.fma(x5, b, c), cuda.fma(x6, b, c), cuda.fma(x7, b, c)
+    out[i] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7))
+
+
+def copy_4_per_thread_kernel(src, dst):
+    """Grid-stride steps of 4 elements per thread, all 4 loads issued before any store; each warp's
+    loads stay coalesced (elements i, i + grid, i + 2 grid, i + 3 grid)."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + 3 * step < dst.size:
+        v0, v1, v2, v3 = src[i], src[i + step], src[i + 2 * step], src[i + 3 * step]
+        dst[i], dst[i + step], dst[i + 2 * step], dst[i + 3 * step] = v0, v1, v2, v3
+        i += 4 * step
+    while i < dst.size:
+        dst[i] = src[i]
+        i += step
+
+
+def copy_2_per_thread_kernel(src, dst):
+    """The same with 2 (16-byte) elements per thread and step."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + step < dst.size:
+        v0, v1 = src[i], src[i + step]
+        dst[i], dst[i + step] = v0, v1
+        i += 2 * step
+    while i < dst.size:
+        dst[i] = src[i]
+        i += step
+
+
+@functools.cache
+def _fma_kernel():
+    return cuda.jit(fma_chain_kernel)
+
+
+@functools.cache
+def _copy_kernels() -> dict:
+    four, two = cuda.jit(copy_4_per_thread_kernel), cuda.jit(copy_2_per_thread_kernel)
+    return {"copy_4xfloat32": four, "copy_4xfloat64": four, "copy_2xcomplex128": two}

@@ -119,12 +119,24 @@ def scale(x, a, out=None, block=DEFAULT_BLOCK):
     return out
 
 
+@cuda.jit
+def scale_row_kernel(x, row, a, out):
+    i = cuda.grid(1)
+    if i < out.shape[1]:
+        out[row, i] = a * x[row, i]     # 1 read, 1 write, in row `row` only
+
+
 def scale_rows_separately(x, a, out=None, block=DEFAULT_BLOCK):
-    """out = a * x for a (rows, n) batch, one launch per row: pays the launch cost `rows` times."""
+    """out = a * x for a (rows, n) batch, one launch per row: pays the launch cost `rows` times.
+
+    Each launch gets the whole batch and its row number, not `x[row]`: slicing a device array
+    builds a new array object in Python on every call, which would cost more than the launch.
+    """
     if out is None:
         out = cuda.device_array_like(x)
+    grid = (x.shape[1] + block - 1) // block
     for row in range(x.shape[0]):
-        scale(x[row], a, out=out[row], block=block)  # a row of a C-ordered array is contiguous
+        scale_row_kernel[grid, block](x, row, a, out)   # the same launch path as one row's kernel
     return out
 
 
@@ -228,5 +240,6 @@ SIGNATURES = {
     "bump_kernel": "void(float32[::1])",
     "sum8_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
     "scale_kernel": "void(float32[::1], float64, float32[::1])",
+    "scale_row_kernel": "void(float32[:, ::1], int64, float64, float32[:, ::1])",
     "scale_rows_kernel": "void(float32[:, ::1], float64, float32[:, ::1])",
 }

@@ -636,6 +636,12 @@ EPILOGUE_VARIANTS = {
                                                   matmul=functools.partial(matmul_register_tiled,
                                                                            double_buffered=True)),
                                 "double-buffered matmul, then the 3 elementwise kernels"),
+    "double_buffered_capped_unfused": (functools.partial(linear_relu_dropout_unfused,
+                                                         matmul=functools.partial(
+                                                             matmul_register_tiled, double_buffered=True,
+                                                             max_registers=CAPPED_REGISTERS)),
+                                       "the capped double-buffered matmul, then the 3 elementwise "
+                                       "kernels: the like-for-like partner of the capped fused one"),
     "double_buffered_fused": (functools.partial(linear_relu_dropout_register_tiled, double_buffered=True),
                               "the epilogue fused into the double-buffered kernel"),
     "double_buffered_capped_fused": (functools.partial(linear_relu_dropout_register_tiled, double_buffered=True,

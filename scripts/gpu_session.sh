@@ -1,30 +1,87 @@
 #!/usr/bin/env bash
-# One GPU session: the test suite on the GPU, then every lab's benchmarks, recorded with provenance.
-# This is how data/reference/h200/ was made (on a lent H200 whose image lacks our pins):
-#   bash scripts/gpu_session.sh OUTDIR [LAB ...]
-# It leaves OUTDIR/session.tgz holding reference/*.json and the logs (TOUR=1: live figures too).
+# One GPU session: everything a GPU user runs, logged with provenance, in stages that can be split
+# across device calls (each <= 10 min; the whole session fits 30 min of device time):
+#   STAGES="tests grade notebooks tour bench profile" bash scripts/gpu_session.sh OUTDIR
+# Stages (default: all, in this order; install and provenance always run first):
+#   tests      the full pytest suite on the GPU (--target solutions)
+#   grade      `kernellab grade` of the solutions (copied into a temp --root) and of the starter
+#   notebooks  every notebook executed live (python3 -m kernellab.notebooks --execute)
+#   tour       `kernellab tour`, live figures
+#   bench      `kernellab bench --repeat $REPEAT` (default 3): each lab in REPEAT fresh processes
+#   profile    `kernellab profile LAB` for every lab (Nsight Compute, clock control off)
+# LABS="02 05" limits grade/tour/bench/profile to those labs. Carry the wheels of
+# ../shared/gpu/wheels.sh as .whl/ (numpy 2.4.x and the Jupyter stack the notebooks need).
+# It leaves OUTDIR/session-<stages>.tgz (reference/ with every repeat, figures/, logs/); each stage
+# logs to logs/<stage>.txt, and logs/stages.tsv has each stage's exit code and seconds.
+# Estimated device time on an H200 (from the recorded data's sizes and reps and the 2026-11-29/12-01
+# sessions): tests ~3 min, grade ~2 min, notebooks ~4 min (6-56 s each), tour ~3 min,
+# bench ~5 min per repeat of all labs (lab 04's 4096^3 sweeps and lab 06's 365k-configuration
+# driver check are a third of it; lab 07 now runs two processes), so ~15 min for 3 repeats,
+# profile ~3 min (each variant once, ~9 ncu passes per kernel). Split as, e.g.:
+#   call 1: STAGES="tests grade notebooks"   call 2: STAGES=tour
+#   call 3: STAGES="bench profile" LABS="00 01 02 03 04"   call 4: the same with LABS="05 06 07 08"
+# (profile merges its rows into the labNN.json that bench wrote under OUTDIR/reference in the same
+# call: keep bench and profile of a lab in one call, or profile after copying bench's files in.)
 set -uo pipefail
-out=${1:?usage: gpu_session.sh OUTDIR [LAB ...]}; shift
+out=${1:?usage: [STAGES=...] [LABS=...] [REPEAT=3] gpu_session.sh OUTDIR}
+stages=${STAGES:-tests grade notebooks tour bench profile}
+labs=${LABS:-}
 mkdir -p "$out/reference" "$out/figures" "$out/logs"
-export PYTHONUNBUFFERED=1 KERNELLAB_DEVICE=gpu
-if ls .whl/*.whl > /dev/null 2>&1; then   # numpy 2.4.x and numba-cuda 0.30.4 for an image that has others
+export PYTHONUNBUFFERED=1 KERNELLAB_DEVICE=gpu KERNELLAB_TARGET=solutions   # grade picks its own targets
+if ls .whl/*.whl > /dev/null 2>&1; then   # numpy 2.4.x, numba-cuda 0.30.4, Jupyter: an image that has others
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/logs/install.txt" 2>&1
-python3 -m kernellab.cli info 2>&1 | tee "$out/logs/info.txt"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv \
-  | tee -a "$out/logs/info.txt"
-if [ -z "${SKIP_TESTS:-}" ]; then
-  python3 -m pytest --target solutions -q -p no:cacheprovider --results "$out/logs/results-gpu.json" \
-    > "$out/logs/pytest-gpu.txt" 2>&1
-  tail -n 30 "$out/logs/pytest-gpu.txt"
-fi
-KERNELLAB_TARGET=solutions python3 -m kernellab.cli bench "$@" --out "$out/reference" 2>&1 \
-  | tee "$out/logs/bench.txt"
-if [ -n "${TOUR:-}" ]; then
-  KERNELLAB_TARGET=solutions python3 -m kernellab.cli tour "$@" --figures "$out/figures" \
-    > "$out/logs/tour.txt" 2>&1
-  tail -n 15 "$out/logs/tour.txt"
-fi
-tar czf "$out/session.tgz" -C "$out" reference figures logs
+
+{   # provenance: what ran, where, with which settings (clocks as read, never set)
+  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+  echo "stages: $stages; labs: ${labs:-all}; repeat: ${REPEAT:-3}"
+  echo "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset} (lab 07 sets its own per process)"
+  python3 -m kernellab.cli info
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,temperature.gpu,persistence_mode,compute_mode --format=csv
+  ncu --version 2>&1 | tail -n 1
+} > "$out/logs/provenance.txt" 2>&1
+cat "$out/logs/provenance.txt"
+
+stage() {   # stage NAME COMMAND...: run, log, time; a failing stage does not stop the others
+  local name=$1; shift
+  local started=$SECONDS
+  echo "== $name: $* ($(date -u +%H:%M:%S))" >> "$out/logs/$name.txt"
+  "$@" >> "$out/logs/$name.txt" 2>&1
+  local code=$?
+  printf '%s\t%s\t%s\n' "$name" "$code" "$((SECONDS - started))" >> "$out/logs/stages.tsv"
+  tail -n 12 "$out/logs/$name.txt"
+  echo "== $name: exit $code in $((SECONDS - started)) s"
+}
+
+grade_both() {   # the solutions as a submission (must score full), then the starter (must score 0)
+  local root
+  root=$(mktemp -d)
+  mkdir "$root/labs" && cp solutions/lab*.py "$root/labs/"
+  python3 -m kernellab.cli grade $labs --root "$root" --results "$out/logs/grade-solutions.json" &&
+    python3 -m kernellab.cli grade $labs --results "$out/logs/grade-starter.json"
+}
+
+profile_all() {
+  local code=0 lab
+  for lab in ${labs:-$(python3 -c 'from kernellab import target; print(*target.labs())')}; do
+    python3 -m kernellab.cli profile "$lab" --out "$out/reference" || code=1
+  done
+  return $code
+}
+
+for name in $stages; do
+  case $name in
+    tests) stage tests python3 -m pytest --target solutions -q -p no:cacheprovider \
+             --results "$out/logs/results-gpu.json" ;;
+    grade) stage grade grade_both ;;
+    notebooks) stage notebooks python3 -m kernellab.notebooks --execute ;;
+    tour) stage tour python3 -m kernellab.cli tour $labs --figures "$out/figures" ;;
+    bench) stage bench python3 -m kernellab.cli bench $labs --repeat "${REPEAT:-3}" --out "$out/reference" ;;
+    profile) stage profile profile_all ;;
+    *) echo "unknown stage $name (stages: tests grade notebooks tour bench profile)"; exit 2 ;;
+  esac
+done
+tar czf "$out/session-${stages// /-}.tgz" -C "$out" reference figures logs

@@ -190,14 +190,25 @@ def softmax_normalize_kernel(x, row_max, row_sum, out):
     # in all: 3 reads of x and 1 write of out per element (16 bytes), plus a few per row
 
 
-def softmax_unfused(x, out=None, block=None):
-    """softmax along rows as three kernels (max; exp-sum; normalize), statistics in memory between."""
+def row_statistics(x):
+    """Two float32 arrays of one value per row: what the unfused forms keep between their kernels.
+
+    Allocate them once and pass them to every call (`statistics=`), as a framework's caching
+    allocator does, so that a benchmark times the kernels and not two allocations per call.
+    """
+    return tuple(cuda.device_array(x.shape[0], dtype=np.float32) for _ in range(2))
+
+
+def softmax_unfused(x, out=None, block=None, statistics=None):
+    """softmax along rows as three kernels (max; exp-sum; normalize), statistics in memory between.
+
+    `statistics`: `row_statistics(x)`, made once; without it, each call allocates its own.
+    """
     check_rows(x, out)
     rows, cols = x.shape
     out = cuda.device_array_like(x) if out is None else out
     block = row_block(cols, block)
-    row_max = cuda.device_array(rows, dtype=np.float32)
-    row_sum = cuda.device_array(rows, dtype=np.float32)
+    row_max, row_sum = statistics or row_statistics(x)
     row_max_kernel[rows, block](x, row_max)              # one block per row, each kernel
     row_exp_sum_kernel[rows, block](x, row_max, row_sum)
     softmax_normalize_kernel[rows, block](x, row_max, row_sum, out)
@@ -273,15 +284,17 @@ def layernorm_normalize_kernel(x, mean, rstd, gamma, beta, out):
         out[row, col] = (x[row, col] - centre) * scale * gamma[col] + beta[col]
 
 
-def layernorm_unfused(x, gamma, beta, out=None, eps=DEFAULT_EPS, block=None):
-    """layernorm along rows as three kernels (mean; rstd; normalize)."""
+def layernorm_unfused(x, gamma, beta, out=None, eps=DEFAULT_EPS, block=None, statistics=None):
+    """layernorm along rows as three kernels (mean; rstd; normalize).
+
+    `statistics`: `row_statistics(x)`, made once; without it, each call allocates its own.
+    """
     check_rows(x, out)
     check_affine(x, gamma, beta)
     rows, cols = x.shape
     out = cuda.device_array_like(x) if out is None else out
     block = row_block(cols, block)
-    mean = cuda.device_array(rows, dtype=np.float32)
-    rstd = cuda.device_array(rows, dtype=np.float32)
+    mean, rstd = statistics or row_statistics(x)
     row_mean_kernel[rows, block](x, mean)                 # one block per row, each kernel
     row_rstd_kernel[rows, block](x, mean, np.float32(eps), rstd)
     layernorm_normalize_kernel[rows, block](x, mean, rstd, gamma, beta, out)

@@ -95,13 +95,14 @@ def fake_gpu(monkeypatch):
                                                                 facts=lambda: facts))
     monkeypatch.setattr(bench, "timing", types.SimpleNamespace(
         time_gpu=time_gpu, NoTiming=timing.NoTiming,
-        copy_bandwidth=lambda: {"gbps": 2.0, "method": "fake"}))
-    monkeypatch.setattr(bench, "launch_floor_ms", lambda: 0.01)
+        ceilings=lambda: {"copy_gbps": 2.0, "fp32_fma_tflops": 1.0, "launch_floor_ms": 0.01,
+                          "torch_copy_gbps": None, "copy": {"gbps": 2.0, "method": "fake"}}))
     monkeypatch.setattr(bench, "_time", traced_time)
     return state
 
 
-def test_gpu_path_reports_time_bandwidth_and_rotates_small_sets(fake_gpu, tmp_path, capsys):
+def test_gpu_path_reports_time_bandwidth_and_rotates_small_sets(fake_gpu, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KERNELLAB_PROGRESS", "on")   # pytest's stderr is no terminal
     result = bench.run(benchmark([GOOD], sizes=(100, 600)), out_dir=tmp_path, progress=True)
     small, large = bench.row(result, "good", 100), bench.row(result, "good", 600)
     assert result["ok"] and result["live"] and result["copy_gbps"] == 2.0
@@ -115,7 +116,8 @@ def test_gpu_path_reports_time_bandwidth_and_rotates_small_sets(fake_gpu, tmp_pa
     assert stored["rows"] == json.loads(json.dumps(result["rows"]))
     assert (tmp_path / "double.png").exists()
     captured = capsys.readouterr()
-    assert "copy ceiling 2 GB/s" in captured.out and "[" in captured.err  # table, progress bar
+    assert "copy ceiling 2 GB/s (fake), FP32 FMA 1.0 TFLOP/s" in captured.out  # the table
+    assert "double: 100%" in captured.err                                     # the progress bar
 
 
 def test_a_failing_baseline_does_not_fail_the_benchmark(fake_gpu, tmp_path):
@@ -147,7 +149,7 @@ def test_shared_charts_render(tmp_path):
               "variants": {"a": {"baseline": False}, "b": {"baseline": True}}}
     fig, axes = plots.new_figure("demo", result, ncols=4)
     plots.time_vs_size(axes[0], result)
-    plots.bandwidth_vs_size(axes[1], result)
+    plots.bandwidth_vs_size(axes[1], result, {("a", 2**20): 8 * 2**20})   # a DRAM point
     plots.bandwidth_bars(axes[2], result, 2**20)
     plots.stacked_bytes(axes[3], {"two ops": Ledger().add("f", "x", reads=10).add("g", "y", writes=5),
                                   "one op": Ledger().add("fg", "x", reads=10)})
@@ -164,3 +166,30 @@ def test_a_torch_style_baseline_may_return_a_new_array(fake_gpu):
                        progress=False)
     row = bench.row(result, "returns_new", 100)
     assert row["ok"] and row["median_ms"] > 0, bench.table(result)
+
+
+def _repeat(ms: float, gbps_ceiling: float, met: bool) -> dict:
+    row = {"size": 8, "variant": "v", "ok": True, "bytes": 8000, "median_ms": ms, "p10_ms": ms,
+           "p90_ms": ms, "gbps": 8000 / (ms * 1e-3) / 1e9}
+    row["pct_of_copy"] = 100 * row["gbps"] / gbps_ceiling
+    if row["pct_of_copy"] > 100:
+        row["instrument_error"] = bench.instrument_error(row["pct_of_copy"])
+    result = {"benchmark": "b", "axis": "n", "sizes": [8], "variants": {"v": {}}, "rows": [row],
+              "ok": True, "copy_gbps": gbps_ceiling, "launch_floor_ms": 0.01,
+              "ceilings": {"copy_gbps": gbps_ceiling, "fp32_fma_tflops": 60.0, "launch_floor_ms": 0.01,
+                           "copy": {"method": "memcpy"}}}
+    return {"lab": "02", "records": {"b": result, "targets": {"reaches_90pct": met, "n": 8}}}
+
+
+def test_repeats_keep_every_run_and_judge_targets_on_the_worst():
+    stored = [_repeat(0.004, 3.0, True), _repeat(0.002, 3.0, False), _repeat(0.003, 3.0, True)]
+    combined = bench.combine_repeats(stored)
+    row = combined["records"]["b"]["rows"][0]
+    assert row["median_ms"] == 0.003 and row["repeat_ms"] == [0.004, 0.002, 0.003]
+    assert plots.time_band(row) == (0.002, 0.004)
+    assert "in 1 of 3 repeats: 133.3% of the copy ceiling" in row["instrument_error"]
+    assert len(combined["repeats"]) == 3 and combined["records"]["targets"]["reaches_90pct"] is True
+    verdict = combined["targets_over_repeats"]["targets"]["targets.reaches_90pct"]
+    assert verdict == {"per_repeat": [True, False, True], "met": False}
+    assert "worst repeat" in combined["targets_over_repeats"]["rule"]
+    assert "INSTRUMENT ERROR" in bench.table(combined["records"]["b"])

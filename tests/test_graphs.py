@@ -152,4 +152,4 @@ def test_gpu_timing_helpers_say_no_timing_in_the_simulator():
     if not device.is_simulator():
         pytest.skip("on a GPU they measure")
     with pytest.raises(timing.NoTiming):
-        timing.gpu_time_per_launch(lambda: None)
+        timing.time_gpu(lambda: None)

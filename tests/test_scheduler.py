@@ -100,3 +100,13 @@ def test_thousands_of_blocks_are_fast():
     started = time.perf_counter()
     simulate(round_robin(16, 16, blocks=132 * 8, block_ms=1.0, blocks_per_sm=8), H200)
     assert time.perf_counter() - started < 2.0
+
+
+def test_streams_beyond_the_hardware_queues_share_them():
+    """16 kernels that fit side by side: 16 queues run them at once, 8 queues in two rounds."""
+    work = round_robin(16, 16, blocks=8, block_ms=1.0, blocks_per_sm=8)
+    assert makespan(work, Machine(132, hardware_queues=16)) == 1.0
+    assert makespan(work, Machine(132, hardware_queues=8)) == 2.0
+    assert makespan(work, Machine(132)) == 1.0
+    with pytest.raises(ValueError, match="hardware_queues"):
+        simulate(work, Machine(132, hardware_queues=0))

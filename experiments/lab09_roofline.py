@@ -1,0 +1,540 @@
+"""Lab 09 experiments: where the time goes.
+
+1. Coalescing. Each access pattern of the lab (strided, coalesced, naive and tiled transpose) is
+   run with the simulator's sector model (`sector_meter`): for every warp-wide request, the
+   32-byte sectors its 32 lanes touch. On a GPU the same figure is Nsight Compute's
+   l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / ..._requests_..., in the profile rows that
+   `kernellab profile 09` records; where none are recorded, this module says so.
+2. The roofline of every lab's main kernels (`MAIN_KERNELS`, declared here as data) on one H200
+   plot: intensity from DRAM bytes (profile rows), attained FLOP/s from the bench timings of the
+   records, the roof from the ceilings of the same record. Where no profile rows are recorded
+   the point uses the requested bytes (the ledger) and the label says so: never a DRAM figure
+   that was not measured. A second panel shows the small sizes, where the launch floor, not the
+   roof, bounds a kernel.
+3. The verdict on the seed article's closing advice (compute-bound work gains from aggressive
+   fusion, memory-bound work needs careful occupancy), printed from the same points.
+
+On a GPU, lab 09's own benchmarks are measured live and join the plot marked "live"; the other
+labs' points come from their recorded data, and the figure says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from kernellab import bench as harness
+from kernellab import checks, device, plots, reference, target
+from kernellab.tour import TourResult
+from kernellab.traffic import Ledger, _buffer_address
+
+LAB = "09"
+SECTOR_BYTES = 32
+WARP = 32
+SIM_SHAPE = (35, 45)             # rows, cols: neither a multiple of 32, not square
+GPU_SHAPE = (8192, 8191)         # 256 MiB per matrix: 4x the 60 MB L2
+SIM_SIZES = [SIM_SHAPE[0]]       # the benchmarks' sweep axis is rows (cols follow the shape)
+GPU_SIZES = [GPU_SHAPE[0]]
+
+
+# --- 1. the sector model (simulator) -------------------------------------------------------------
+
+@dataclasses.dataclass
+class Sectors:
+    """Warp-wide requests to one array and the 32-byte sectors they touched."""
+
+    name: str
+    load_requests: int = 0
+    load_sectors: int = 0
+    store_requests: int = 0
+    store_sectors: int = 0
+
+    @property
+    def per_load(self) -> float:
+        return self.load_sectors / self.load_requests if self.load_requests else 0.0
+
+    @property
+    def per_store(self) -> float:
+        return self.store_sectors / self.store_requests if self.store_requests else 0.0
+
+
+def _byte_offset(array: np.ndarray, idx) -> int | None:
+    """The byte offset of element `idx` from the start of the array's buffer (None for a slice)."""
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if len(idx) != array.ndim or not all(isinstance(i, (int, np.integer)) for i in idx):
+        return None
+    start = array.__array_interface__["data"][0] - _buffer_address(array)
+    return start + sum(int(i) % n * stride for i, n, stride in zip(idx, array.shape, array.strides))
+
+
+@contextlib.contextmanager
+def sector_meter(**named_arrays):
+    """Count, per named array, the warp-wide requests and the 32-byte sectors they touch.
+
+    The model: the k-th load (or store) of each lane of a warp to an array belongs to the same
+    request, as it does for code without divergent loops; a request costs one sector per
+    distinct 32-byte piece of the buffer (allocations start 256-byte aligned, as cudaMalloc's
+    do). This is what Nsight Compute's sectors-per-request measures on a GPU; the simulator has
+    no caches, so DRAM bytes are not modelled.
+    """
+    if not device.is_simulator():
+        raise RuntimeError("the sector model runs in Numba's simulator; on a GPU read the profile "
+                           "rows (`kernellab profile 09`: l1tex sectors per request)")
+    device.cuda()
+    from numba.cuda.simulator.cudadrv.devicearray import FakeWithinKernelCUDAArray as Within
+    from numba.cuda.simulator.kernel import BlockThread
+
+    names = {_buffer_address(array): name for name, array in named_arrays.items()}
+    counts = {name: Sectors(name) for name in named_arrays}
+    touched: dict[tuple, set] = {}     # (name, kind, block, warp, k) -> sectors
+    issued: dict[tuple, int] = {}      # (thread, name, kind) -> accesses so far
+    lock = threading.Lock()
+
+    def note(within, idx, kind):
+        thread = threading.current_thread()
+        array = within._item._ary
+        name = names.get(_buffer_address(array))
+        offset = _byte_offset(array, idx)
+        if not isinstance(thread, BlockThread) or name is None or offset is None:
+            return
+        block = (thread.blockIdx.x, thread.blockIdx.y, thread.blockIdx.z)
+        with lock:
+            k = issued.get((thread, name, kind), 0)
+            issued[(thread, name, kind)] = k + 1
+            touched.setdefault((name, kind, block, thread.thread_id // WARP, k), set()).add(
+                offset // SECTOR_BYTES)
+
+    original_get, original_set = Within.__getitem__, Within.__setitem__
+
+    def counted_get(self, idx):
+        value = original_get(self, idx)
+        if not isinstance(value, Within):
+            note(self, idx, "load")
+        return value
+
+    def counted_set(self, idx, value):
+        original_set(self, idx, value)
+        note(self, idx, "store")
+
+    Within.__getitem__, Within.__setitem__ = counted_get, counted_set
+    try:
+        yield counts
+    finally:
+        Within.__getitem__, Within.__setitem__ = original_get, original_set
+        for (name, kind, *_), sectors in touched.items():
+            entry = counts[name]
+            setattr(entry, f"{kind}_requests", getattr(entry, f"{kind}_requests") + 1)
+            setattr(entry, f"{kind}_sectors", getattr(entry, f"{kind}_sectors") + len(sectors))
+
+
+# --- the lab's access patterns as benchmarks ------------------------------------------------------
+
+def _shape(rows: int) -> tuple[int, int]:
+    return (rows, SIM_SHAPE[1] if device.is_simulator() else GPU_SHAPE[1])
+
+
+def scale_rows_ledger(rows: int) -> Ledger:
+    """Per element: 1 read of x, 1 of scale, 1 write of out (the same for both patterns)."""
+    n = rows * _shape(rows)[1]
+    return Ledger("scale_rows").add("scale_rows", "x", reads=n).add("scale_rows", "scale", reads=n) \
+        .add("scale_rows", "out", writes=n)
+
+
+def transpose_ledger(rows: int) -> Ledger:
+    n = rows * _shape(rows)[1]
+    return Ledger("transpose").add("transpose", "x", reads=n).add("transpose", "out", writes=n)
+
+
+def benchmarks(lab=None) -> list[harness.Benchmark]:
+    """The lab's two pairs: strided against coalesced scaling, naive against tiled transpose."""
+    lab = lab or target.load(LAB)
+    sizes = dict(sizes=GPU_SIZES, sim_sizes=SIM_SIZES)
+
+    def matrix(rng, rows):
+        return {"x": checks.nonzero(rng, _shape(rows))}
+
+    def scaled(rng, rows):
+        return {**matrix(rng, rows), "scale": checks.nonzero(rng, rows)}
+
+    scale = harness.Benchmark(
+        name="scale_rows", axis="rows", **sizes, make_inputs=scaled,
+        reference=lambda h: h["x"].astype(np.float64) * h["scale"][:, None],
+        variants=[harness.Variant(name, lambda d, out, run=lab.VARIANTS[name][0]:
+                                  run(d["x"], d["scale"], out=out),
+                                  lab.VARIANTS[name][1], ledger=scale_rows_ledger)
+                  for name in ("scale_rows_strided", "scale_rows")],
+        flops=lambda rows: float(rows * _shape(rows)[1]))        # one multiply per element
+    transpose = harness.Benchmark(
+        name="transpose", axis="rows", **sizes, make_inputs=matrix,
+        reference=lambda h: h["x"].astype(np.float64).T,
+        variants=[harness.Variant(name, lambda d, out, run=lab.VARIANTS[name][0]: run(d["x"], out=out),
+                                  lab.VARIANTS[name][1], ledger=transpose_ledger)
+                  for name in ("transpose_naive", "transpose")])
+    return [scale, transpose]
+
+
+def access_patterns(seed: int = 0) -> list[dict]:
+    """Simulator: each pattern of lab.VARIANTS at SIM_SHAPE, validated, with its sectors per
+    request for the loads of its input and the stores of its output."""
+    lab = target.load(LAB)
+    cuda = device.cuda()
+    rng = np.random.default_rng(seed)
+    x = checks.nonzero(rng, SIM_SHAPE)
+    scale = checks.nonzero(rng, SIM_SHAPE[0])
+    d_x, d_flat, d_scale = cuda.to_device(x), cuda.to_device(x.ravel()), cuda.to_device(scale)
+    x64 = x.astype(np.float64)
+    # pattern: (its input, how to call it, the expected output)
+    calls = {
+        "scale_rows_strided": (d_x, lambda out: lab.scale_rows_strided(d_x, d_scale, out=out),
+                               x64 * scale[:, None]),
+        "scale_rows": (d_x, lambda out: lab.scale_rows(d_x, d_scale, out=out), x64 * scale[:, None]),
+        "copy4_consecutive": (d_flat, lambda out: lab.copy4_consecutive(d_flat, out=out), x64.ravel()),
+        "transpose_naive": (d_x, lambda out: lab.transpose_naive(d_x, out=out), x64.T),
+        "transpose": (d_x, lambda out: lab.transpose(d_x, out=out), x64.T),
+    }
+    rows = []
+    for name, (_launcher, why) in lab.VARIANTS.items():
+        source, call, expected = calls[name]
+        out = checks.poisoned(expected.shape)
+        with sector_meter(x=source, out=out) as sectors:
+            call(out)
+        checks.assert_matches(out, expected, rtol=1e-6, what=f"lab 09 {name}")
+        rows.append({"pattern": name, "why": why, "x_sectors_per_load": sectors["x"].per_load,
+                     "out_sectors_per_store": sectors["out"].per_store,
+                     "x_load_requests": sectors["x"].load_requests})
+    return rows
+
+
+def pattern_table(rows: list[dict]) -> str:
+    lines = [f"{'pattern':<20} {'load requests':>13} {'sectors/load':>13} {'sectors/store':>14}  why"]
+    lines += [f"{r['pattern']:<20} {r['x_load_requests']:>13} {r['x_sectors_per_load']:>13.2f} "
+              f"{r['out_sectors_per_store']:>14.2f}  {r['why']}" for r in rows]
+    return "\n".join(lines)
+
+
+# --- 2. the roofline of every lab -----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class MainKernel:
+    """A lab's main kernel as the roofline places it: which record, variant and size, and its FLOPs."""
+
+    label: str
+    lab: str
+    record: str                       # the record name in data/reference/h200/labNN.json
+    variant: str
+    size: int | None                  # the sweep value (None: the record has one size)
+    flops: Callable[[int], float]     # FLOPs per call at `size`
+    counted: str                      # how the FLOPs were counted
+    compulsory_bytes: Callable[[int], int] | None = None   # where the record has no ledger
+
+
+ELEMENTWISE = 1 << 26
+MAIN_KERNELS = (
+    MainKernel("00 axpb", "00", "grid_size_sweep", "one_thread_per_element", ELEMENTWISE, lambda n: 2.0 * n,
+               "a*x + b: 2 per element"),
+    MainKernel("01 scale", "01", "scale_one_kernel", "scale", ELEMENTWISE, lambda n: 1.0 * n, "a*x: 1 per element"),
+    MainKernel("02 chain unfused", "02", "chain", "unfused", ELEMENTWISE, lambda n: 5.0 * n,
+               "x*w, +b, relu, dropout scale, +r: 5 per element"),
+    MainKernel("02 chain fused", "02", "chain", "fused", ELEMENTWISE, lambda n: 5.0 * n, "as unfused"),
+    MainKernel("04 GEMM tiled", "04", "matmul", "tiled", 4096, lambda n: 2.0 * n**3, "2 n^3", lambda n: 3 * n * n * 4),
+    MainKernel("04 GEMM register-tiled", "04", "matmul", "register_tiled", 4096, lambda n: 2.0 * n**3, "2 n^3",
+               lambda n: 3 * n * n * 4),
+    MainKernel("05 softmax fused", "05", "softmax", "fused", 8192, lambda cols: 5.0 * 8192 * cols,
+               "max, subtract, exp, sum, divide: 5 per element of 8192 rows"),
+    MainKernel("05 layernorm fused", "05", "layernorm", "fused", 8192, lambda cols: 8.0 * 8192 * cols,
+               "sum, square-sum (2), subtract, multiply, scale, shift: 8 per element"),
+    MainKernel("06 FMA probe", "06", "occupancy_vs_speed", "compute_bound_ilp4", None, lambda _n: 0.0,
+               "from the record's GFLOP/s and time"),
+    MainKernel("06 axpy probe", "06", "occupancy_vs_speed", "memory_bound_ilp4", None, lambda _n: 0.0,
+               "from the record's GFLOP/s and time"),
+)
+# Labs with no kernel on the FLOP roofline, and why (they appear on the small-size panel).
+OFF_THE_ROOF = {
+    "03": "four small tasks in one launch: launch-bound by design (small-size panel)",
+    "07": "spin kernels timed for stream overlap: no FLOP or byte count to place",
+    "08": "100 tiny kernels replayed as a graph: launch-bound by design (small-size panel)",
+}
+SMALL_SIZES = (("01", "scale_one_kernel", "scale"), ("03", "tasks", "horizontal"),
+               ("03", "tasks", "separate"))
+
+
+def ceilings_of(record: dict) -> dict:
+    """The ceilings of the run that made `record` (a bench result): its own "ceilings" when the
+    bench stored them. Otherwise what it stored (copy bandwidth, launch floor), the launch floor
+    of Lab 01's record where it stored none, and the FP32 peak of Lab 06's record (computed
+    from the clock attribute, not measured); "source" says which."""
+    if record.get("ceilings", {}).get("fp32_fma_tflops"):
+        return {**record["ceilings"], "source": "measured in the same run"}
+    lab06 = reference.load("06")["records"]["occupancy_vs_speed"]
+    source = "copy bandwidth from the same run"
+    floor = record.get("launch_floor_ms")
+    if floor is None:
+        floor = reference.load("01")["records"]["scale_one_kernel"]["launch_floor_ms"]
+        source += ", launch floor from Lab 01's record"
+    copy = record.get("copy_gbps") or record.get("copy_ceiling", {}).get("gbps")
+    return {"copy_gbps": copy, "launch_floor_ms": floor,
+            "fp32_fma_tflops": lab06["fp32_peak_gflops"] / 1e3,
+            "source": f"{source}; FP32 peak = SMs x lanes x 2 x clock (Lab 06 record): no measured "
+                      f"FMA ceiling recorded yet"}
+
+
+def profile_rows(lab: str) -> list[dict]:
+    """The Nsight Compute rows recorded for a lab (PROFILE_FORMAT.md); empty when none."""
+    stored = reference.load(lab) or {}
+    return stored.get("profile", {}).get("rows", [])
+
+
+def recorded_dram_bytes(kernel: MainKernel, size) -> int | None:
+    """Read + write DRAM bytes summed over the variant's profiled kernels at `size`, or None."""
+    rows = [r for r in profile_rows(kernel.lab) if r["benchmark"] == kernel.record
+            and r["variant"] == kernel.variant and r["size"] == size]
+    return sum(r["dram_bytes_read"] + r["dram_bytes_write"] for r in rows) if rows else None
+
+
+def _measured(kernel: MainKernel, record: dict) -> dict:
+    """seconds, flops, requested bytes and size of a main kernel from its record's row."""
+    if kernel.record == "grid_size_sweep":
+        row = next(r for r in record["rows"] if r["variant"] == kernel.variant)
+        return {"seconds": row["median_ms"] * 1e-3, "size": record["n"], "flops": kernel.flops(record["n"]),
+                "requested_bytes": record["bytes_moved"]}
+    if kernel.record == "occupancy_vs_speed":
+        row = max((r for r in record["rows"] if r["probe"] == kernel.variant), key=lambda r: r["gflops"])
+        seconds = row["median_ms"] * 1e-3
+        return {"seconds": seconds, "size": None, "flops": row["gflops"] * 1e9 * seconds,
+                "requested_bytes": round(row["gbps"] * 1e9 * seconds),
+                "bytes_kind": "requested bytes (the record's GB/s x time)",
+                "note": f"best of its occupancy sweep ({row['blocks_per_sm']} blocks/SM)"}
+    row = harness.row(record, kernel.variant, kernel.size)
+    if "bytes" in row:
+        return {"seconds": row["median_ms"] * 1e-3, "size": kernel.size,
+                "flops": kernel.flops(kernel.size), "requested_bytes": row["bytes"]}
+    return {"seconds": row["median_ms"] * 1e-3, "size": kernel.size, "flops": kernel.flops(kernel.size),
+            "requested_bytes": kernel.compulsory_bytes(kernel.size),
+            "bytes_kind": "compulsory bytes (A, B read once, C written once)"}
+
+
+def roofline_points(lab=None, live: list[dict] | None = None) -> list[dict]:
+    """One point per main kernel (recorded data), plus lab 09's live rows when given."""
+    lab = lab or target.load(LAB, "solutions")
+    points = []
+    for kernel in MAIN_KERNELS:
+        record = reference.load(kernel.lab)["records"][kernel.record]
+        measured = _measured(kernel, record)
+        points.append(_point(lab, kernel.label, measured,
+                             recorded_dram_bytes(kernel, measured["size"]), ceilings_of(record),
+                             record, kernel.counted))
+    for entry in live or ():
+        points.append(_point(lab, f"09 {entry['variant']} (live)", entry, None, entry["ceilings"],
+                             entry, "one multiply per element"))
+    return points
+
+
+def _point(lab, name, measured, dram_bytes, ceilings, record, counted) -> dict:
+    bytes_used = dram_bytes if dram_bytes is not None else measured["requested_bytes"]
+    point = lab.roofline_point(measured["flops"], bytes_used, measured["seconds"], ceilings)
+    return {"name": name, **point._asdict(), "bytes": bytes_used,
+            "bytes_kind": "DRAM bytes (ncu)" if dram_bytes is not None else
+            measured.get("bytes_kind", "requested bytes (ledger)"),
+            "requested_bytes": measured["requested_bytes"], "seconds": measured["seconds"],
+            "flops": measured["flops"], "bound": lab.bound(measured["flops"], bytes_used, ceilings),
+            "ceilings": ceilings, "source": plots.source_label(record), "flops_counted": counted,
+            "note": measured.get("note", "")}
+
+
+def small_size_rows() -> list[dict]:
+    """Time against size for the small-size panel, with each record's launch floor and copy."""
+    rows = []
+    for lab_number, name, variant in SMALL_SIZES:
+        record = reference.load(lab_number)["records"][name]
+        for r in harness.rows_for(record, variant):
+            rows.append({"kernel": f"{lab_number} {variant}", "size": r["size"], "bytes": r["bytes"],
+                         "ms": r["median_ms"], "launch_floor_ms": record["launch_floor_ms"],
+                         "copy_gbps": record["copy_gbps"]})
+    return rows
+
+
+def points_table(points: list[dict]) -> str:
+    lines = [f"{'kernel':<30} {'FLOP/B':>8} {'TFLOP/s':>8} {'roof':>8} {'% roof':>7} {'bound':>8}  bytes"]
+    for p in points:
+        lines.append(f"{p['name']:<30} {p['intensity']:>8.3g} {p['attained'] / 1e12:>8.3g} "
+                     f"{p['roof'] / 1e12:>8.3g} {p['pct_of_roof']:>6.0f}% {p['bound']:>8}  {p['bytes_kind']}")
+    return "\n".join(lines)
+
+
+def missing_profiles() -> list[str]:
+    """The labs of MAIN_KERNELS with no profile rows recorded yet."""
+    return sorted({k.lab for k in MAIN_KERNELS if not profile_rows(k.lab)})
+
+
+def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> Path:
+    """Left: every main kernel under the roof, labelled with its % of roof. Right: small sizes."""
+    reference_record = reference.load("02")["records"]["chain"]
+    live = [p["source"] for p in points if p["source"].startswith("measured live")]
+    title = "The roofline of the course's main kernels" + (
+        f" (lab 09 points {live[0]}; the others recorded)" if live else "")
+    fig, (ax, ax_small) = plots.new_figure(title, reference_record, ncols=2, width=6.5)
+    ceilings = points[0]["ceilings"]
+    peak, bandwidth = ceilings["fp32_fma_tflops"] * 1e12, ceilings["copy_gbps"] * 1e9
+    xs = np.logspace(-2, 4, 200)
+    ax.plot(xs, np.minimum(peak, xs * bandwidth) / 1e12, "k-", lw=1.2,
+            label=f"roof of {points[0]['name']}'s run: {ceilings['copy_gbps']:.0f} GB/s copy, "
+                  f"{ceilings['fp32_fma_tflops']:.1f} TFLOP/s FP32 (each % uses its own run's)")
+    for i, p in enumerate(points):
+        marker = "o" if p["bytes_kind"].startswith("DRAM") else "s"
+        ax.plot(p["intensity"], p["attained"] / 1e12, marker, color=f"C{i % 10}",
+                label=f"{p['name']}: {p['pct_of_roof']:.0f}% of roof")
+        ax.annotate(f"{p['pct_of_roof']:.0f}%", (p["intensity"], p["attained"] / 1e12), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOP per byte (circles: DRAM bytes from ncu; squares: requested bytes)")
+    ax.set_ylabel("TFLOP/s attained")
+    ax.legend(fontsize=6, loc="lower right")
+    for kernel in sorted({r["kernel"] for r in small}):
+        rows = [r for r in small if r["kernel"] == kernel]
+        ax_small.plot([r["bytes"] for r in rows], [r["ms"] * 1e3 for r in rows], "o-", label=kernel)
+    floor = small[0]["launch_floor_ms"] * 1e3
+    moved = np.logspace(3, 9, 50)
+    ax_small.axhline(floor, color="k", ls=":", label=f"launch floor {floor:.1f} us (same run)")
+    ax_small.plot(moved, moved / (small[0]["copy_gbps"] * 1e9) * 1e6, "k--", lw=0.8,
+                  label="bytes at copy bandwidth")
+    ax_small.set_xscale("log")
+    ax_small.set_yscale("log")
+    ax_small.set_xlabel("requested bytes per call")
+    ax_small.set_ylabel("us per call")
+    ax_small.set_title("small sizes: the launch floor bounds", fontsize=9)
+    ax_small.legend(fontsize=7)
+    return plots.save(fig, "lab09_roofline", figures_dir)
+
+
+# --- reading a profile ---------------------------------------------------------------------------
+
+BUSY_PCT = 60         # a unit above this share of its peak is what the kernel is waiting on
+IDLE_PCT = 40         # ...and with both units below this, it waits on latency instead
+IDEAL_SECTORS = 4.0   # 32 lanes x 4 bytes = 128 bytes = 4 sectors per request
+
+
+def diagnose(row: dict) -> list[str]:
+    """What the four metrics of a profile row say about why the kernel is slow, one line each."""
+    dram, sm = row["dram_throughput_pct"], row["sm_throughput_pct"]
+    sectors, occupancy = row["l1_sectors_per_request"], row["achieved_occupancy_pct"]
+    lines = [f"{row['kernel']}: DRAM {dram:.0f}% of peak, SM {sm:.0f}%, achieved occupancy "
+             f"{occupancy:.0f}%, {sectors:.1f} sectors per load request, "
+             f"{row['registers_per_thread']} registers"]
+    if dram >= BUSY_PCT:
+        lines.append("memory-bound: DRAM is the busy unit; only fewer bytes (fusion) make it faster")
+    if sm >= BUSY_PCT:
+        lines.append("compute-bound: the SMs are the busy unit; fewer or cheaper instructions help")
+    if dram < IDLE_PCT and sm < IDLE_PCT:
+        lines.append(f"latency-bound: neither unit is busy; too little work in flight "
+                     f"(occupancy {occupancy:.0f}%) or too short a kernel (the launch floor)")
+    if sectors > 2 * IDEAL_SECTORS:
+        lines.append(f"uncoalesced: {sectors:.1f} sectors per request where {IDEAL_SECTORS:.0f} "
+                     f"carry 32 float32; neighbouring lanes should touch neighbouring bytes")
+    return lines
+
+
+# --- 3. the article's closing advice ---------------------------------------------------------------
+
+# (label, lab, record, unfused variant, fused variant, size, the main kernel whose bound it has)
+FUSION_PAIRS = (
+    ("02 chain", "02", "chain", "unfused", "fused", ELEMENTWISE, "02 chain unfused"),
+    ("04 epilogue, tiled", "04", "epilogue", "tiled_unfused", "tiled_fused", 4096, "04 GEMM tiled"),
+    ("04 epilogue, register-tiled", "04", "epilogue", "register_tiled_unfused", "register_tiled_fused",
+     4096, "04 GEMM register-tiled"),
+    ("04 epilogue, double-buffered", "04", "epilogue", "double_buffered_unfused",
+     "double_buffered_fused", 4096, "04 GEMM register-tiled"),
+)
+OCCUPANCY_PROBES = {"memory": "memory_bound", "compute": "compute_bound"}   # Lab 06's sweep
+MATTERS = 1.2   # a gain below this is within what a different launch shape or run moves
+
+
+def fusion_gains(points: list[dict]) -> list[dict]:
+    """unfused time / fused time for each pair, with the bound of the pair's main kernel."""
+    bounds = {p["name"]: p["bound"] for p in points}
+    out = []
+    for label, lab_number, name, unfused, fused, size, main in FUSION_PAIRS:
+        record = reference.load(lab_number)["records"][name]
+        gain = harness.row(record, unfused, size)["median_ms"] / harness.row(record, fused, size)["median_ms"]
+        out.append({"pair": label, "gain": gain, "bound": bounds[main]})
+    return out
+
+
+def occupancy_gains() -> dict:
+    """Lab 06: fastest / slowest over its occupancy sweep, per kind of probe."""
+    rows = reference.load("06")["records"]["occupancy_vs_speed"]["rows"]
+    gains = {}
+    for kind, probe in OCCUPANCY_PROBES.items():
+        times = [r["median_ms"] for r in rows if r["probe"] == probe]
+        gains[kind] = max(times) / min(times)
+    return gains
+
+
+def verdict(points: list[dict]) -> list[str]:
+    """Each kernel's bound and % of its roof, then the article's advice judged on the records."""
+    lines = [f"{p['name']}: intensity {p['intensity']:.3g} FLOP/B ({p['bytes_kind']}), "
+             f"{p['bound']}-bound, {p['pct_of_roof']:.0f}% of its roof" for p in points]
+    gains = fusion_gains(points)
+    by_bound = {b: [g for g in gains if g["bound"] == b] for b in ("memory", "compute")}
+    for bound, pairs in by_bound.items():
+        if pairs:
+            lines.append(f"fusion on {bound}-bound work: " + ", ".join(
+                f"{g['pair']} {g['gain']:.2f}x" for g in pairs))
+    occupancy = occupancy_gains()
+    lines.append(f"occupancy (Lab 06, slowest / fastest over its sweep): memory-bound probe "
+                 f"{occupancy['memory']:.1f}x, compute-bound probe {occupancy['compute']:.1f}x")
+    best = {b: max((g["gain"] for g in pairs), default=None) for b, pairs in by_bound.items()}
+    if best["compute"] is not None and best["memory"] is not None:
+        holds = best["compute"] >= MATTERS and best["compute"] >= best["memory"]
+        lines.append(f"'compute-bound models gain from aggressive fusion': "
+                     f"{'holds' if holds else 'does not hold'} here: the best fusion gain is "
+                     f"{best['compute']:.2f}x on compute-bound work against {best['memory']:.2f}x "
+                     f"on memory-bound work.")
+    holds = occupancy["memory"] >= MATTERS
+    lines.append(f"'memory-bound ones need careful occupancy': {'holds' if holds else 'does not hold'}"
+                 f" here: occupancy moved the memory-bound probe {occupancy['memory']:.1f}x "
+                 f"(and the compute-bound one {occupancy['compute']:.1f}x).")
+    return lines
+
+
+# --- the tour, the benchmark ----------------------------------------------------------------------
+
+def live_rows(out=print) -> list[dict]:
+    """GPU only: lab 09's scale_rows benchmark timed now, as entries roofline_points takes."""
+    result = harness.run(benchmarks()[0], progress=False, out=out)
+    ceilings = ceilings_of(result)
+    return [{"variant": r["variant"], "seconds": r["median_ms"] * 1e-3, "size": r["size"],
+             "flops": benchmarks()[0].flops(r["size"]), "requested_bytes": r["bytes"],
+             "ceilings": ceilings, "provenance": result["provenance"], "live": True}
+            for r in result["rows"] if r["ok"]]
+
+
+def bench(out_dir: Path | None = None) -> dict:
+    """Both benchmarks through kernellab.bench (saved as lab 09's reference data on a GPU)."""
+    return {b.name: harness.run(b, lab=LAB, out_dir=out_dir) for b in benchmarks()}
+
+
+def tour(figures_dir: Path) -> TourResult:
+    if device.is_simulator():
+        patterns = access_patterns()
+        print(pattern_table(patterns))
+        live = []
+    else:
+        patterns = []
+        live = live_rows(out=lambda _line: None)
+    points = roofline_points(live=live)
+    figure = plot_roofline(points, small_size_rows(), figures_dir)
+    missing = missing_profiles()
+    bytes_note = (f"requested bytes for labs {', '.join(missing)} (no profile rows recorded yet)"
+                  if missing else "DRAM bytes from ncu")
+    best_memory = max((p for p in points if p["bound"] == "memory"), key=lambda p: p["pct_of_roof"])
+    coalescing = (f"sectors/load strided {patterns[0]['x_sectors_per_load']:.0f} vs coalesced "
+                  f"{patterns[1]['x_sectors_per_load']:.1f}; " if patterns else "")
+    return TourResult(True, f"{coalescing}{len(points)} kernels on the roofline, best memory-bound "
+                      f"{best_memory['name']} {best_memory['pct_of_roof']:.0f}% of roof; {bytes_note}",
+                      (str(figure),))
