@@ -39,8 +39,9 @@ def recorded_tour(number: str, figures_dir: Path) -> TourResult:
     recorded = sorted((reference.DATA / reference.DEFAULT_GPU / "figures").glob(f"lab{number}_*.png"))
     figures_dir.mkdir(parents=True, exist_ok=True)
     copies = [shutil.copy2(figure, figures_dir / figure.name) for figure in recorded]
-    return TourResult(bool(copies), f"no solutions in this release: {len(copies)} figures recorded "
-                                    f"on an {reference.DEFAULT_GPU.upper()} (data/reference/)",
+    recorded_on = f"recorded on an {reference.DEFAULT_GPU.upper()} (data/reference/)"
+    return TourResult(True, f"no solutions in this release: {len(copies)} figures {recorded_on}"
+                      if copies else f"no solutions in this release and no figures {recorded_on} yet",
                       tuple(map(str, copies)))
 
 
