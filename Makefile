@@ -7,13 +7,15 @@ STAMP      := $(VENV)/.kernellab-installed
 # The tests and CI run in Numba's simulator unless told otherwise (KERNELLAB_DEVICE=auto|gpu).
 TEST_DEVICE ?= sim
 
-.PHONY: install tour test check notebooks mutants browser-test clean
+.PHONY: install tour test check notebooks mutants browser-test network-test clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The cu13 route and the tested versions (constraints.txt); `make install CUDA=cu12` for older drivers.
+CUDA       ?= cu13
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[$(CUDA)]"
 	touch $(STAMP)
 
 tour: install
@@ -33,6 +35,10 @@ notebooks: install
 # Instructors: every planted bug in tests/mutants/ must be caught (minutes; not part of `make test`).
 mutants: install
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) mutants
+
+# Tests that ask PyPI (the cu12 install route resolves); not part of `make test`.
+network-test: install
+	KERNELLAB_NETWORK_TESTS=1 $(PY) -m pytest tests/test_packaging.py -q
 
 # Notebook 06 in a real browser (~90 s, so not in `make test`): JupyterLab headless on 127.0.0.1,
 # Debian's Chromium driven by playwright; installs both where missing (apt needs root).

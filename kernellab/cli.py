@@ -1,4 +1,4 @@
-"""The `kernellab` command: info, tour, grade, check, bench, profile, occupancy, gradescope."""
+"""The `kernellab` command: info, tour, grade, check, bench, profile, occupancy, gradescope, release."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def cmd_tour(args) -> int:
 def cmd_bench(args) -> int:
     from . import device, target, tour
     import os
+    target.require_solutions()
     os.environ.setdefault("KERNELLAB_TARGET", "solutions")
     if device.is_simulator():
         print("simulator mode: benchmarks validate each variant; no timing exists without a GPU "
@@ -78,7 +79,8 @@ def cmd_grade(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from . import grader
+    from . import grader, target
+    target.require_solutions()
     return 0 if grader.check(args.labs or None, Path(args.out), seed=args.seed,
                              timeout=args.timeout, stress=args.stress) else 1
 
@@ -100,15 +102,22 @@ def cmd_occupancy(args) -> int:
 
 
 def cmd_mutants(args) -> int:
-    from . import mutation
+    from . import mutation, target
+    target.require_solutions()
     verdicts = mutation.run(args.labs or None, jobs=args.jobs, seeds=args.seeds,
                             first_seed=args.seed)
     return 0 if all(v.as_expected for found in verdicts.values() for v in found) else 1
 
 
 def cmd_gradescope(args) -> int:
-    from . import grader
-    print(grader.build_gradescope_bundle(Path(args.out), args.labs or None))
+    from . import gradescope
+    print(gradescope.build_bundle(Path(args.out), args.labs or None))
+    return 0
+
+
+def cmd_release(args) -> int:
+    from . import release
+    print(f"student release written to {release.build(Path(args.out))} (no solution code in it)")
     return 0
 
 
@@ -184,6 +193,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("labs", nargs="*", help="labs it grades (default: all)")
     p.add_argument("--out", default="build/gradescope", help="folder for the bundle and its zip")
     p.set_defaults(func=cmd_gradescope)
+
+    p = sub.add_parser("release", help="instructors: write the student distribution (no solutions)")
+    p.add_argument("out", help="a new folder for the release")
+    p.set_defaults(func=cmd_release)
     return top
 
 

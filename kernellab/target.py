@@ -19,7 +19,24 @@ from pathlib import Path
 from . import device
 
 TARGETS = ("labs", "solutions")
-ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def is_course(folder: Path) -> bool:
+    return (folder / "labs").is_dir() and (folder / "tests").is_dir()
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The course folder: the working directory or the nearest folder above it that holds labs/
+    and tests/, else the folder the package sits in (a clone installed with `pip install -e`).
+
+    Found from the working directory so that a plain `pip install` of kernellab grades the
+    course it is run in (a student release, a Colab clone)."""
+    start = (start or Path.cwd()).resolve()
+    return next((folder for folder in (start, *start.parents) if is_course(folder)), PACKAGE_ROOT)
+
+
+ROOT = find_root()
 LAB_FILE = re.compile(r"^lab(\d\d)_([a-z0-9_]+)\.py$")
 
 
@@ -38,6 +55,17 @@ def labs(root: Path = ROOT) -> dict[str, str]:
         if match:
             found[match.group(1)] = path.stem
     return found
+
+
+def has_solutions(root: Path = ROOT) -> bool:
+    """False in a student release (`kernellab release`), which ships no solutions/."""
+    return (root / "solutions").is_dir()
+
+
+def require_solutions() -> None:
+    """Instructor commands (check, mutants, bench, release) stop here in a student release."""
+    if not has_solutions():
+        raise ValueError(f"this needs solutions/, which {ROOT} does not have (a student release?)")
 
 
 def lab_number(lab: str | int) -> str:

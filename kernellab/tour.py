@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -32,6 +33,18 @@ def experiment(lab: str):
     return importlib.import_module(f"experiments.{target.labs()[number]}")
 
 
+def recorded_tour(number: str, figures_dir: Path) -> TourResult:
+    """A student release ships no solutions to run: show the figures recorded on the H200."""
+    from . import reference
+    recorded = sorted((reference.DATA / reference.DEFAULT_GPU / "figures").glob(f"lab{number}_*.png"))
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    copies = [shutil.copy2(figure, figures_dir / figure.name) for figure in recorded]
+    recorded_on = f"recorded on an {reference.DEFAULT_GPU.upper()} (data/reference/)"
+    return TourResult(True, f"no solutions in this release: {len(copies)} figures {recorded_on}"
+                      if copies else f"no solutions in this release and no figures {recorded_on} yet",
+                      tuple(map(str, copies)))
+
+
 def run(labs: list[str] | None = None, figures_dir: Path = Path("figures"), out=print) -> bool:
     """Tour the given labs (default: all); print one summary table; True if all validated."""
     os.environ["KERNELLAB_TARGET"] = "solutions"
@@ -41,7 +54,8 @@ def run(labs: list[str] | None = None, figures_dir: Path = Path("figures"), out=
     for number in numbers:
         started = time.perf_counter()
         try:
-            result = experiment(number).tour(Path(figures_dir))
+            result = (experiment(number).tour(Path(figures_dir)) if target.has_solutions()
+                      else recorded_tour(number, Path(figures_dir)))
         except Exception as exc:  # one broken lab must not hide the others' results
             traceback.print_exc()
             result = TourResult(False, f"error: {type(exc).__name__}: {exc}")

@@ -140,7 +140,8 @@ def test_lab06_may_not_use_kernellabs_reference_implementation(tmp_path):
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                     str(target.ROOT / "tests" / "test_lab06_occupancy.py"), "-k", "not linear_relu",
                     f"--results={results}"], cwd=target.ROOT, capture_output=True,
-                   env={**os.environ, "KERNELLAB_DEVICE": "sim", "KERNELLAB_LABS_DIR": str(root / "labs")})
+                   env={**os.environ, "KERNELLAB_DEVICE": "sim", "KERNELLAB_TARGET": "labs",
+                        "KERNELLAB_LABS_DIR": str(root / "labs")})
     tests = {t["number"].split("::")[1]: t for t in json.loads(results.read_text())["tests"]}
     for name, line, used in (("test_warps_limit", source.count("\n", 0, source.index(
             "blocks_limited_by_warps = given_warps")) + 1, "blocks_limited_by_warps"),

@@ -70,8 +70,10 @@ def test_lab09_recorded_points_join_the_roofline(monkeypatch, tmp_path):
     """In the simulator, a (synthetic) lab 09 record puts its scale_rows variants on the roofline
     marked "recorded", with its own ceilings; the variant with a profile row uses DRAM bytes."""
     experiment = tour.experiment("09")
+    monkeypatch.setattr(experiment.device, "is_simulator", lambda: True)  # the recorded path, on any machine
     monkeypatch.setattr(reference, "DATA", shutil.copytree(reference.DATA, tmp_path / "reference"))
-    assert experiment.own_rows() == [], "no lab 09 record yet: no lab 09 point"
+    reference.path("09").unlink(missing_ok=True)
+    assert experiment.own_rows() == [], "no lab 09 record: no lab 09 point"
     rows, cols = experiment.GPU_SHAPE
     requested = 3 * rows * cols * 4
     record = {"benchmark": "scale_rows", "variants": {}, "provenance": {"gpu": "NVIDIA H200", "date": "2026-12-01"},
