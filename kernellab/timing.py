@@ -500,7 +500,7 @@ def read_sum_kernel(src, partials):
     step = cuda.gridsize(1)
     i = cuda.grid(1)
     first = i
-    total = src[i] - src[i]                      # a zero of src's type
+    total = src[0] - src[0]                      # a zero of src's type
     while i + step < src.size:
         total += src[i] + src[i + step]
         i += 2 * step

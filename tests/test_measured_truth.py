@@ -101,3 +101,26 @@ def test_provenance_records_the_settings_that_change_results(monkeypatch):
     settings = reference.provenance()["settings"]
     assert settings["CUDA_DEVICE_MAX_CONNECTIONS"] == "32"
     assert settings["clocks"]        # read through nvidia-smi on a GPU; says why not otherwise
+
+
+def test_the_stream_ceiling_kernels_compute_over_their_whole_buffers(monkeypatch):
+    """The 2:1, 4:1 and read-only kernels of every width, run once each on a tiny 'L2' (the
+    simulator has no clock: each timing is a stand-in, so only the mixes' bytes and the kernels'
+    own checks are real)."""
+    import types
+    from kernellab import timing
+    monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
+    monkeypatch.setattr(timing, "COPY_BLOCK", 32)
+    monkeypatch.setattr(timing.device, "facts", lambda: types.SimpleNamespace(l2_bytes=256, sm_count=1))
+
+    def time_once(fn, **_):
+        fn()
+        return timing.Timing((1.0, 1.0, 1.0))
+
+    monkeypatch.setattr(timing, "time_gpu", time_once)
+    mixes = timing.stream_bandwidths()           # raises if a kernel missed part of its buffer
+    buffer = 2048                                # 8 x the 256 B 'L2', in whole chunks
+    assert mixes["2:1"]["bytes"] == 3 * buffer and mixes["2:1"]["write_fraction"] == pytest.approx(1 / 3)
+    assert mixes["4:1"]["bytes"] == 5 * buffer and mixes["4:1"]["write_fraction"] == pytest.approx(0.2)
+    assert set(mixes["read_only"]["by_method_gbps"]) == set(timing.STREAM_VIEWS)
+    assert mixes["read_only"]["bytes"] == buffer + 8 * 32 * 16   # the widest partials won the stand-in
