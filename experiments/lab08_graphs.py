@@ -176,7 +176,8 @@ def spread(t: timing.Timing) -> tuple:
 
 
 MARGINAL = "marginal GPU time per kernel from replays of graphs of {k} and {k2} kernels"
-NCU = "Nsight Compute gpu__time_duration of affine_step_kernel (recorded profile, {date})"
+NCU = ("Nsight Compute gpu__time_duration of affine_step_kernel (recorded profile, {date}; ncu "
+       "flushes the caches before each kernel, so a chain that finds part of its buffer in L2 can beat it)")
 
 
 def ncu_duration(n: int) -> tuple | None:
