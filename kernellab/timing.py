@@ -328,9 +328,9 @@ def stream_bandwidths(reps: int = 20) -> dict:
     kernels = _stream_kernels()
     mixes = {}
     for mix, reads in READS_PER_WRITE.items():
-        def launcher(view, reads=reads):
+        def launcher(view, kernel=kernels[mix], reads=reads):
             args = [a.view(STREAM_VIEWS[view]) for a in inputs[:reads]] + [dst.view(STREAM_VIEWS[view])]
-            return lambda: kernels[mix][grid, COPY_BLOCK](*args)
+            return lambda: kernel[grid, COPY_BLOCK](*args)
 
         def check(view, reads=reads):
             one = ones[:16].view(STREAM_VIEWS[view])[0]
@@ -346,7 +346,8 @@ def stream_bandwidths(reps: int = 20) -> dict:
 
     def sum_check(view):
         elements = nbytes // np.dtype(STREAM_VIEWS[view]).itemsize
-        total = partials.view(STREAM_VIEWS[view])[:grid * COPY_BLOCK].copy_to_host().sum()
+        found = partials.view(STREAM_VIEWS[view])[:grid * COPY_BLOCK].copy_to_host()
+        total = found.sum(dtype=np.result_type(found.dtype, np.float64))     # exact for float32 too
         return np.isclose(total, elements * ones[:16].view(STREAM_VIEWS[view])[0], rtol=1e-6)
 
     mixes["read_only"] = {}
