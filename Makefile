@@ -7,7 +7,7 @@ STAMP      := $(VENV)/.kernellab-installed
 # The tests and CI run in Numba's simulator unless told otherwise (KERNELLAB_DEVICE=auto|gpu).
 TEST_DEVICE ?= sim
 
-.PHONY: install tour test check notebooks mutants clean
+.PHONY: install tour test check notebooks mutants browser-test clean
 
 install: $(STAMP)
 
@@ -20,7 +20,7 @@ tour: install
 	$(KL) tour
 
 test: install
-	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m pytest --target solutions -q
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m pytest --target solutions -q --ignore=tests/browser
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) check
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.notebooks --check-clean --execute
 
@@ -33,6 +33,13 @@ notebooks: install
 # Instructors: every planted bug in tests/mutants/ must be caught (minutes; not part of `make test`).
 mutants: install
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) mutants
+
+# Notebook 06 in a real browser (~90 s, so not in `make test`): JupyterLab headless on 127.0.0.1,
+# Debian's Chromium driven by playwright; installs both where missing (apt needs root).
+browser-test: install
+	$(PY) -m pip install --quiet --disable-pip-version-check "playwright==1.65.*"
+	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
+	KERNELLAB_DEVICE=sim $(PY) -m pytest tests/browser -q -s
 
 clean:
 	rm -rf $(VENV) .kernellab figures results.json build

@@ -88,7 +88,7 @@ def softmax_benchmark(lab, sizes=SIZES, torch=None) -> harness.Benchmark:
         ledger=lambda cols: lab.softmax_ledger(ROWS, cols, "fused", lab.row_block(cols)))]
     return harness.Benchmark(
         name="softmax", axis="columns per row", sizes=sizes, sim_sizes=SIM_SIZES,
-        make_inputs=rows_input, reference=softmax_reference, rtol=1e-5, baselines=baselines,
+        profile_size=HEADLINE_COLS, make_inputs=rows_input, reference=softmax_reference, rtol=1e-5, baselines=baselines,
         variants=[variant(form, launcher, why) for form, (launcher, why) in lab.VARIANTS.items()])
 
 
@@ -107,7 +107,7 @@ def layernorm_benchmark(lab, sizes=SIZES, torch=None) -> harness.Benchmark:
         ledger=lambda cols: lab.layernorm_ledger(ROWS, cols, "fused", lab.row_block(cols)))]
     return harness.Benchmark(
         name="layernorm", axis="columns per row", sizes=sizes, sim_sizes=SIM_SIZES,
-        make_inputs=layernorm_inputs, reference=layernorm_reference, rtol=1e-4, baselines=baselines,
+        profile_size=HEADLINE_COLS, make_inputs=layernorm_inputs, reference=layernorm_reference, rtol=1e-4, baselines=baselines,
         variants=[variant(form, launcher, why) for form, (launcher, why) in lab.LAYERNORM_VARIANTS.items()])
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from kernellab import checks, device, plots, reference, resources, target, timing
 from kernellab import occupancy as occ
 from kernellab.claims import Claim, Missing, need
+from kernellab.progress import printing, progress_bar
 from kernellab.tour import TourResult
 from numba import float32  # after kernellab, which chooses GPU or simulator before Numba loads
 
@@ -105,6 +106,9 @@ def explorer(cc=H200, block_size=128, registers=40, shared_bytes=12288):
     def draw(cc, block_size, registers, shared_kib):
         arch = occ.architecture(cc)
         shared = min(int(shared_kib * 1024), arch.shared_per_block_optin)  # the cc's opt-in limit
+        now = occupancy_at(arch, block_size, registers, shared)
+        print(f"occupancy {now.occupancy:.0%}: {now.active_warps} of {now.max_warps} warps per SM, "
+              f"limited by {' and '.join(now.limiters)}")  # as text too, for readers and the browser test
         fig = plot_calculator(arch, block_size, registers, shared)
         display(fig)
         plots.plt.close(fig)
@@ -446,7 +450,7 @@ def calculator_vs_driver(kernels, budget_s: float = 45.0) -> dict:
     arch = occ.architecture(device.facts().cc)
     started = time.perf_counter()
     total, agree, disagreements, per_kernel = 0, 0, [], []
-    for label, kernel, signature in kernels:
+    for label, kernel, signature in progress_bar(kernels, desc="calculator vs driver", unit="kernel"):
         try:
             summary, agreed, differ = sweep_one_kernel(label, kernel, signature, arch)
         except Exception as exc:  # one kernel that fails to build must not end the run
@@ -654,7 +658,7 @@ def measure_linear_relu(lab, configs, reps: int = 20) -> dict:
     out = cuda.device_array((size, size), dtype=np.float32)
     flops = 2 * size ** 3
     rows = []
-    for config in configs:
+    for config in progress_bar(configs, desc="register caps", unit="config"):
         cap, tile_k = config.max_registers, config.tile_k
         kernel = renamed_copy(lab.linear_relu_kernel_for(config), f"linear_relu_k{tile_k}_cap{cap}",
                               **({} if cap is None else {"max_registers": cap}))
@@ -675,10 +679,11 @@ def measure_linear_relu(lab, configs, reps: int = 20) -> dict:
                "calculator_blocks": calc.active_blocks, **t.as_dict(),
                "tflops": flops / (t.median_ms * 1e-3) / 1e12}
         rows.append(row)
-        print(f"  cap {str(cap):>4} tile_k {tile_k:>3}: {row['registers']:>3} regs, "
-              f"{row['shared_bytes']:>6} B shared, spills {row['spill_stores']:>4} B, "
-              f"{calc.occupancy:4.0%} ({'+'.join(calc.limiters)}), "
-              f"{t.median_ms:7.3f} ms, {row['tflops']:5.2f} TFLOP/s")
+        with printing():
+            print(f"  cap {str(cap):>4} tile_k {tile_k:>3}: {row['registers']:>3} regs, "
+                  f"{row['shared_bytes']:>6} B shared, spills {row['spill_stores']:>4} B, "
+                  f"{calc.occupancy:4.0%} ({'+'.join(calc.limiters)}), "
+                  f"{t.median_ms:7.3f} ms, {row['tflops']:5.2f} TFLOP/s")
     return {"provenance": reference.provenance(), "size": size, "rows": rows}
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from kernellab import checks, device, plots, reference, resources, scheduler, target, timing
+from kernellab.progress import progress_bar
 from kernellab.timeline import Timeline, TimelineData, plot_gantt
 from kernellab.tour import TourResult
 
@@ -189,7 +190,7 @@ def measure_concurrency(lab, bps: int, reps: int = REPS) -> dict:
         modes = {}
         for mode in ("gated", "plain"):
             rows = []
-            for count in STREAM_COUNTS:
+            for count in progress_bar(STREAM_COUNTS, desc=f"{shape}, {mode}", unit="stream count"):
                 gated = mode == "gated"
                 hold = (lambda c=count: lab.hold(streams[:c], gate_iters, scratch)) if gated else None
                 runs, middle = median_run(lambda c=count: lab.run_independent(xs, iters, streams[:c], outs),

@@ -14,8 +14,11 @@
 3. The verdict on the seed article's closing advice (compute-bound work gains from aggressive
    fusion, memory-bound work needs careful occupancy), printed from the same points.
 
-On a GPU, lab 09's own benchmarks are measured live and join the plot marked "live"; the other
-labs' points come from their recorded data, and the figure says so.
+Lab 09's own scale_rows points join the plot: measured live on a GPU (marked "live"), from lab
+09's record in the simulator once one is recorded (marked "recorded"); the other labs' points
+come from their recorded data, and the figure says so. Profile rows are read through
+`kernellab.profile` (`rows`, `variant_dram_bytes`), the ceilings from each record's "ceilings"
+(`timing.ceilings` of its run).
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from typing import Callable
 import numpy as np
 
 from kernellab import bench as harness
-from kernellab import checks, device, plots, reference, target, timing
+from kernellab import checks, device, plots, profile, reference, target, timing
 from kernellab.tour import TourResult
-from kernellab.traffic import Ledger, _buffer_address
+from kernellab.traffic import Ledger, buffer_address
 
 LAB = "09"
 SECTOR_BYTES = 32
@@ -68,7 +71,7 @@ def _byte_offset(array: np.ndarray, idx) -> int | None:
     idx = idx if isinstance(idx, tuple) else (idx,)
     if len(idx) != array.ndim or not all(isinstance(i, (int, np.integer)) for i in idx):
         return None
-    start = array.__array_interface__["data"][0] - _buffer_address(array)
+    start = array.__array_interface__["data"][0] - buffer_address(array)
     return start + sum(int(i) % n * stride for i, n, stride in zip(idx, array.shape, array.strides))
 
 
@@ -89,7 +92,7 @@ def sector_meter(**named_arrays):
     from numba.cuda.simulator.cudadrv.devicearray import FakeWithinKernelCUDAArray as Within
     from numba.cuda.simulator.kernel import BlockThread
 
-    names = {_buffer_address(array): name for name, array in named_arrays.items()}
+    names = {buffer_address(array): name for name, array in named_arrays.items()}
     counts = {name: Sectors(name) for name in named_arrays}
     touched: dict[tuple, set] = {}     # (name, kind, block, warp, k) -> sectors
     issued: dict[tuple, int] = {}      # (thread, name, kind) -> accesses so far
@@ -98,7 +101,7 @@ def sector_meter(**named_arrays):
     def note(within, idx, kind):
         thread = threading.current_thread()
         array = within._item._ary
-        name = names.get(_buffer_address(array))
+        name = names.get(buffer_address(array))
         offset = _byte_offset(array, idx)
         if not isinstance(thread, BlockThread) or name is None or offset is None:
             return
@@ -150,8 +153,9 @@ def transpose_ledger(rows: int) -> Ledger:
     return Ledger("transpose").add("transpose", "x", reads=n).add("transpose", "out", writes=n)
 
 
-def benchmarks(lab=None) -> list[harness.Benchmark]:
-    """The lab's two pairs: strided against coalesced scaling, naive against tiled transpose."""
+def access_pattern_benchmarks(lab=None) -> list[harness.Benchmark]:
+    """The lab's two pairs: strided against coalesced scaling, naive against tiled transpose
+    (named `*_benchmarks`, so `kernellab bench 09` and `kernellab profile 09` find them)."""
     lab = lab or target.load(LAB)
     sizes = dict(sizes=GPU_SIZES, sim_sizes=SIM_SIZES)
 
@@ -269,7 +273,8 @@ def ceilings_of(record: dict) -> dict:
     of Lab 01's record where it stored none, and the FP32 peak of Lab 06's record (computed
     from the clock attribute, not measured); "source" says which."""
     if record.get("ceilings", {}).get("fp32_fma_tflops"):
-        return with_memory_roof({**record["ceilings"], "source": "measured in the same run"})
+        return with_memory_roof({**record["ceilings"],
+                                 "source": f"measured in the same run ({plots.source_label(record)})"})
     lab06 = reference.load("06")["records"]["occupancy_vs_speed"]
     source = "copy bandwidth from the same run"
     floor = record.get("launch_floor_ms")
@@ -302,19 +307,6 @@ def roof_inputs(ceilings: dict) -> dict:
     return {**ceilings, "copy_gbps": ceilings["memory_roof_gbps"]}
 
 
-def profile_rows(lab: str) -> list[dict]:
-    """The Nsight Compute rows recorded for a lab (PROFILE_FORMAT.md); empty when none."""
-    stored = reference.load(lab) or {}
-    return stored.get("profile", {}).get("rows", [])
-
-
-def recorded_dram_bytes(kernel: MainKernel, size) -> int | None:
-    """Read + write DRAM bytes summed over the variant's profiled kernels at `size`, or None."""
-    rows = [r for r in profile_rows(kernel.lab) if r["benchmark"] == kernel.record
-            and r["variant"] == kernel.variant and r["size"] == size]
-    return sum(r["dram_bytes_read"] + r["dram_bytes_write"] for r in rows) if rows else None
-
-
 def _measured(kernel: MainKernel, record: dict) -> dict:
     """seconds, flops, requested bytes and size of a main kernel from its record's row."""
     if kernel.record == "grid_size_sweep":
@@ -326,7 +318,7 @@ def _measured(kernel: MainKernel, record: dict) -> dict:
         seconds = row["median_ms"] * 1e-3
         return {"seconds": seconds, "size": None, "flops": row["gflops"] * 1e9 * seconds,
                 "requested_bytes": round(row["gbps"] * 1e9 * seconds),
-                "bytes_kind": "requested bytes (the record's GB/s x time)",
+                "bytes_kind": "requested (the record's GB/s x time)",
                 "note": f"best of its occupancy sweep ({row['blocks_per_sm']} blocks/SM)"}
     row = harness.row(record, kernel.variant, kernel.size)
     if "bytes" in row:
@@ -334,31 +326,41 @@ def _measured(kernel: MainKernel, record: dict) -> dict:
                 "flops": kernel.flops(kernel.size), "requested_bytes": row["bytes"]}
     return {"seconds": row["median_ms"] * 1e-3, "size": kernel.size, "flops": kernel.flops(kernel.size),
             "requested_bytes": kernel.compulsory_bytes(kernel.size),
-            "bytes_kind": "compulsory bytes (A, B read once, C written once)"}
+            "bytes_kind": "compulsory (A, B read, C written once; no ledger)"}
 
 
-def roofline_points(lab=None, live: list[dict] | None = None) -> list[dict]:
-    """One point per main kernel (recorded data), plus lab 09's live rows when given."""
+DRAM_BYTES = "DRAM (Nsight Compute)"
+REQUESTED_BYTES = "requested (ledger)"
+
+
+def roofline_points(lab=None, own: list[dict] | None = None) -> list[dict]:
+    """One point per main kernel (recorded data), plus lab 09's own rows (`own_rows`) when given.
+
+    Each point's bytes are the DRAM bytes (read + write) of the variant's profile rows at its
+    size where `kernellab profile` recorded them (`profile.variant_dram_bytes`), else the bytes
+    its record requested, and `bytes_kind` says which."""
     lab = lab or target.load(LAB, "solutions")
     points = []
     for kernel in MAIN_KERNELS:
         record = reference.load(kernel.lab)["records"][kernel.record]
         measured = _measured(kernel, record)
-        points.append(_point(lab, kernel.label, measured,
-                             recorded_dram_bytes(kernel, measured["size"]), ceilings_of(record),
+        dram = profile.variant_dram_bytes(kernel.lab, kernel.record, kernel.variant, measured["size"])
+        points.append(_point(lab, kernel.label, kernel.lab, measured, dram, ceilings_of(record),
                              record, kernel.counted))
-    for entry in live or ():
-        points.append(_point(lab, f"09 {entry['variant']} (live)", entry, None, entry["ceilings"],
-                             entry, "one multiply per element"))
+    for entry in own or ():
+        dram = profile.variant_dram_bytes(LAB, entry["benchmark"], entry["variant"], entry["size"])
+        name = f"09 {entry['variant']} ({'live' if entry['live'] else 'recorded'})"
+        points.append(_point(lab, name, LAB, entry, dram, entry["ceilings"], entry,
+                             "one multiply per element"))
     return points
 
 
-def _point(lab, name, measured, dram_bytes, ceilings, record, counted) -> dict:
+def _point(lab, name, lab_number, measured, dram_bytes, ceilings, record, counted) -> dict:
     bytes_used = dram_bytes if dram_bytes is not None else measured["requested_bytes"]
     point = lab.roofline_point(measured["flops"], bytes_used, measured["seconds"], roof_inputs(ceilings))
-    return {"name": name, **point._asdict(), "bytes": bytes_used,
-            "bytes_kind": "DRAM bytes (ncu)" if dram_bytes is not None else
-            measured.get("bytes_kind", "requested bytes (ledger)"),
+    return {"name": name, "lab": lab_number, **point._asdict(), "bytes": bytes_used,
+            "bytes_kind": DRAM_BYTES if dram_bytes is not None else
+            measured.get("bytes_kind", REQUESTED_BYTES),
             "requested_bytes": measured["requested_bytes"], "seconds": measured["seconds"],
             "flops": measured["flops"], "bound": lab.bound(measured["flops"], bytes_used, roof_inputs(ceilings)),
             "ceilings": ceilings, "source": plots.source_label(record), "flops_counted": counted,
@@ -385,9 +387,26 @@ def points_table(points: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def missing_profiles() -> list[str]:
-    """The labs of MAIN_KERNELS with no profile rows recorded yet."""
-    return sorted({k.lab for k in MAIN_KERNELS if not profile_rows(k.lab)})
+def missing_profiles(points: list[dict]) -> list[str]:
+    """The labs with a point on the roofline whose bytes are not DRAM bytes (no profile row)."""
+    return sorted({p["lab"] for p in points if p["bytes_kind"] != DRAM_BYTES})
+
+
+def dram_count(points: list[dict]) -> str:
+    """The tour's key figure on bytes: how many points use DRAM bytes, which labs have none."""
+    missing = missing_profiles(points)
+    return (f"{sum(p['bytes_kind'] == DRAM_BYTES for p in points)} of {len(points)} points on DRAM bytes"
+            + (f" (no profile rows: labs {', '.join(missing)})" if missing else ""))
+
+
+def bytes_line(points: list[dict]) -> str:
+    """The plain line under the roofline: which labs' points use DRAM bytes and which do not."""
+    missing = missing_profiles(points)
+    if not missing:
+        return f"bytes: {DRAM_BYTES} for every point"
+    kinds = sorted({p["bytes_kind"].split(" (")[0] for p in points if p["bytes_kind"] != DRAM_BYTES})
+    return (f"no profile rows for labs {', '.join(missing)}: their points use {' or '.join(kinds)} bytes, "
+            f"not DRAM bytes (`kernellab profile LAB` on a GPU records them)")
 
 
 def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> Path:
@@ -405,14 +424,14 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
                   f"({ceilings['memory_roof']}; copy {ceilings['copy_gbps']:.0f}), "
                   f"{ceilings['fp32_fma_tflops']:.1f} TFLOP/s FP32 (each % uses its own run's)")
     for i, p in enumerate(points):
-        marker = "o" if p["bytes_kind"].startswith("DRAM") else "s"
+        marker = "o" if p["bytes_kind"] == DRAM_BYTES else "s"
         ax.plot(p["intensity"], p["attained"] / 1e12, marker, color=f"C{i % 10}",
                 label=f"{p['name']}: {p['pct_of_roof']:.0f}% of roof")
         ax.annotate(f"{p['pct_of_roof']:.0f}%", (p["intensity"], p["attained"] / 1e12), fontsize=7,
                     xytext=(3, 3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("FLOP per byte (circles: DRAM bytes from ncu; squares: requested bytes)")
+    ax.set_xlabel(f"FLOP per byte (circles: {DRAM_BYTES} bytes; squares: requested bytes)")
     ax.set_ylabel("TFLOP/s attained")
     ax.legend(fontsize=6, loc="lower right")
     for kernel in sorted({r["kernel"] for r in small}):
@@ -524,37 +543,42 @@ def verdict(points: list[dict]) -> list[str]:
 
 # --- the tour, the benchmark ----------------------------------------------------------------------
 
-def live_rows(out=print) -> list[dict]:
-    """GPU only: lab 09's scale_rows benchmark timed now, as entries roofline_points takes."""
-    result = harness.run(benchmarks()[0], progress=False, out=out)
+def own_rows(out=print) -> list[dict]:
+    """Lab 09's scale_rows points, as entries roofline_points takes: timed now on a GPU (its
+    ceilings measured in the same run, `timing.ceilings`), from lab 09's record in the simulator
+    (none until one is recorded). FLOPs are the row's GFLOP/s x time: the benchmark's own count
+    at the size that was timed."""
+    scale = access_pattern_benchmarks()[0]
+    if device.is_simulator():
+        result = ((reference.load(LAB) or {}).get("records") or {}).get(scale.name)
+        if result is None:
+            return []
+    else:
+        result = harness.run(scale, progress=False, out=out)
     ceilings = ceilings_of(result)
-    return [{"variant": r["variant"], "seconds": r["median_ms"] * 1e-3, "size": r["size"],
-             "flops": benchmarks()[0].flops(r["size"]), "requested_bytes": r["bytes"],
-             "ceilings": ceilings, "provenance": result["provenance"], "live": True}
+    return [{"benchmark": scale.name, "variant": r["variant"], "seconds": r["median_ms"] * 1e-3,
+             "size": r["size"], "flops": r["gflops"] * 1e9 * r["median_ms"] * 1e-3,
+             "requested_bytes": r["bytes"], "ceilings": ceilings, "provenance": result["provenance"],
+             "live": result.get("live", False)}
             for r in result["rows"] if r["ok"]]
 
 
 def bench(out_dir: Path | None = None) -> dict:
     """Both benchmarks through kernellab.bench (saved as lab 09's reference data on a GPU)."""
-    return {b.name: harness.run(b, lab=LAB, out_dir=out_dir) for b in benchmarks()}
+    return {b.name: harness.run(b, lab=LAB, out_dir=out_dir) for b in access_pattern_benchmarks()}
 
 
 def tour(figures_dir: Path) -> TourResult:
-    if device.is_simulator():
-        patterns = access_patterns()
+    patterns = access_patterns() if device.is_simulator() else []
+    if patterns:
         print(pattern_table(patterns))
-        live = []
-    else:
-        patterns = []
-        live = live_rows(out=lambda _line: None)
-    points = roofline_points(live=live)
+    points = roofline_points(own=own_rows(out=lambda _line: None))
     figure = plot_roofline(points, small_size_rows(), figures_dir)
-    missing = missing_profiles()
-    bytes_note = (f"requested bytes for labs {', '.join(missing)} (no profile rows recorded yet)"
-                  if missing else "DRAM bytes from ncu")
+    print(points_table(points))
+    print(bytes_line(points))
     best_memory = max((p for p in points if p["bound"] == "memory"), key=lambda p: p["pct_of_roof"])
     coalescing = (f"sectors/load strided {patterns[0]['x_sectors_per_load']:.0f} vs coalesced "
                   f"{patterns[1]['x_sectors_per_load']:.1f}; " if patterns else "")
     return TourResult(True, f"{coalescing}{len(points)} kernels on the roofline, best memory-bound "
-                      f"{best_memory['name']} {best_memory['pct_of_roof']:.0f}% of roof; {bytes_note}",
+                      f"{best_memory['name']} {best_memory['pct_of_roof']:.0f}% of roof; {dram_count(points)}",
                       (str(figure),))

@@ -8,4 +8,7 @@ from . import device
 
 __version__ = "0.1.0"
 
-device.setup()
+try:
+    device.setup()
+except device.DeviceModeError as exc:  # a mode that cannot be honoured: one line that names the fix
+    raise SystemExit(f"kernellab: {exc}") from None

@@ -77,6 +77,7 @@ import numpy as np
 
 from . import checks, device, plots, profile, reference, target, timing, traffic
 from .launches import record_launches
+from .progress import progress_bar
 
 cuda = device.cuda()
 
@@ -154,25 +155,6 @@ def torch_variant(torch, name: str, fn, why: str, ledger=None) -> Variant:
 
 
 # --- running -------------------------------------------------------------------------------------
-
-class Progress:
-    """A one-line progress bar on stderr (no dependency); silent when disabled."""
-
-    def __init__(self, total: int, label: str, enabled: bool = True, width: int = 30):
-        self.total, self.label, self.enabled, self.width = max(total, 1), label, enabled, width
-        self.done = 0
-
-    def step(self, what: str = ""):
-        self.done += 1
-        if not self.enabled:
-            return
-        filled = self.width * self.done // self.total
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
-                         f"{self.done}/{self.total} {what[:40]:<40}")
-        if self.done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
 
 def _to_device(inputs: dict) -> dict:
     return {key: cuda.to_device(value) if isinstance(value, np.ndarray) else value
@@ -311,7 +293,8 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
         result["copy"], result["copy_gbps"] = ceilings["copy"], ceilings["copy_gbps"]
         result["launch_floor_ms"] = ceilings["launch_floor_ms"]
         result["bytes_kind"] = REQUESTED_BYTES
-    bar = Progress(len(sizes) * len(variants), benchmark.name, enabled=progress)
+    bar = progress_bar(total=len(sizes) * len(variants), desc=benchmark.name, unit="variant",
+                       enabled=progress)
     for size in sizes:
         first_host = benchmark.make_inputs(rng, size)
         expected = np.asarray(benchmark.reference(first_host), dtype=np.float64)
@@ -322,7 +305,7 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
             sets += [_make_set(benchmark.make_inputs(rng, size), shape, benchmark.out_dtype)
                      for _ in range(_sets_for(set_bytes) - 1)]
         for variant in variants:
-            bar.step(f"{benchmark.axis}={size} {variant.name}")
+            bar.set_postfix_str(f"{benchmark.axis}={size} {variant.name}")
             row = _validate(benchmark, variant, sets[0], expected, size, use_meter=simulated)
             if row["ok"] and not simulated:
                 row.update(_time(variant, sets, reps))
@@ -332,7 +315,9 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
                 if benchmark.flops:
                     row["gflops"] = benchmark.flops(size) / seconds / 1e9
             result["rows"].append(row)
+            bar.update()
         del sets
+    bar.close()
     # A baseline from outside the course (torch.compile without a working Triton, say) that
     # fails is reported in its rows but does not fail the benchmark.
     result["ok"] = all(r["ok"] for r in result["rows"] if not result["variants"][r["variant"]]["baseline"])

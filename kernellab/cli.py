@@ -59,19 +59,39 @@ def cmd_profile(args) -> int:
 def cmd_grade(args) -> int:
     from . import grader
     if args.batch:
+        if args.fail_under is not None:
+            raise ValueError("--fail-under sets the exit code of one submission's grade; "
+                             "with --batch, read the gradebook instead")
         grader.grade_batch(Path(args.batch), jobs=args.jobs, labs=args.labs or None,
-                           gradebook=Path(args.gradebook), timeout=args.timeout, seed=args.seed)
+                           gradebook=Path(args.gradebook), timeout=args.timeout, seed=args.seed,
+                           stress=args.stress)
         return 0
-    grader.grade(args.labs or None, target_name="labs", results=Path(args.results),
-                 seed=args.seed, timeout=args.timeout, root=Path(args.root) if args.root else None,
-                 jobs=args.jobs)
-    return 0  # lost points never set the exit code
+    document = grader.grade(args.labs or None, target_name="labs", results=Path(args.results),
+                            seed=args.seed, timeout=args.timeout,
+                            root=Path(args.root) if args.root else None, jobs=args.jobs,
+                            stress=args.stress)
+    if args.fail_under is not None and grader.percent(document) < args.fail_under:
+        print(f"kernellab grade: {grader.percent(document):.4g}% is under --fail-under "
+              f"{args.fail_under:g}%", file=sys.stderr)
+        return 1
+    return 0  # without --fail-under, lost points never set the exit code
 
 
 def cmd_check(args) -> int:
     from . import grader
     return 0 if grader.check(args.labs or None, Path(args.out), seed=args.seed,
-                             timeout=args.timeout) else 1
+                             timeout=args.timeout, stress=args.stress) else 1
+
+
+def percentage(text: str) -> float:
+    """--fail-under's value: a number from 0 to 100."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be a percentage from 0 to 100, not {text!r}")
+    return value
 
 
 def cmd_occupancy(args) -> int:
@@ -114,13 +134,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the JSON (default: data/reference/<gpu>/)")
     p.set_defaults(func=cmd_profile)
 
-    for name, helptext in (("grade", "grade the student's labs/ (exit code never reflects points)"),
+    for name, helptext in (("grade", "grade the student's labs/ (the exit code reflects points "
+                                     "only with --fail-under)"),
                            ("check", "instructors: solutions must score 100%, the starter 0")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("labs", nargs="*", help="lab numbers (default: all)")
         p.add_argument("--seed", type=int, default=None, help="replay the inputs of an earlier run")
         p.add_argument("--timeout", type=float, default=None,
                        help="seconds a single test may run before it is killed")
+        p.add_argument("--no-stress", dest="stress", action="store_false",
+                       help="simulator: run blocks and threads in order (stress mode is on by "
+                            "default)")
     grade_p, check_p = sub.choices["grade"], sub.choices["check"]
     grade_p.add_argument("--results", default="results.json", help="Gradescope results.json path")
     grade_p.add_argument("--root", help="grade the labs/ of this folder (a submission)")
@@ -128,6 +152,9 @@ def parser() -> argparse.ArgumentParser:
     grade_p.add_argument("-j", "--jobs", type=int, default=2,
                          help="labs (or, with --batch, submissions) graded at once")
     grade_p.add_argument("--gradebook", default="gradebook.csv", help="CSV written by --batch")
+    grade_p.add_argument("--fail-under", type=percentage, metavar="PERCENT",
+                         help="exit with code 1 when the score is under PERCENT of the points "
+                              "(GitHub Classroom); without it the exit code ignores the points")
     grade_p.set_defaults(func=cmd_grade)
     check_p.add_argument("--out", default=".kernellab/check", help="folder for both results.json")
     check_p.set_defaults(func=cmd_check)

@@ -70,8 +70,8 @@ def requested_mode() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def driver_present() -> bool:
-    """True when libcuda loads, initialises and reports at least one device (no Numba import)."""
+def _libcuda():
+    """The CUDA driver library, initialised, or None (loaded with ctypes: no Numba import)."""
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
         try:
             lib = ctypes.CDLL(name)
@@ -79,14 +79,56 @@ def driver_present() -> bool:
         except OSError:
             continue
     else:
-        return False
+        return None
     try:
-        if lib.cuInit(0) != 0:
-            return False
-        count = ctypes.c_int(0)
-        return lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+        return lib if lib.cuInit(0) == 0 else None
     except (AttributeError, OSError):
-        return False
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def driver_present() -> bool:
+    """True when libcuda loads, initialises and reports at least one device (no Numba import)."""
+    lib = _libcuda()
+    count = ctypes.c_int(0)
+    return lib is not None and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+def driver_cuda_version() -> int | None:
+    """The newest CUDA the driver supports, as cuDriverGetVersion reports it (12040 is 12.4)."""
+    lib = _libcuda()
+    version = ctypes.c_int(0)
+    if lib is None or lib.cuDriverGetVersion(ctypes.byref(version)) != 0:
+        return None
+    return version.value
+
+
+def toolkit_cuda_version() -> str | None:
+    """The CUDA version of the toolkit wheels numba-cuda compiles with (`cuda-toolkit`, from its
+    cu12 or cu13 extra); None when they did not come from PyPI (the conda route)."""
+    from importlib import metadata
+    try:
+        return metadata.version("cuda-toolkit")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def driver_too_old(driver: int | None, toolkit: str | None) -> str | None:
+    """What to do when the driver is older than the toolkit wheels, or None when they fit.
+
+    PTX from a CUDA 13 compiler does not load on a driver for CUDA 12 (Colab's T4 reports 12.4;
+    the cu13 wheels need an R580 driver), so the first launch would fail with an obscure error.
+    """
+    if driver is None or toolkit is None:
+        return None
+    driver_major, driver_minor = driver // 1000, driver % 1000 // 10
+    toolkit_major = int(toolkit.split(".")[0])
+    if driver_major >= toolkit_major:
+        return None
+    fix = "pip install -e '.[cu12]'" if driver_major == 12 else \
+        "update the NVIDIA driver (numba-cuda 0.30 needs CUDA 12 or later)"
+    return (f"the CUDA driver supports CUDA {driver_major}.{driver_minor}, kernellab was installed "
+            f"with CUDA {toolkit_major} wheels: {fix} (or use the simulator: KERNELLAB_DEVICE=sim)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -96,9 +138,12 @@ def mode() -> str:
     if wanted == "gpu" and not driver_present():
         raise DeviceModeError("KERNELLAB_DEVICE=gpu, but no CUDA driver with a device was found; "
                               "use KERNELLAB_DEVICE=sim (or auto) to run in Numba's simulator")
-    if wanted == "auto":
-        return "gpu" if driver_present() else "sim"
-    return wanted
+    if wanted == "sim" or not driver_present():
+        return "sim"
+    too_old = driver_too_old(driver_cuda_version(), toolkit_cuda_version())
+    if too_old:
+        raise DeviceModeError(too_old)
+    return "gpu"
 
 
 def is_simulator() -> bool:

@@ -2,6 +2,10 @@
 
 Registered through the `pytest11` entry point, so plain `pytest` uses it:
 - `@pytest.mark.points(n)` marks a graded test (`visibility="hidden"` hides it from students);
+- `@pytest.mark.simulator` marks a test that needs Numba's simulator (the traffic meter): on a
+  GPU, plain pytest skips it and its score table says so; `kernellab grade` runs it in a
+  simulator child, so the score is the same on every machine;
+- `@pytest.mark.gpu` marks a test that needs a real GPU: it never carries points;
 - `--target labs|solutions` picks the implementation (sets KERNELLAB_TARGET);
 - `--seed N` replays the random inputs of an earlier run (the seed is printed in the header);
 - `--results PATH` is where the Gradescope-format report goes (always written);
@@ -49,6 +53,7 @@ def pytest_addoption(parser):
     # Used by kernellab.grader's child processes: progress events and the graded-test manifest.
     group.addoption("--kl-progress", default=None, help=argparse.SUPPRESS)
     group.addoption("--kl-manifest", default=None, help=argparse.SUPPRESS)
+    group.addoption("--kl-hung", default="{}", help=argparse.SUPPRESS)  # JSON {kernel: why}
 
 
 def session_seed(config) -> int:
@@ -61,7 +66,10 @@ _STATE = pytest.StashKey["GradeState"]()
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "points(n, visibility='visible'): graded test worth n points")
-    config.addinivalue_line("markers", "gpu: needs a real GPU; skipped in the simulator")
+    config.addinivalue_line("markers", "gpu: needs a real GPU; skipped in the simulator; "
+                                       "never carries points")
+    config.addinivalue_line("markers", "simulator: needs Numba's simulator (the traffic meter); "
+                                       "on a GPU, kernellab grade runs it in a simulator child")
     if config.getoption("target"):
         os.environ["KERNELLAB_TARGET"] = config.getoption("target")
     target.current()  # a bad KERNELLAB_TARGET fails here, naming the variable
@@ -91,11 +99,12 @@ def lab_of(path) -> str | None:
 
 @pytest.fixture(scope="module")
 def lab(request):
-    """The lab module under test, from the target chosen by --target / KERNELLAB_TARGET."""
+    """The lab module under test, from the target chosen by --target / KERNELLAB_TARGET; a
+    function of it that uses kernellab's reference implementation of the lab fails when called."""
     number = lab_of(request.module.__file__)
     if number is None:
         raise RuntimeError("the `lab` fixture works in tests/test_labNN_*.py files only")
-    return target.load(number)
+    return target.forbid_references(target.load(number), number)
 
 
 @pytest.fixture
@@ -108,14 +117,25 @@ def rng(request):
     return np.random.default_rng([seed, stream])
 
 
+ELSEWHERE = ("needs the simulator (the traffic meter counts loads there); kernellab grade runs it "
+             "in a simulator child")
+
+
 def pytest_collection_modifyitems(session, config, items):
     state = config.stash[_STATE]
     for item in items:
-        if item.get_closest_marker("gpu") and device.is_simulator():
+        needs_gpu, needs_simulator = (item.get_closest_marker(m) for m in ("gpu", "simulator"))
+        if needs_gpu and device.is_simulator():
             item.add_marker(pytest.mark.skip(reason="needs a real GPU: the simulator has no clock"))
+        if needs_simulator and not device.is_simulator():
+            item.add_marker(pytest.mark.skip(reason=ELSEWHERE))
+            state.elsewhere.add(item.nodeid)
         marker = item.get_closest_marker("points")
         if marker is None:
             continue
+        if needs_gpu:
+            raise pytest.UsageError(f"{item.nodeid}: a test marked gpu may not carry points (a "
+                                    "grade must not depend on the machine it runs on)")
         points = marker.args[0] if marker.args else marker.kwargs.get("n")
         visibility = marker.kwargs.get("visibility", "visible")
         if not isinstance(points, (int, float)) or points <= 0:
@@ -127,6 +147,7 @@ def pytest_collection_modifyitems(session, config, items):
             "points": points,
             "visibility": visibility,
             "name": test_title(item),
+            "simulator": bool(needs_simulator),
         }
     manifest = config.getoption("kl_manifest")
     if manifest:
@@ -149,6 +170,8 @@ class GradeState:
         self.graded: dict[str, dict] = {}
         self.outcomes: dict[str, dict] = {}
         self.kernels: dict[str, list] = {}   # nodeid -> compile requests (grader runs only)
+        self.elsewhere: set[str] = set()     # simulator tests skipped on this GPU (not lost)
+        self.hung: dict[str, str] = json.loads(config.getoption("kl_hung"))
         progress = config.getoption("kl_progress")
         self.progress = open(progress, "a", buffering=1) if progress else None
 
@@ -162,13 +185,32 @@ class GradeState:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
-        """In the grader's simulator runs, note the lab kernels a test launched, with their
-        argument types, so the grader can check that each also compiles for a real GPU."""
-        if not (self.progress and device.is_simulator()):
+        """In the grader's runs, tell the grader which kernel is about to run (so a hang can be
+        named), fail a test at its first launch of a kernel that hung earlier, and, in the
+        simulator, note the lab kernels launched with their argument types, so the grader can
+        check that each also compiles for a real GPU."""
+        if not self.progress:
             yield
             return
-        with record_launches(with_types=True) as launches:
+        simulated = device.is_simulator()
+        announced = None   # a GPU child announces a kernel once per run of launches of it
+
+        def starts(launch):
+            nonlocal announced
+            if launch.name in self.hung:
+                pytest.fail(self.hung[launch.name], pytrace=False)
+            if simulated or launch.name != announced:
+                announced = launch.name
+                self.event(event="launch", nodeid=item.nodeid, kernel=launch.name,
+                           returns=simulated)   # a "returned" event follows in the simulator
+
+        def ends(launch):
+            self.event(event="returned", nodeid=item.nodeid, kernel=launch.name)
+
+        with record_launches(with_types=simulated, on_launch=starts, on_return=ends) as launches:
             yield
+        if not simulated:
+            return
         prefix = f"{target.current()}."
         seen = {}
         for launch in launches:
@@ -185,7 +227,7 @@ class GradeState:
             entry["outcome"] = "failed"
             entry["output"].append(f"[{report.when}] {short_failure(report)}")
         elif report.skipped and entry["outcome"] == "passed":
-            entry["outcome"] = "skipped"
+            entry["outcome"] = "elsewhere" if report.nodeid in self.elsewhere else "skipped"
             entry["output"].append(f"skipped: {skip_reason(report)}")
         if report.when == "teardown":
             captured = "".join(text for _, text in report.sections if text)
@@ -224,6 +266,9 @@ def outcome_points(info: dict, outcome: dict | None) -> float:
     return info["points"] if outcome and outcome["outcome"] == "passed" else 0
 
 
+NOT_RUN_HERE = "not run here"   # how a simulator test skipped on a GPU opens its output
+
+
 def results_document(graded: dict, outcomes: dict, header: str) -> dict:
     """Gradescope's results.json: every graded test appears, run or not."""
     tests = []
@@ -231,6 +276,8 @@ def results_document(graded: dict, outcomes: dict, header: str) -> dict:
         outcome = outcomes.get(nodeid)
         status = outcome["outcome"] if outcome else "not run"
         text = outcome["output"] if outcome else "not run: the grader never reached this test"
+        if status == "elsewhere":
+            status = f"{NOT_RUN_HERE} (not lost)"
         tests.append({
             "name": info["name"],
             "number": nodeid,
@@ -246,21 +293,63 @@ def results_document(graded: dict, outcomes: dict, header: str) -> dict:
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
 
 
+def not_run_here(test: dict) -> bool:
+    """A simulator test that plain pytest skipped on a GPU: not run, so not lost either."""
+    return test["output"].startswith(NOT_RUN_HERE)
+
+
 def score_table(document: dict) -> str:
-    """One row per lab: points, tests passed."""
+    """One row per lab: points, tests passed, and the points of simulator tests not run here."""
     rows: dict[str, list[float]] = {}
     for test in document["tests"]:
-        lab_number = test["name"].split(" ")[1] if test["name"].startswith("Lab ") else "other"
-        row = rows.setdefault(lab_number, [0, 0, 0, 0])
+        row = rows.setdefault(test_lab(test), [0, 0, 0, 0, 0])
         row[0] += test["score"]
         row[1] += test["max_score"]
         row[2] += test["score"] == test["max_score"]
         row[3] += 1
+        row[4] += test["max_score"] if not_run_here(test) else 0
     lines = [f"{'lab':<6} {'points':>13} {'tests passed':>13}"]
-    for lab_number, (got, out_of, passed, count) in sorted(rows.items()):
-        lines.append(f"{lab_number:<6} {fmt(got):>6} / {fmt(out_of):<4} {passed:>6} / {count:<4}")
+    for lab_number, (got, out_of, passed, count, elsewhere) in sorted(rows.items()):
+        note = f"  ({fmt(elsewhere)} not run here)" if elsewhere else ""
+        lines.append(f"{lab_number:<6} {fmt(got):>6} / {fmt(out_of):<4} {passed:>6} / {count:<4}"
+                     f"{note}")
     lines.append(f"{'total':<6} {fmt(document['score']):>6} / {fmt(document['max_score']):<4}")
+    elsewhere = sum(row[4] for row in rows.values())
+    if elsewhere:
+        lines.append(f"{fmt(elsewhere)} points are in tests that need the simulator, so this GPU "
+                     "did not run them (not lost): `kernellab grade` runs them in a simulator "
+                     "child")
     return "\n".join(lines)
+
+
+def test_lab(test: dict) -> str:
+    return test["name"].split(" ")[1] if test["name"].startswith("Lab ") else "other"
+
+
+def first_reason(output: str, width: int = 200) -> str:
+    """The first line of why a test lost its points, without the status word and the phase tag
+    (a line that ends in ':' takes the next one with it)."""
+    lines = [line.strip() for line in output.splitlines()[1:] if line.strip()]
+    if not lines:
+        return output.strip() or "failed"
+    first = re.sub(r"^\[(setup|call|teardown)\] (Failed: )?", "", lines[0])
+    first = re.sub(r"^(?:\w+\.)+(\w+: )", r"\1", first)   # kernellab.target.XError -> XError
+    if first.endswith(":") and len(lines) > 1:
+        first = f"{first} {lines[1]}"
+    return first if len(first) <= width else first[: width - 3] + "..."
+
+
+def lost_points(document: dict) -> list[str]:
+    """One line per test that lost points: which, how many, and the first line of its reason
+    (the reason of a hidden test stays hidden)."""
+    lines = []
+    for test in document["tests"]:
+        if test["score"] >= test["max_score"] or not_run_here(test):
+            continue
+        name = f"Lab {test_lab(test)} {test['number'].split('::')[-1]}"
+        why = "(hidden test)" if test["visibility"] != "visible" else first_reason(test["output"])
+        lines.append(f"  - {name} (-{fmt(test['max_score'] - test['score'])}): {why}")
+    return lines
 
 
 def fmt(x: float) -> str:

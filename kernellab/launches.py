@@ -36,6 +36,9 @@ class Launch:
 class LaunchLog(list):
     """The launches seen, in order, with a few views the tests use."""
 
+    on_launch = None   # called with each Launch just before the kernel runs (the grader's watch)
+    on_return = None   # simulator: called with each Launch once the kernel has finished
+
     def names(self) -> list[str]:
         return [launch.name for launch in self]
 
@@ -75,6 +78,16 @@ def _note(kernel, name, grid, block, stream, shared, args):
                     kernel, argtypes)
     for log in _active:
         log.append(launch)
+    for log in list(_active):
+        if log.on_launch is not None:
+            log.on_launch(launch)
+    return launch
+
+
+def _returned(launch):
+    for log in list(_active):
+        if log.on_return is not None:
+            log.on_return(launch)
 
 
 def _install():
@@ -89,10 +102,14 @@ def _install():
             return original_getitem(self, configuration)
 
         def call(self, *args):
-            if not (self._device or _kernel_context):
-                _note(self, self.fn.__name__, self.grid_dim, self.block_dim,
-                      getattr(self, "_kernellab_stream", 0), self.dynshared_size, args)
-            return original_call(self, *args)
+            if self._device or _kernel_context:
+                return original_call(self, *args)
+            launch = _note(self, self.fn.__name__, self.grid_dim, self.block_dim,
+                           getattr(self, "_kernellab_stream", 0), self.dynshared_size, args)
+            try:
+                return original_call(self, *args)
+            finally:
+                _returned(launch)
 
         FakeCUDAKernel.__call__, FakeCUDAKernel.__getitem__ = call, getitem
 
@@ -120,14 +137,17 @@ _undo = None
 
 
 @contextlib.contextmanager
-def record_launches(with_types: bool = False):
+def record_launches(with_types: bool = False, on_launch=None, on_return=None):
     """Collect every kernel launch made inside the block (nested blocks each see them all).
 
     `with_types=True` also keeps each launch's Numba argument types, so the kernel can be
-    compiled for a real GPU afterwards.
+    compiled for a real GPU afterwards. `on_launch(launch)` runs before each launch (an
+    exception it raises stops the launch); `on_return(launch)`, in the simulator, after the
+    kernel has finished (a GPU launch returns before its kernel ends).
     """
     global _undo
     log = LaunchLog()
+    log.on_launch, log.on_return = on_launch, on_return
     with _lock:
         if not _active:
             _undo = _install()

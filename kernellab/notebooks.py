@@ -1,9 +1,11 @@
 """Notebook hygiene for CI: committed without outputs, and each one runs headless.
 
     python -m kernellab.notebooks --check-clean --execute [NOTEBOOK ...]
+    python -m kernellab.notebooks --write-setup      # after editing SETUP_CELL or COURSE_REPO
 
 Notebooks execute with the solutions target, in their own folder, two at a time; a failure
-names the notebook and the cell.
+names the notebook and the cell. Every notebook opens with the same setup cell and an
+"Open in Colab" badge, both generated here from COURSE_REPO.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import string
 import sys
 import time
 from pathlib import Path
@@ -20,6 +23,75 @@ from . import target
 
 NOTEBOOKS = target.ROOT / "notebooks"
 CELL_TIMEOUT = 300
+
+# The course repository on GitHub: the Colab badges point at it and Colab clones it.
+# A fork sets its own here and runs `--write-setup`; a student can override the clone with
+# the KERNELLAB_REPO environment variable.
+COURSE_REPO = "https://github.com/kernellab/kernellab"
+COURSE_BRANCH = "main"
+COLAB_BADGE = ("[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+               "(https://colab.research.google.com/github/$path/blob/$branch/notebooks/$notebook)")
+
+# The first code cell of every notebook. On Colab it clones the course, installs it with the
+# cu12 wheels (Colab's T4 driver is CUDA 12.4; the default cu13 wheels need an R580 driver) and
+# moves into the clone. Elsewhere (a laptop, a JupyterHub with the course pulled by nbgitpuller)
+# kernellab is already installed and it only imports it.
+SETUP_CELL = """\
+# Setup. On Colab: clone and install the course (once), then work in the clone.
+# Elsewhere it only imports kernellab, which must come before numba.cuda.
+import os, subprocess, sys
+on_colab = "google.colab" in sys.modules
+if on_colab:
+    KERNELLAB_REPO = os.environ.get("KERNELLAB_REPO", "$repo")
+    clone = "/content/kernellab"
+    if not os.path.isdir(clone):
+        subprocess.run(["git", "clone", "--depth", "1", KERNELLAB_REPO, clone], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", ".[cu12]"],
+                       cwd=clone, check=True)
+        from importlib.metadata import version
+        if "numpy" in sys.modules and version("numpy") != sys.modules["numpy"].__version__:
+            raise SystemExit("numpy was upgraded: Runtime > Restart session, then run this cell again")
+    sys.path.insert(0, clone)           # this kernel started before the install
+    os.chdir(os.path.join(clone, "notebooks"))
+import kernellab
+from kernellab import device
+print(f"kernellab mode: {device.mode()}" + (" (on Colab)" if on_colab else ""))"""
+
+
+def setup_cell_source() -> str:
+    return string.Template(SETUP_CELL).substitute(repo=COURSE_REPO)
+
+
+def colab_badge(notebook: str) -> str:
+    """The badge that opens `notebook` (a file name in notebooks/) in Colab."""
+    path = COURSE_REPO.removeprefix("https://github.com/")
+    return string.Template(COLAB_BADGE).substitute(path=path, branch=COURSE_BRANCH, notebook=notebook)
+
+
+def write_setup(path: Path) -> bool:
+    """Give `path` the badge under its title and the setup cell as its first code cell;
+    True when the file changed. Other cells are left as they are."""
+    text = Path(path).read_text()
+    notebook = json.loads(text)
+    cells = notebook["cells"]
+    title = cells[0]["source"]
+    badge = colab_badge(Path(path).name) + "\n"
+    old_badge = [i for i, line in enumerate(title) if line.startswith("[![Open In Colab]")]
+    if old_badge:
+        title[old_badge[0]] = badge
+    else:
+        title[1:1] = ["\n", badge]
+    setup = setup_cell_source().splitlines(keepends=True)
+    first_code = next(i for i, cell in enumerate(cells) if cell["cell_type"] == "code")
+    if cells[first_code]["source"][:1] == setup[:1]:
+        cells[first_code]["source"] = setup
+    else:
+        cells.insert(first_code, {"cell_type": "code", "execution_count": None,
+                                  "id": "kernellab-setup", "metadata": {}, "outputs": [],
+                                  "source": setup})
+    updated = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+    Path(path).write_text(updated)
+    return updated != text
 
 
 def with_outputs(path: Path) -> list[int]:
@@ -51,10 +123,15 @@ def main(argv=None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--check-clean", action="store_true", help="fail if any holds outputs")
     parser.add_argument("--execute", action="store_true", help="run each one headless")
+    parser.add_argument("--write-setup", action="store_true",
+                        help="give each the Colab badge and the setup cell (from SETUP_CELL)")
     parser.add_argument("-j", "--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
     failed = False
+    if args.write_setup:
+        changed = [path.name for path in paths if write_setup(path)]
+        print(f"setup cell and badge written: {', '.join(changed) or 'all were up to date'}")
     if args.check_clean:
         for path in paths:
             dirty = with_outputs(path)

@@ -285,9 +285,51 @@ def _guarded(name, argtypes, work, *args):
         return KernelCompileError(_compile_failure(name, argtypes, exc))
 
 
-def _compile_failure(name, argtypes, exc) -> str:
+def _compile_failure(name, argtypes, exc, source_file: str = "") -> str:
+    """One line: the kernel, its argument types, Numba's reason and, when the compile stopped in
+    `source_file` (the kernel's own file), that file's line, wherever Numba's message points."""
     types = ", ".join(map(str, argtypes))
-    return f"{name}({types}) did not compile: {_first_useful_line(exc)}"
+    line = _line_in_file(exc, source_file) if source_file else None
+    if line is None:
+        return f"{name}({types}) did not compile: {_first_useful_line(exc)}"
+    reason = _first_useful_line(exc, with_location=False)
+    return f"{name}({types}) did not compile: {reason} at {_source_line(source_file, line, ', line ')}"
+
+
+def _line_in_file(exc: BaseException, source_file: str) -> int | None:
+    """The line of `source_file` the compiler was working on when it raised: Numba's typing and
+    lowering frames hold the IR location (`loc`, or an instruction's `.loc`) of what they were
+    doing; the innermost one in the kernel's file is the student's line."""
+    wanted = os.path.realpath(source_file)
+    found, tb = None, exc.__traceback__
+    while tb is not None:
+        for value in list(tb.tb_frame.f_locals.values()):
+            loc = value if type(value).__name__ == "Loc" else getattr(value, "loc", None)
+            filename = getattr(loc, "filename", None)
+            if isinstance(filename, str) and isinstance(getattr(loc, "line", None), int) \
+                    and os.path.realpath(filename) == wanted:
+                found = loc.line
+        tb = tb.tb_next
+    return found
+
+
+def _source_line(path: str, line: int, separator: str = ":") -> str:
+    """'labs/lab02_vertical_fusion.py:123: `y = x * 0.5`': the path as the student knows it
+    (relative to the working directory when it is under it) and the line's text."""
+    shown = Path(path)
+    try:
+        shown = shown.resolve().relative_to(Path.cwd().resolve())
+    except (ValueError, OSError):
+        pass
+    text = _line_text(path, line)
+    return f"{shown}{separator}{line}" + (f": `{text}`" if text is not None else "")
+
+
+def _line_text(path: str, line: int) -> str | None:
+    try:
+        return Path(path).read_text().splitlines()[line - 1].strip()
+    except (OSError, IndexError):
+        return None
 
 
 def _source_stamp(fn) -> tuple:
@@ -320,7 +362,7 @@ def _driver_resources(kernel, argtypes, target) -> Resources:
 
 
 def _ptxas_in_process(fn, targetoptions, argtypes, target, lto) -> Resources:
-    figures, log, used_lto = _compile_and_link(fn, argtypes, targetoptions, lto)
+    figures, log, used_lto, _ = _compile_and_link(fn, argtypes, targetoptions, lto)
     return Resources(**figures, cc=target, source="ptxas", lto=used_lto, log=log)
 
 
@@ -354,9 +396,10 @@ def _arch_cc(cc: tuple[int, int]) -> tuple:
     return (cc[0], cc[1], "a" if tuple(cc) >= (9, 0) else "")
 
 
-def _compile_and_link(fn, argtypes, targetoptions, lto):
+def _compile_and_link(fn, argtypes, targetoptions, lto, lineinfo=False):
     """Build the kernel with numba-cuda's own _Kernel (what CUDADispatcher.compile builds), then
-    link its code as CUDACodeLibrary.get_cubin does, with verbose output added."""
+    link its code as CUDACodeLibrary.get_cubin does, with verbose output added.
+    Returns (figures, link log, whether it went through LTO-IR, the code library)."""
     from cuda.core import Linker
     from numba.cuda.cudadrv import driver as cudadrv
     from numba.cuda.dispatcher import _Kernel
@@ -364,6 +407,8 @@ def _compile_and_link(fn, argtypes, targetoptions, lto):
     options = dict(targetoptions)
     if lto is not None:
         options["lto"] = lto
+    if lineinfo:
+        options["lineinfo"] = True
     kernel = _Kernel(fn, argtypes, **options)
     library = kernel._codelibrary
     arch = library._ensure_cc(None)
@@ -377,7 +422,7 @@ def _compile_and_link(fn, argtypes, targetoptions, lto):
         log = linker.get_info_log()
     finally:
         linker.close()
-    return parse_ptxas_log(log, library._entry_name), log, bool(library._lto)
+    return parse_ptxas_log(log, library._entry_name), log, bool(library._lto), library
 
 
 _PROPERTIES = re.compile(r"(?:Compiling entry function|Function properties for) '?([^'\s:]+)'?")
@@ -423,9 +468,10 @@ def parse_ptxas_log(log: str, entry: str) -> dict:
     return figures
 
 
-def _first_useful_line(exc: BaseException) -> str:
+def _first_useful_line(exc: BaseException, with_location: bool = True) -> str:
     """Numba's errors open with 'Failed in cuda mode pipeline ...' and colour codes; keep the
-    first line that says what went wrong, and the source location when there is one."""
+    first line that says what went wrong, and (with_location) the source location when the
+    message has one."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     useful = [ln for ln in lines if not ln.startswith(("Failed in ", "During: "))]
@@ -439,7 +485,7 @@ def _first_useful_line(exc: BaseException) -> str:
         first += " (lists, dicts and sets need Numba's runtime, which GPU kernels don't have)"
     if first.endswith(":") and len(useful) > 1:       # "No implementation ... for signature:"
         first = f"{first} {useful[1].lstrip('> ')}"
-    location = f" ({where.rstrip(':')})" if where and where != first else ""
+    location = f" ({where.rstrip(':')})" if with_location and where and where != first else ""
     return f"{type(exc).__name__}: {first}{location}"
 
 
@@ -513,7 +559,7 @@ def _serve(requests: list[dict]) -> None:
     """The child's work: compile every request and print one JSON answer list."""
     if requests:
         _CompileTarget.compute_capability = tuple(requests[0]["cc"])
-    _compile_without_a_device()
+    _compile_without_a_device(device_lineinfo=any(r.get("lineinfo") for r in requests))
     answers = []
     for request in requests:
         _CompileTarget.compute_capability = tuple(request["cc"])
@@ -521,9 +567,11 @@ def _serve(requests: list[dict]) -> None:
     print(_RESULT_MARK + json.dumps(answers), flush=True)
 
 
-def _compile_without_a_device() -> None:
+def _compile_without_a_device(device_lineinfo: bool = False) -> None:
     """Point numba-cuda's two device queries in the compile path at _CompileTarget, and defer
-    kernels declared with an eager signature (whose compile would also load them on a GPU)."""
+    kernels declared with an eager signature (whose compile would also load them on a GPU).
+    device_lineinfo: device functions keep their own lines when inlined into a kernel compiled
+    with line info (the grader's check names the line inside the device function)."""
     import numba.cuda
     from numba.cuda import codegen, dispatcher
     from numba.cuda.core import sigutils
@@ -536,6 +584,8 @@ def _compile_without_a_device() -> None:
 
     def lazy_jit(func_or_sig=None, device=False, **options):
         eager = sigutils.is_signature(func_or_sig) or isinstance(func_or_sig, list)
+        if device and device_lineinfo:
+            options.setdefault("lineinfo", True)
         if device or not eager:
             return real_jit(func_or_sig, device=device, **options)
 
@@ -556,11 +606,19 @@ def _answer(request: dict) -> dict:
         return {"kind": "lookup", "error": f"cannot load kernel {request['name']} from {where}: "
                                            f"{_first_useful_line(exc)}"}
     argtypes = pickle.loads(base64.b64decode(request["argtypes"]))
+    source_file = inspect.getsourcefile(kernel.py_func) or ""
     try:
-        figures, log, used_lto = _compile_and_link(kernel.py_func, argtypes, kernel.targetoptions,
-                                                   request["lto"])
+        figures, log, used_lto, library = _compile_and_link(
+            kernel.py_func, argtypes, kernel.targetoptions, request["lto"],
+            lineinfo=request.get("lineinfo", False))
     except Exception as exc:
-        return {"kind": "compile", "error": _compile_failure(request["name"], argtypes, exc)}
+        return {"kind": "compile", "error": _compile_failure(request["name"], argtypes, exc,
+                                                             source_file)}
+    if request.get("float32_only"):
+        ptx = library.get_asm_str(cc=library._ensure_cc(None))
+        found = float64_arithmetic(ptx)
+        if found:
+            return {"kind": "precision", "error": _float64_message(request["name"], found)}
     return {"ok": {"figures": figures, "cc": request["cc"], "lto": used_lto, "log": log}}
 
 
@@ -595,16 +653,126 @@ GPU_CHECK_CC = (8, 0)   # a real target every kernel in the course must compile 
 
 
 def compile_request(kernel, argtypes, cc=GPU_CHECK_CC) -> dict:
-    """A JSON-able request to compile `kernel` for `argtypes` in the compile child."""
-    return _child_request(_python_function(kernel), _kernel_name(kernel), tuple(argtypes),
-                          occ.architecture(cc).cc, None)
+    """A JSON-able request to compile `kernel` for `argtypes` in the compile child, with line
+    info (through PTX, whose `.loc` lines the checks read), and checked for float64 arithmetic
+    when it is a float32 kernel (`is_float32_kernel`)."""
+    request = _child_request(_python_function(kernel), _kernel_name(kernel), tuple(argtypes),
+                             occ.architecture(cc).cc, False)
+    request.update(lineinfo=True, float32_only=is_float32_kernel(kernel, argtypes))
+    return request
+
+
+def _float_types(argtypes) -> set[str]:
+    """The float types among a signature's arguments, scalars and array elements alike."""
+    found = set()
+    for argtype in argtypes:
+        name = str(getattr(argtype, "dtype", argtype))
+        if name.startswith("float"):
+            found.add(name)
+    return found
+
+
+def is_float32_kernel(kernel, argtypes) -> bool:
+    """A kernel whose float arguments are all float32, as launched and as its lab declares it
+    (`SIGNATURES`): its arithmetic must stay float32. A kernel declared or launched with a
+    float64 argument (Lab 01's `scale`, Lab 08's coefficients) may compute in float64."""
+    declared = [_argtypes(kernel, sig) for sig in declared_signatures(kernel)]
+    return all(_float_types(types) == {"float32"} for types in [tuple(argtypes), *declared])
+
+
+_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+")
+_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', re.MULTILINE)
+_OPCODE = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][a-z0-9]*(?:\.[a-z0-9]+)+)\s")
+
+
+@dataclasses.dataclass(frozen=True)
+class Float64Use:
+    """The first float64 instruction of a kernel's PTX and the source line it came from."""
+
+    instruction: str
+    file: str | None
+    line: int | None
+
+
+def float64_arithmetic(ptx: str) -> Float64Use | None:
+    """The first instruction that computes in float64 (add/mul/fma/div/selp/setp/max/cvt into
+    or out of .f64, ...), with the file and line of the `.loc` before it; None if there is none.
+    Loads, stores and moves are not arithmetic: a float32 kernel has none of .f64 anyway."""
+    files = dict(_FILE.findall(ptx))
+    where = (None, None)
+    for text in ptx.splitlines():
+        if (loc := _LOC.match(text)):
+            where = (files.get(loc.group(1)), int(loc.group(2)))
+            continue
+        opcode = _OPCODE.match(text)
+        if opcode is None:
+            continue
+        parts = opcode.group(1).split(".")
+        if "f64" in parts and parts[0] not in ("ld", "st", "mov"):
+            file, line = where
+            return Float64Use(" ".join(text.split()).rstrip(";"), file, line or None)
+    return None
+
+
+def _float64_message(kernel_name: str, found: Float64Use) -> str:
+    advice = "write float32(0.0) or a float32 variable"
+    if found.file is None or found.line is None:
+        return (f"lab kernel `{kernel_name}` computes in float64 (its first float64 instruction: "
+                f"`{found.instruction}`); {advice}")
+    function = _function_at(found.file, found.line)
+    name = function[0] if function else kernel_name
+    message = f"lab kernel `{name}` computes in float64 at {_source_line(found.file, found.line)}"
+    started = _float_literal_start(function, found.line) if function else None
+    if started:
+        variable, line = started
+        message += f" (`{variable}` starts as a float64 at line {line}: `{_line_text(found.file, line)}`)"
+    return f"{message}; {advice}"
+
+
+_AUGMENTED = re.compile(r"^\s*(\w+)(?:\[[^\]]*\])?\s*[-+*/]=")
+_LITERAL_START = r"^\s*{}\s*=\s*[-+]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][-+]?\d+)\s*(#.*)?$"
+
+
+def _float_literal_start(function, line: int):
+    """For `acc += ...` at `line`: the variable and the earlier line of the function that set it
+    to a bare float literal (`acc = 0.0`), the float64 the sum inherits; else None."""
+    _, start, lines = function
+    augmented = _AUGMENTED.match(lines[line - start])
+    if augmented is None:
+        return None
+    literal = re.compile(_LITERAL_START.format(re.escape(augmented.group(1))))
+    for number in range(line - 1, start - 1, -1):
+        if literal.match(lines[number - start]):
+            return augmented.group(1), number
+    return None
+
+
+def _function_at(path: str, line: int):
+    """(name, first line, source lines) of the function (kernel or device function) whose source
+    holds `path`:`line`, among the modules loaded from that file; None if none does."""
+    wanted = os.path.realpath(path)
+    for module in list(sys.modules.values()):
+        if os.path.realpath(getattr(module, "__file__", None) or "") != wanted:
+            continue
+        for value in list(vars(module).values()):
+            fn = getattr(value, "py_func", value)
+            if not inspect.isfunction(fn) or os.path.realpath(fn.__code__.co_filename) != wanted:
+                continue
+            try:
+                lines, start = inspect.getsourcelines(fn)
+            except (OSError, TypeError):
+                continue
+            if start <= line < start + len(lines):
+                return fn.__name__, start, lines
+    return None
 
 
 def gpu_compile_errors(requests: list[dict]) -> list[str | None]:
     """Compile and link each request for a real GPU in one child: None if it did, else why not.
 
     The simulator runs Python that no GPU compiles (lists, dicts, most NumPy calls); this is
-    what catches it, naming the kernel, its argument types and the offending line.
+    what catches it, naming the kernel, its argument types and the offending line. A float32
+    kernel (`compile_request` marks it) that computes in float64 fails too, naming the line.
     """
     if not requests:
         return []

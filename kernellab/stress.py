@@ -1,5 +1,6 @@
 """Stress mode for the simulator: blocks in shuffled order, threads started in shuffled order,
-and the interpreter switching threads every few microseconds.
+the interpreter switching threads every few microseconds, shared memory and the arrays a lab
+allocates itself full of poison.
 
 The simulator normally runs block 0, then block 1, ..., and the GIL lets each Python thread run
 for 5 ms at a time, so code that depends on block order or lacks a `syncthreads` often passes.
@@ -16,7 +17,7 @@ import types
 
 import numpy as np
 
-from . import device
+from . import checks, device
 
 _allocation_lock = threading.Lock()
 SWITCH_INTERVAL = 2e-6   # seconds between forced thread switches (Python's default is 5e-3)
@@ -47,11 +48,40 @@ def enable(seed: int) -> None:
     kernel.np = _ShuffledNumpy(random.Random(seed))
     _start_blocks_together(kernel.BlockThread)
     _poison_shared_memory(kernel)
+    _poison_new_arrays()
     sys.setswitchinterval(SWITCH_INTERVAL)
 
 
+def _poison_new_arrays() -> None:
+    """Make the simulator's device_array (and device_array_like, mapped_array, which call it),
+    pinned_array and managed_array return arrays full of the output poison.
+
+    They return uninitialised NumPy memory, often zeros, so an output a launcher allocates
+    itself (`out=None`) and a kernel leaves partly unwritten holds garbage; on a GPU too. Full
+    of poison, the missed elements read "never written".
+    """
+    import numba.cuda
+    from numba.cuda import simulator
+    from numba.cuda.simulator.cudadrv import devicearray
+
+    def poisoning(allocate):
+        def allocate_poisoned(*args, **kwargs):
+            array = allocate(*args, **kwargs)
+            checks.poison(getattr(array, "_ary", array))
+            return array
+        return allocate_poisoned
+
+    for name in ("device_array", "pinned_array", "managed_array"):
+        original = getattr(devicearray, name)
+        replacement = poisoning(original)
+        for module in (devicearray, simulator, numba.cuda):
+            if getattr(module, name, None) is original:
+                setattr(module, name, replacement)
+
+
 def _poison_shared_memory(kernel) -> None:
-    """Give every block shared memory full of 0xFF bytes (NaN for floats, -1 for integers).
+    """Give every block shared memory full of SHARED_POISON_BYTE bytes (for floats the NaN
+    checks.assert_matches recognises, -1 for integers).
 
     The simulator allocates a launch's shared arrays once and hands the same memory to every
     block, so a block that reads before anyone wrote sees the previous block's values, which
@@ -77,15 +107,15 @@ def _poison_shared_memory(kernel) -> None:
             result = self._allocations.get(caller)
             if result is None:
                 result = np.empty(shape, dtype)
-                result.view(np.uint8).fill(0xFF)
+                result.view(np.uint8).fill(checks.SHARED_POISON_BYTE)
                 self._allocations[caller] = result
         return result
 
     def run(self, grid_point, *args):
         shared = kernel._get_kernel_context()._shared
         for allocation in shared._allocations.values():
-            allocation.view(np.uint8).fill(0xFF)
-        shared._dynshared.fill(-1)
+            allocation.view(np.uint8).fill(checks.SHARED_POISON_BYTE)
+        shared._dynshared.view(np.uint8).fill(checks.SHARED_POISON_BYTE)
         return original_run(self, grid_point, *args)
 
     kernelapi.FakeCUDAShared.array, kernel.BlockManager.run = array, run

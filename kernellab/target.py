@@ -6,11 +6,14 @@ One resolver for tests, notebooks, the tour and the grader: `KERNELLAB_TARGET=la
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
 import importlib.util
 import os
 import re
 import sys
+import typing
 from pathlib import Path
 
 from . import device
@@ -98,3 +101,124 @@ def forbid_solutions():
         sys.meta_path.insert(0, _SolutionsBlocker())
     for name in [n for n in sys.modules if n == "solutions" or n.startswith("solutions.")]:
         del sys.modules[name]
+
+
+# kernellab's own answers to a lab's stubs, off limits to that lab's graded code: the lab number,
+# then each reference module and the names in it that would answer a stub (or a step of one).
+# The data helpers beside them stay allowed (Lab 06's starter imports LIMITERS, UNLIMITED,
+# architecture and shared_per_sm).
+REFERENCE_IMPLEMENTATIONS = {
+    "06": {"kernellab.occupancy": ("blocks_limited_by_warps", "blocks_limited_by_registers",
+                                   "blocks_limited_by_shared_memory", "occupancy",
+                                   "warps_per_block", "registers_per_warp", "shared_allocation",
+                                   "max_potential_block_size")},
+}
+
+
+class ReferenceImplementationUsed(RuntimeError):
+    """Graded code called one of kernellab's reference implementations of its own stubs."""
+
+
+def forbid_references(module, lab: str):
+    """Make each function of a graded lab that uses a reference implementation fail when called,
+    saying where (found in the lab's source, and by identity among its globals); a use at module
+    level fails the whole lab. Returns the module."""
+    uses = reference_uses(module, lab)
+    at_module_level = [use for use in uses
+                       if not callable(getattr(module, use.definition or "", None))]
+    if at_module_level:
+        raise ReferenceImplementationUsed(at_module_level[0].message())
+    for use in uses:
+        setattr(module, use.definition, _refusing(getattr(module, use.definition), use))
+    return module
+
+
+class ReferenceUse(typing.NamedTuple):
+    file: str
+    line: int | None
+    definition: str | None     # the lab's top-level name that uses it; None: module level
+    reference: str             # module.name
+    verb: str = "uses"         # "is": the lab's name is bound to the reference itself
+
+    def message(self) -> str:
+        where = f"{Path(self.file).name}" + (f", line {self.line}" if self.line else "")
+        who = f"{self.definition} {self.verb}" if self.definition else "the module uses"
+        return (f"{where}: {who} {self.reference}, kernellab's reference answer (graded code "
+                "must compute it itself)")
+
+
+def reference_uses(module, lab: str) -> list[ReferenceUse]:
+    """Every use of an off-limits name in the lab's source, and every global bound to one."""
+    off_limits = REFERENCE_IMPLEMENTATIONS.get(lab_number(lab), {})
+    file = getattr(module, "__file__", None) or ""
+    tree = ast.parse(Path(file).read_text()) if Path(file).is_file() else ast.Module(body=[])
+    found: dict[str, ReferenceUse] = {}
+    for module_name, names in off_limits.items():
+        reference = importlib.import_module(module_name)
+        modules, functions = _aliases(tree, module_name, names)
+        rebound = {_defines(statement) for statement in tree.body}   # the lab's own, after all
+        functions = {alias: name for alias, name in functions.items() if alias not in rebound}
+        for statement in tree.body:
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                continue
+            definition = _defines(statement)
+            for node in ast.walk(statement):
+                name = (node.attr if isinstance(node, ast.Attribute)
+                        and _dotted(node.value) in modules else
+                        functions.get(node.id) if isinstance(node, ast.Name)
+                        and isinstance(node.ctx, ast.Load) else None)
+                if name in names:
+                    key = definition or f"<module>:{node.lineno}"
+                    found.setdefault(key, ReferenceUse(file, node.lineno, definition,
+                                                      f"{module_name}.{name}"))
+        for global_name, value in vars(module).items():
+            for name in names:
+                if value is getattr(reference, name, None) and global_name not in found:
+                    line = next((n.lineno for n in ast.walk(tree)
+                                 if isinstance(n, ast.ImportFrom) and any(
+                                     (a.asname or a.name) == global_name for a in n.names)), None)
+                    found[global_name] = ReferenceUse(file, line, global_name,
+                                                      f"{module_name}.{name}", "is")
+    return list(found.values())
+
+
+def _defines(statement) -> str | None:
+    """The one top-level name a statement binds (a def, a class, `name = ...`), else None."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return statement.name
+    if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)):
+        return statement.targets[0].id
+    return None
+
+
+def _aliases(tree, module_name: str, names) -> tuple[set[str], dict[str, str]]:
+    """The lab's names for the reference module, and its names for the off-limits functions."""
+    parent, _, leaf = module_name.rpartition(".")
+    modules, functions = {module_name}, {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names if a.name == module_name and a.asname)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            for alias in node.names:
+                if node.module == module_name and alias.name in names:
+                    functions[alias.asname or alias.name] = alias.name
+                elif node.module == parent and alias.name == leaf:
+                    modules.add(alias.asname or alias.name)
+    return modules, functions
+
+
+def _dotted(node) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _refusing(original, use: ReferenceUse):
+    @functools.wraps(original)
+    def refuse(*args, **kwargs):
+        raise ReferenceImplementationUsed(use.message())
+    return refuse

@@ -15,7 +15,9 @@ inside its block:
     traffic["x"].reads == n and traffic["out"].writes == n
 
 Only global memory is counted: shared and local arrays are plain NumPy arrays inside the
-simulator and never pass through the hook. Arrays not named in `meter(...)` (intermediates a
+simulator and never pass through the hook. An atomic (`cuda.atomic.add`, `cas`, `max`, ...) on a
+global array counts as 1 read and 1 write, the one read-modify-write a GPU does, whatever the
+simulator's Python does inside it (its `add` reads the element twice). Arrays not named in `meter(...)` (intermediates a
 launcher allocates) are reported under a generated name with their shape and dtype; a ledger
 marks such arrays `temporary=True` and they are matched by their counts.
 Counting needs the simulator; on a GPU `meter` raises, since no hardware counter is read.
@@ -75,7 +77,7 @@ class TrafficCount(dict):
         raise KeyError(f"no traffic recorded for array {name!r}; arrays seen: {', '.join(self) or 'none'}")
 
 
-def _buffer_address(array) -> int:
+def buffer_address(array) -> int:
     """The start of the memory an array (or a view of it) lives in: names survive re-wrapping."""
     base = getattr(array, "_ary", array)
     while getattr(base, "base", None) is not None and isinstance(base.base, np.ndarray):
@@ -94,14 +96,15 @@ def meter(**named_arrays):
                            "on a GPU use the ledger's declared bytes (or a profiler such as ncu)")
     device.cuda()
     from numba.cuda.simulator.cudadrv.devicearray import FakeWithinKernelCUDAArray as Within
+    from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
 
     counts = TrafficCount()
-    names = {_buffer_address(array): name for name, array in named_arrays.items()}
+    names = {buffer_address(array): name for name, array in named_arrays.items()}
     for name, array in named_arrays.items():
         counts[name] = ArrayTraffic(name, array.dtype.itemsize)
 
     def entry(inner) -> ArrayTraffic:
-        address = _buffer_address(inner)
+        address = buffer_address(inner)
         name = names.get(address)
         if name is None:
             name = names[address] = f"temp{len(names)} {tuple(inner.shape)} {inner.dtype}"
@@ -109,26 +112,53 @@ def meter(**named_arrays):
         return counts[name]
 
     original_get, original_set = Within.__getitem__, Within.__setitem__
+    in_atomic = threading.local()   # inside an atomic, its own loads and stores are not counted
 
     def counted_get(self, idx):
         value = original_get(self, idx)
-        if not isinstance(value, Within):  # taking a view (x[a:b]) loads nothing
-            with _lock:
+        if not (isinstance(value, Within) or getattr(in_atomic, "active", False)):
+            with _lock:  # taking a view (x[a:b]) loads nothing
                 entry(self._item).reads += 1
         return value
 
     def counted_set(self, idx, value):
         original_set(self, idx, value)
-        with _lock:
-            entry(self._item).writes += int(np.size(self._item._ary[idx]))
+        if not getattr(in_atomic, "active", False):
+            with _lock:
+                entry(self._item).writes += int(np.size(self._item._ary[idx]))
 
+    def one_read_modify_write(atomic):
+        def counted_atomic(self, array, *args):
+            in_atomic.active = True
+            try:
+                result = atomic(self, array, *args)
+            finally:
+                in_atomic.active = False
+            if isinstance(array, Within):  # shared-memory atomics are not global traffic
+                with _lock:
+                    counted = entry(array._item)
+                    counted.reads += 1
+                    counted.writes += 1
+            return result
+        return counted_atomic
+
+    originals = {"__getitem__": original_get, "__setitem__": original_set}
+    replacements = {"__getitem__": counted_get, "__setitem__": counted_set}
+    atomics = {name: method for name, method in vars(FakeCUDAAtomic).items()
+               if not name.startswith("_") and callable(method)}
     with _lock:
-        Within.__getitem__, Within.__setitem__ = counted_get, counted_set
+        for name, method in replacements.items():
+            setattr(Within, name, method)
+        for name, method in atomics.items():
+            setattr(FakeCUDAAtomic, name, one_read_modify_write(method))
     try:
         yield counts
     finally:
         with _lock:
-            Within.__getitem__, Within.__setitem__ = original_get, original_set
+            for name, method in originals.items():
+                setattr(Within, name, method)
+            for name, method in atomics.items():
+                setattr(FakeCUDAAtomic, name, method)
 
 
 # --- The ledger: the bytes each variant declares it moves ---------------------------------------

@@ -130,6 +130,7 @@ def occupancy(cc, block_size, registers_per_thread, static_shared=0, dynamic_sha
 
 TILE_COLS = 16      # threads across a block's tile of out: 16 x MICRO = 64 columns per block
 MICRO = 4           # each thread computes a MICRO x MICRO patch of out, held in registers
+ZERO = np.float32(0.0)  # a float32 constant: a bare 0.0 would make the kernel compute in float64
 TARGET_OCCUPANCY = 0.75
 TARGET_CC = (9, 0)  # the H200
 
@@ -192,11 +193,11 @@ def linear_relu_kernel_for(config):
             for e in range(t, tile_m * tile_k, threads):       # stage x: 1 global read per element
                 r, c = e // tile_k, e % tile_k
                 inside = row0 + r < m and k0 + c < k
-                tiles[e] = x[row0 + r, k0 + c] if inside else 0.0
+                tiles[e] = x[row0 + r, k0 + c] if inside else ZERO
             for e in range(t, tile_k * tile_n, threads):       # stage w: 1 global read per element
                 r, c = e // tile_n, e % tile_n
                 inside = k0 + r < k and col0 + c < n
-                tiles[w_at + e] = w[k0 + r, col0 + c] if inside else 0.0
+                tiles[w_at + e] = w[k0 + r, col0 + c] if inside else ZERO
             cuda.syncthreads()                                  # the tiles are complete
             for kk in range(tile_k):
                 for j in range(MICRO):
@@ -211,7 +212,7 @@ def linear_relu_kernel_for(config):
             for j in range(MICRO):
                 c = col0 + tx + j * TILE_COLS
                 if r < m and c < n:
-                    out[r, c] = max(acc[i, j] + b[c], 0.0)      # 1 read of b, 1 write of out
+                    out[r, c] = max(acc[i, j] + b[c], ZERO)     # 1 read of b, 1 write of out
         # global per block and k step: tile_m*tile_k reads of x + tile_k*64 of w; out written once
 
     return linear_relu_kernel

@@ -69,6 +69,28 @@ def broken(x, out):
     out[0] = table[0]
 
 
+@cuda.jit(device=True)
+def _half_plus_zero(v):
+    return v * 0.5 + 0.0  # PRECISION: bare literals make this float64 arithmetic
+
+
+@cuda.jit
+def float64_in_device_function(x, out):
+    """float32 arguments, but its device function computes in float64."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = _half_plus_zero(x[i])
+
+
+@cuda.jit
+def float64_accumulator(x, out):
+    """`acc = 0.0` makes the sum a float64 one."""
+    acc = 0.0  # START
+    for j in range(x.size):
+        acc += x[j]  # ACCUMULATE
+    out[0] = acc
+
+
 def not_a_kernel(x):
     return x
 

@@ -73,3 +73,44 @@ def test_starter_and_solution_have_the_same_api():
         starter, solution = target.load(number, "labs"), target.load(number, "solutions")
         public = lambda m: {n for n in vars(m) if not n.startswith("_")}
         assert public(starter) == public(solution), f"lab {number}"
+
+
+@pytest.mark.parametrize("driver, toolkit, too_old", [
+    (12040, "13.5.0", True),    # Colab's T4 driver with the default cu13 wheels
+    (11080, "12.9.1", True),
+    (13000, "13.5.0", False),
+    (12040, "12.9.1", False),   # the cu12 route on the same driver: minor versions are compatible
+    (13020, "12.9.1", False),   # an old toolkit on a new driver
+    (None, "13.5.0", False),    # no driver: the simulator decides elsewhere
+    (12040, None, False),       # toolkit not from PyPI (conda): nothing to compare
+])
+def test_driver_older_than_the_toolkit_wheels_is_recognised(driver, toolkit, too_old):
+    assert bool(device.driver_too_old(driver, toolkit)) is too_old
+
+
+def test_driver_too_old_names_both_versions_and_the_fixes():
+    message = device.driver_too_old(12040, "13.5.0")
+    assert message == ("the CUDA driver supports CUDA 12.4, kernellab was installed with CUDA 13 "
+                       "wheels: pip install -e '.[cu12]' (or use the simulator: KERNELLAB_DEVICE=sim)")
+    assert "update the NVIDIA driver" in device.driver_too_old(11080, "13.5.0")
+
+
+@pytest.mark.parametrize("requested", ["auto", "gpu"])
+def test_a_gpu_whose_driver_is_too_old_is_a_clear_error_where_the_mode_is_chosen(monkeypatch, requested):
+    monkeypatch.setenv("KERNELLAB_DEVICE", requested)
+    monkeypatch.setattr(device, "driver_present", lambda: True)
+    monkeypatch.setattr(device, "driver_cuda_version", lambda: 12040)
+    monkeypatch.setattr(device, "toolkit_cuda_version", lambda: "13.5.0")
+    device.mode.cache_clear()
+    try:
+        with pytest.raises(device.DeviceModeError, match=r"CUDA 12\.4.*\[cu12\]"):
+            device.mode()
+        monkeypatch.setattr(device, "driver_cuda_version", lambda: 13000)
+        device.mode.cache_clear()
+        assert device.mode() == "gpu"
+        monkeypatch.setenv("KERNELLAB_DEVICE", "sim")
+        device.mode.cache_clear()
+        assert device.mode() == "sim"
+    finally:
+        monkeypatch.undo()
+        device.mode.cache_clear()

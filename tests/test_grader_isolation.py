@@ -27,9 +27,10 @@ def submission(tmp_path: Path, *edits: tuple[str, str], prepend: str = "") -> Pa
     return tmp_path
 
 
-def grade(root: Path, timeout: float = 4.0) -> dict[str, dict]:
+def grade(root: Path, timeout: float = 4.0, console: list | None = None) -> dict[str, dict]:
     results = root / "results.json"
-    grader.grade(["00"], root=root, results=results, seed=1234, timeout=timeout, out=lambda *a: None)
+    grader.grade(["00"], root=root, results=results, seed=1234, timeout=timeout,
+                 out=(console if console is not None else []).append)
     document = json.loads(results.read_text())
     assert document["tests"], "the report must list every graded test"
     assert document["max_score"] == sum(t["max_score"] for t in document["tests"])
@@ -55,16 +56,23 @@ def test_hang_exit_crash_and_flood_cost_only_their_tests(tmp_path):
         (AXPB_LAUNCH, "    if block == 64:\n        import ctypes\n        ctypes.string_at(0)\n"
                       "    print('x' * 100_000)\n" + AXPB_LAUNCH),
     )
-    tests = grade(root)
+    console = []
+    tests = grade(root, console=console)
     assert "died" in tests["test_blocks_for_rounds_up"]["output"]          # os._exit
     assert "died" in tests["test_axpb_allocates_and_chooses_the_grid"]["output"]  # segfault
-    assert "timed out" in tests["test_grid_stride_covers_any_grid[3]"]["output"]
+    hung = "axpb_grid_stride_kernel"
+    assert f"timed out: kernel {hung} was still running" in tests[
+        "test_grid_stride_covers_any_grid[3]"]["output"]
+    for spared in ("test_grid_stride_covers_any_grid[40]", "test_grid_stride_memory_budget"):
+        assert f"kernel {hung} hung in test_grid_stride_covers_any_grid[3]" in tests[spared]["output"]
     # sys.exit in a simulated thread ends that thread: its elements stay unwritten
     assert "never written" in tests["test_add_row_bias_2d"]["output"]
     assert lost(tests) == {"test_blocks_for_rounds_up", "test_axpb_allocates_and_chooses_the_grid",
                            "test_add_row_bias_2d", "test_add_row_bias_memory_budget",
                            "test_grid_stride_covers_any_grid[3]",
                            "test_grid_stride_covers_any_grid[40]", "test_grid_stride_memory_budget"}
+    listed = [line for line in console if line.startswith("  - Lab 00 ")]
+    assert len(listed) == len(lost(tests)) and any(f"kernel {hung}" in line for line in listed)
     flooded = tests["test_axpb_matches_numpy"]
     assert flooded["score"] == flooded["max_score"]
     assert len(flooded["output"]) < 10_000 and "characters cut" in flooded["output"]

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from kernellab import grader, target
+from kernellab import grader, grading, target
 
 SOLUTION = target.ROOT / "solutions" / "lab00_indexing.py"
 STARTER = target.ROOT / "labs" / "lab00_indexing.py"
@@ -34,7 +34,8 @@ def test_gradescope_bundle_runs_and_writes_results(tmp_path):
                                "PYTHON": sys.executable},
                           capture_output=True, text=True, timeout=300)
     results = json.loads((autograder / "results" / "results.json").read_text())
-    assert results["score"] == results["max_score"] > 0, proc.stdout[-2000:]
+    assert results["score"] == results["max_score"] > 0, (grading.lost_points(results),
+                                                          proc.stdout[-2000:])
     for test in results["tests"]:
         assert {"name", "score", "max_score", "output", "visibility"} <= set(test)
 
@@ -47,6 +48,8 @@ def test_batch_grading_writes_a_gradebook(tmp_path):
                                    gradebook=tmp_path / "out" / "gradebook.csv", seed=7,
                                    out=lambda *a: None)
     rows = {row["submission"]: row for row in csv.DictReader(open(gradebook))}
-    assert float(rows["alice"]["score"]) == float(rows["alice"]["max_score"]) > 0
+    alice = json.loads((tmp_path / "out" / "alice.results.json").read_text())
+    assert float(rows["alice"]["score"]) == float(rows["alice"]["max_score"]) > 0, (
+        grading.lost_points(alice))
     assert float(rows["bob"]["score"]) == 0 and rows["bob"]["lab00"] == "0.0"
     assert (tmp_path / "out" / "alice.results.json").exists()

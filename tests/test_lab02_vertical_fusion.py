@@ -13,8 +13,7 @@ from kernellab.launches import record_launches
 from kernellab.traffic import Ledger, meter
 
 cuda = device.cuda()
-simulator_only = pytest.mark.skipif(not device.is_simulator(),
-                                    reason="the traffic meter counts loads in the simulator")
+simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child
 INPUTS = ("x", "w", "b", "r")
 
 

@@ -144,6 +144,63 @@ def test_simulator_still_runs_after_the_child(found, kernels):
     np.testing.assert_allclose(out.copy_to_host(), 3 * x + 1)
 
 
+def line_of(marker: str) -> int:
+    """The line of resources_kernels.py that holds `marker`."""
+    return next(n for n, text in enumerate(KERNELS_FILE.read_text().splitlines(), 1) if marker in text)
+
+
+def test_float32_kernels_are_those_with_only_float32_arguments(kernels):
+    from numba import float32, float64, int64
+    vector, vector64 = float32[::1], float64[::1]
+    assert resources.is_float32_kernel(kernels.axpy, (float32, vector, vector, vector))
+    assert not resources.is_float32_kernel(kernels.axpy, (float64, vector, vector, vector))
+    assert not resources.is_float32_kernel(kernels.heavy, (vector, vector))  # declared float64
+    assert not resources.is_float32_kernel(kernels.float64_accumulator, (vector64, vector))
+    assert not resources.is_float32_kernel(kernels.float64_accumulator, (int64[::1], int64[::1]))
+
+
+def test_the_compile_check_names_float64_arithmetic_and_failures_by_their_line(kernels):
+    """One child: float64 arithmetic in a float32 kernel (in the kernel, and inside a device
+    function), a kernel no GPU compiles, and a clean float32 kernel."""
+    from numba import float32
+    vector = float32[::1]
+    cases = [(kernels.float64_in_device_function, (vector, vector)),
+             (kernels.float64_accumulator, (vector, vector)),
+             (kernels.broken, (vector, vector)),
+             (kernels.reverse_block, (vector, vector))]
+    requests = [resources.compile_request(kernel, types) for kernel, types in cases]
+    device_function, accumulator, broken, clean = resources.gpu_compile_errors(requests)
+    assert device_function.startswith("lab kernel `_half_plus_zero` computes in float64 at ")
+    assert device_function.endswith(
+        f"resources_kernels.py:{line_of('# PRECISION')}: "
+        "`return v * 0.5 + 0.0  # PRECISION: bare literals make this float64 arithmetic`; "
+        "write float32(0.0) or a float32 variable")
+    assert accumulator.startswith("lab kernel `float64_accumulator` computes in float64 at ")
+    assert accumulator.endswith(
+        f"resources_kernels.py:{line_of('# ACCUMULATE')}: `acc += x[j]  # ACCUMULATE` (`acc` starts "
+        f"as a float64 at line {line_of('# START')}: `acc = 0.0  # START`); write float32(0.0) or a "
+        "float32 variable")
+    assert broken.startswith("broken(array(float32, 1d, C), array(float32, 1d, C)) did not compile")
+    assert broken.endswith(f"resources_kernels.py, line {line_of('table[0] = x[0]')}: `table[0] = x[0]`")
+    assert clean is None
+
+
+def test_float64_arithmetic_is_found_in_ptx_with_its_line():
+    ptx = """\
+\t.file\t1 "/course/labs/lab02.py"
+\t.loc\t1 12 1
+\tld.global.f32 \t%f1, [%rd4];
+\tmov.f64 \t%fd9, 0d0000000000000000;
+\t.loc\t1 13 5
+@%p1 bra \t$L__BB0_2;
+\tcvt.f64.f32 \t%fd1, %f1;
+\tfma.rn.f64 \t%fd2, %fd1, 0d3FE0000000000000, 0d0000000000000000;
+"""
+    found = resources.float64_arithmetic(ptx)
+    assert found == resources.Float64Use("cvt.f64.f32 %fd1, %f1", "/course/labs/lab02.py", 13)
+    assert resources.float64_arithmetic(ptx.replace("f64", "f32")) is None
+
+
 LTO_LOG = """\
 ptxas info    : 0 bytes gmem
 ptxas info    : Function properties for helper

@@ -100,3 +100,46 @@ def test_a_disagreement_names_the_array_and_both_counts(rng):
     assert problems == ["x: declared 90 reads, 0 writes of 4 B; measured 45 reads, 0 writes of 4 B"]
     missing = Ledger("missing").add("op", "y", reads=1)
     assert any("the meter saw no array of that name" in p for p in missing.differences(traffic))
+
+
+@cuda.jit
+def every_atomic_kernel(ints, floats, shared_sum):
+    """Thread 0 does each atomic the simulator offers once, each on its own element."""
+    scratch = cuda.shared.array(1, np.float32)
+    if cuda.threadIdx.x == 0:
+        scratch[0] = 0
+        cuda.atomic.add(ints, 0, 5)
+        cuda.atomic.sub(ints, 1, 5)
+        cuda.atomic.and_(ints, 2, 6)
+        cuda.atomic.or_(ints, 3, 6)
+        cuda.atomic.xor(ints, 4, 6)
+        cuda.atomic.inc(ints, 5, 100)
+        cuda.atomic.dec(ints, 6, 100)
+        cuda.atomic.exch(ints, 7, 9)
+        cuda.atomic.max(ints, 8, 9)
+        cuda.atomic.min(ints, 9, -9)
+        cuda.atomic.cas(ints, 10, 3, 9)
+        cuda.atomic.compare_and_swap(ints[11:], 3, 9)
+        cuda.atomic.add(floats, 0, 1.5)
+        cuda.atomic.max(floats, 1, 9.5)
+        cuda.atomic.nanmax(floats, 2, 9.5)
+        cuda.atomic.nanmin(floats, 3, -9.5)
+        cuda.atomic.add(scratch, 0, 2.0)      # shared memory: not global traffic
+        shared_sum[0] = scratch[0]
+
+
+@simulator_only
+def test_an_atomic_is_one_read_and_one_write_whatever_the_simulator_does():
+    ints = cuda.to_device(np.full(12, 3, np.int32))
+    floats = cuda.to_device(np.full(4, 3.0, np.float32))
+    shared_sum = cuda.to_device(np.zeros(1, np.float32))
+    with meter(ints=ints, floats=floats, shared_sum=shared_sum) as traffic:
+        every_atomic_kernel[1, 32](ints, floats, shared_sum)
+    assert (traffic["ints"].reads, traffic["ints"].writes) == (12, 12)
+    assert (traffic["floats"].reads, traffic["floats"].writes) == (4, 4)
+    assert (traffic["shared_sum"].reads, traffic["shared_sum"].writes) == (0, 1)
+    assert ints.copy_to_host().tolist() == [8, -2, 2, 7, 5, 4, 2, 9, 9, -9, 9, 9]
+    assert floats.copy_to_host().tolist() == [4.5, 9.5, 9.5, -9.5]
+    assert shared_sum.copy_to_host()[0] == 2.0
+    from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
+    assert FakeCUDAAtomic.add.__name__ == "add"     # outside the meter, the simulator's own again
