@@ -101,8 +101,9 @@ def cmd_occupancy(args) -> int:
 
 def cmd_mutants(args) -> int:
     from . import mutation
-    verdicts = mutation.run(args.labs or None, jobs=args.jobs)
-    return 0 if all(v.killed for found in verdicts.values() for v in found) else 1
+    verdicts = mutation.run(args.labs or None, jobs=args.jobs, seeds=args.seeds,
+                            first_seed=args.seed)
+    return 0 if all(v.as_expected for found in verdicts.values() for v in found) else 1
 
 
 def cmd_gradescope(args) -> int:
@@ -174,6 +175,9 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mutants", help="instructors: the graded tests must catch planted bugs")
     p.add_argument("labs", nargs="*")
     p.add_argument("-j", "--jobs", type=int, default=2)
+    p.add_argument("--seeds", type=int, default=3,
+                   help="seeds each mutant is graded on; killed only if every seed kills it")
+    p.add_argument("--seed", type=int, default=None, help="the first seed (default: fresh, printed)")
     p.set_defaults(func=cmd_mutants)
 
     p = sub.add_parser("gradescope", help="build a Gradescope autograder bundle")

@@ -43,7 +43,7 @@ def axpb_kernel(x, a, b, out):
 
 
 def axpb(x, a, b, out=None, block=DEFAULT_BLOCK):
-    """out = a * x + b, one thread per element."""
+    """out = a * x + b, one thread per element: ceil(n / block) blocks of `block` threads."""
     # FILL ME IN (roughly 5 lines): allocate `out` on the device when it is None
     # (cuda.device_array_like), compute the grid with blocks_for, launch
     # axpb_kernel[grid, block](...), and return out. Exactly one launch.

@@ -45,7 +45,7 @@ def axpb_kernel(x, a, b, out):
 
 
 def axpb(x, a, b, out=None, block=DEFAULT_BLOCK):
-    """out = a * x + b, one thread per element."""
+    """out = a * x + b, one thread per element: ceil(n / block) blocks of `block` threads."""
     if out is None:
         out = cuda.device_array_like(x)           # the output lives on the device
     grid = blocks_for(x.size, block)              # enough blocks to cover every element

@@ -98,8 +98,8 @@ def count_kernel(counter):
 # --- 07.1: independent kernels on streams ------------------------------------------------------
 
 def run_independent(xs, iters, streams, outs=None):
-    """busy(xs[k]) for every k, kernel k on streams[k % len(streams)]: independent work that
-    may overlap. Asynchronous: returns the outputs without waiting for them."""
+    """busy(xs[k]) for every k, kernel k on streams[k % len(streams)] (queued in any order):
+    independent work that may overlap. Asynchronous: returns the outputs without waiting for them."""
     if not streams:
         raise ValueError("run_independent needs at least one stream")
     if outs is None:
@@ -193,7 +193,8 @@ def chunk_bounds(n, chunks):
 
 def pipeline(host_x, iters, streams, chunks, host_out=None, device_buffers=None):
     """busy(host_x) back to the host, chunk c on streams[c % S]: its H2D copy, kernel and D2H copy
-    in order on that stream, so other chunks' copies overlap with its kernel. host_x should be
+    in order on that stream (the chunks queued in any order), so other chunks' copies overlap with
+    its kernel. host_x should be
     pinned (cuda.pinned_array): copies from pageable memory do not overlap. device_buffers: an
     optional (d_in, d_out) pair shaped like host_x. Waits for the result before returning it."""
     if not streams:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from kernellab import checks, device, graphs
+from kernellab.budgets import expect
 from kernellab.launches import record_launches
 from kernellab.traffic import meter
 
@@ -51,12 +52,13 @@ def test_launch_chain_launches_on_the_given_stream(lab, rng):
 @simulator_only
 @pytest.mark.points(1)
 def test_bump_kernel_memory_budget(lab):
-    """Budget: one read and one write of counter[0] per launch, however many threads run."""
+    """Budget: one read and one write of counter[0] per launch, however many threads run
+    (an atomic add counts as one read and one write)."""
     counter = cuda.to_device(np.array([3.0], dtype=np.float32))
     with meter(counter=counter) as traffic:
         lab.bump_kernel[2, 32](counter)
-    assert (traffic["counter"].reads, traffic["counter"].writes) == (1, 1), traffic.table()
-    assert counter.copy_to_host()[0] == 4.0
+    expect(traffic, "counter", elements=1, reads=1, writes=1, per="launch")
+    assert counter.copy_to_host()[0] == 4.0, "one launch of 64 threads adds exactly 1"
 
 
 def sum8_case(rng):
@@ -77,6 +79,12 @@ def test_sum8_matches_numpy(lab, rng):
     checks.assert_launched(launches, "sum8_kernel", count=1)
     assert launches[0].threads >= ref.size
     checks.assert_matches(result, ref, rtol=1e-6, what="sum8")
+    for n in (1, 33):                      # one element; one more than a block of 32
+        small = [checks.nonzero(rng, n) for _ in range(8)]
+        out = checks.poisoned(n)
+        lab.sum8([cuda.to_device(a) for a in small], out=out, block=32)
+        checks.assert_matches(out, np.sum([a.astype(np.float64) for a in small], axis=0), rtol=1e-6,
+                              what=f"sum8 of {n} elements")
     with pytest.raises(ValueError):
         lab.sum8([cuda.to_device(a) for a in arrays[:7]])
     with pytest.raises(ValueError):
@@ -93,8 +101,8 @@ def test_sum8_memory_budget(lab, rng):
     with meter(**named, out=out) as traffic:
         lab.sum8(list(named.values()), out=out, block=32)
     for name in named:
-        assert (traffic[name].reads, traffic[name].writes) == (ref.size, 0), traffic.table()
-    assert (traffic["out"].reads, traffic["out"].writes) == (0, ref.size), traffic.table()
+        expect(traffic, name, elements=ref.size, reads=1)
+    expect(traffic, "out", elements=ref.size, writes=1)
 
 
 def rows_case(rng, block_cols):
@@ -130,8 +138,8 @@ def test_scale_rows_memory_budget(lab, rng):
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
     with meter(x=d_x, out=out) as traffic:
         lab.scale_rows(d_x, a, out=out, block=(32, 2))
-    assert (traffic["x"].reads, traffic["out"].writes, traffic["out"].reads) == \
-        (x.size, x.size, 0), traffic.table()
+    expect(traffic, "x", elements=x.size, reads=1)
+    expect(traffic, "out", elements=x.size, writes=1)
 
 
 @pytest.mark.points(2)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from kernellab import checks, device
+from kernellab.budgets import expect
 from kernellab.launches import record_launches
 from kernellab.traffic import meter
 
@@ -81,8 +82,9 @@ def test_horizontal_is_one_launch_where_separate_is_four(lab, rng):
 @pytest.mark.points(2)
 @pytest.mark.parametrize("shape", ["empty_task", "tiny_tasks"])
 def test_horizontal_handles_empty_and_tiny_tasks(lab, rng, shape):
-    """A task of 0 elements owns no block; tasks of 1 element get one block each."""
-    sizes = [0, 150, 0, 77] if shape == "empty_task" else [1, 1, 200, 1]
+    """A task of 0 elements owns no block; tasks of 1 element (and of one more than a block) get
+    one block each (two)."""
+    sizes = [0, 150, 0, 77] if shape == "empty_task" else [1, BLOCK + 1, 200, 1]
     dev, alpha, ref = tasks_case(lab, rng, sizes)
     out = checks.poisoned(ref.shape)
     with record_launches() as launches:
@@ -100,9 +102,8 @@ def test_horizontal_memory_budget(lab, rng):
     with meter(**dev, out=out) as traffic:
         run_tasks(lab.horizontal_tasks, dev, alpha, out, block=BLOCK)
     for name, array in dev.items():
-        assert (traffic[name].reads, traffic[name].writes) == (array.size, 0), \
-            f"{name} should be read once per element\n{traffic.table()}"
-    assert (traffic["out"].reads, traffic["out"].writes) == (0, out.size), traffic.table()
+        expect(traffic, name, elements=array.size, reads=1)
+    expect(traffic, "out", elements=out.size, writes=1)
     sizes = [dev[k].size for k in ("x0", "x1", "x2", "x3")]
     lab.tasks_ledger(sizes, fused=True).check_against(traffic)
     checks.assert_matches(out, ref, rtol=1e-6, what="horizontal_tasks")

@@ -24,8 +24,9 @@ TARGET_OCCUPANCY = 0.75      # 06.5, on an H200
 TARGET_CC = (9, 0)
 
 
-def assert_all_match(student, reference, cases):
-    """Every (args, rule) case gives the calculator's answer; the first miss names its rule."""
+def assert_all_match(student, reference, cases, explain=None):
+    """Every (args, rule) case gives the calculator's answer; the first miss names its rule (and
+    what `explain(args)` says about it)."""
     wrong = []
     for args, rule in cases:
         got, expected = student(*args), reference(*args)
@@ -36,7 +37,7 @@ def assert_all_match(student, reference, cases):
         shown = ", ".join(a.label if isinstance(a, calculator.Architecture) else repr(a) for a in args)
         raise AssertionError(f"{len(wrong)} of {len(cases)} cases differ from the calculator; first: "
                              f"{student.__name__}({shown}) returned {got!r}, expected {expected!r} "
-                             f"[{rule}]")
+                             f"[{rule}]" + (f"; {explain(args)}" if explain else ""))
 
 
 @pytest.mark.points(1)
@@ -102,10 +103,17 @@ def summary(result):
     return (result.active_blocks, result.active_warps, round(result.occupancy, 9), tuple(result.limiters))
 
 
+def limits_text(args):
+    """Each limiter's blocks per SM for one configuration on its architecture, from the calculator."""
+    limits = calculator.occupancy(*args).blocks_by_limit
+    return "the calculator's blocks per SM allowed by " + ", ".join(
+        f"{name} {'(no limit)' if count == calculator.UNLIMITED else count}" for name, count in limits.items())
+
+
 @pytest.mark.points(3)
 def test_occupancy_matches_calculator(lab, rng):
     """06.4: blocks, warps, occupancy and limiters equal the calculator's on random configurations."""
-    cases = [(((9, 0), 256, 32, 0, 0, None, -1), "full occupancy: warps, registers and blocks all allow 8"),
+    cases = [(((9, 0), 256, 32, 0, 0, None, -1), "full occupancy on cc 9.0: warps and registers bind"),
              (((9, 0), 128, 20, 0, 50_000, None, -1), "dynamic shared above the 48 KiB default: 0 blocks"),
              (((9, 0), 128, 20, 0, 50_000, 100_000, -1), "...unless the kernel raised its max-dynamic"),
              (("8.6", 96, 30, 2048, 0, None, 0), "carveout 0 is bumped to a size that fits a block"),
@@ -120,7 +128,7 @@ def test_occupancy_matches_calculator(lab, rng):
         return summary(calculator.occupancy(*args))
 
     student.__name__ = "occupancy"
-    assert_all_match(student, expected, cases)
+    assert_all_match(student, expected, cases, explain=limits_text)
 
 
 @pytest.mark.points(1)

@@ -33,19 +33,42 @@ def assert_no_host_waits(trace):
                       "stream work should be ordered on the GPU, not by stopping the host"
 
 
+def busy_outputs(lab, monkeypatch):
+    """The `out` argument of every busy_kernel launch, in launch order: which k each launch served.
+    (The trace knows each launch's stream, not its arguments.)"""
+    seen, kernel = [], lab.busy_kernel
+
+    class Recording:
+        def __getitem__(self, configuration):
+            configured = kernel[configuration]
+
+            def launch(*args):
+                seen.append(args[-1])
+                return configured(*args)
+            return launch
+
+    monkeypatch.setattr(lab, "busy_kernel", Recording())
+    return seen
+
+
 @pytest.mark.points(2)
-def test_run_independent_round_robin(lab, rng):
-    """run_independent: right results, kernel k on stream k % S, no default stream, no host waits."""
+def test_run_independent_round_robin(lab, rng, monkeypatch):
+    """run_independent: right results, kernel k on stream k % S (queued in any order), no default
+    stream, no host waits."""
     hosts, xs = inputs(rng, 5)
     streams = [cuda.stream() for _ in range(3)]
     outs = [checks.poisoned(h.shape) for h in hosts]
+    launched_for = busy_outputs(lab, monkeypatch)
     with Timeline() as tl:
         result = lab.run_independent(xs, ITERS, streams, outs)
     kernels = tl.trace.kernels("busy_kernel")
     assert len(kernels) == 5, f"expected 5 busy_kernel launches, saw {tl.trace.kernels()}"
-    want = [tl.row(streams[k % 3]) for k in range(5)]
-    assert [op.row for op in kernels] == want, \
-        f"kernel k must go to streams[k % 3]: launched on {[op.row for op in kernels]}, want {want}"
+    served = [next((k for k, out in enumerate(outs) if out is target), None) for target in launched_for]
+    assert sorted(k for k in served if k is not None) == list(range(5)), \
+        f"each kernel k writes outs[k], once: the launches wrote outputs {served}"
+    got = {k: op.row for k, op in zip(served, kernels)}
+    want = {k: tl.row(streams[k % 3]) for k in range(5)}
+    assert got == want, f"kernel k must go to streams[k % 3]: launched on {got}, want {want}"
     assert_no_host_waits(tl.trace)
     for a in kernels:
         for b in kernels:
@@ -115,7 +138,8 @@ def test_diamond_is_ordered_by_events(lab, rng):
 @pytest.mark.points(1)
 def test_chunk_bounds(lab, rng):
     """chunk_bounds covers range(n) in chunks whose sizes differ by at most one."""
-    for n, chunks in ((10, 3), (7, 7), (1000, 1), (int(rng.integers(100, 999)), 6)):
+    every_residue = [(600 + extra, 6) for extra in range(6)]   # n % chunks = 0, 1, ..., 5
+    for n, chunks in ((10, 3), (7, 7), (1000, 1), *every_residue, (int(rng.integers(100, 999)), 6)):
         bounds = lab.chunk_bounds(n, chunks)
         assert len(bounds) == chunks and bounds[0][0] == 0 and bounds[-1][1] == n, (n, chunks, bounds)
         assert all(hi == lo for (_, hi), (lo, _) in zip(bounds, bounds[1:])), bounds
@@ -168,14 +192,24 @@ def test_pipeline_chunks_flow_through_one_stream_each(lab, rng, monkeypatch):
     kernels = trace.kernels("busy_kernel")
     assert len(copies_in) == len(kernels) == len(copies_out) == chunks, \
         f"expected one H2D copy, kernel and D2H copy per chunk; saw {[op.kind for op in trace.timed()]}"
-    for c, (copy_in, kernel, copy_out) in enumerate(zip(copies_in, kernels, copies_out)):
-        want = tl.row(streams[c % len(streams)])
-        assert copy_in.row == kernel.row == copy_out.row == want, \
-            f"chunk {c}: H2D on {copy_in.row}, kernel on {kernel.row}, D2H on {copy_out.row}; want {want}"
-        assert trace.happens_before(copy_in, kernel) and trace.happens_before(kernel, copy_out), \
-            f"chunk {c}: its kernel must follow its H2D copy, and its D2H copy the kernel"
-        assert copy_in.nbytes == copy_out.nbytes == sizes[c] * 4, f"chunk {c} copies the wrong size"
-        assert kernel.blocks * kernel.block[0] >= sizes[c], f"chunk {c}'s kernel misses elements"
+    # The chunks may be queued in any order (chunk by chunk, stream by stream, all copies first):
+    # on each stream, its i-th H2D copy, i-th kernel and i-th D2H copy are one chunk's.
+    for s, stream in enumerate(streams):
+        row = tl.row(stream)
+        mine = [c for c in range(chunks) if c % len(streams) == s]
+        ins, runs, outs = ([op for op in ops if op.row == row] for ops in (copies_in, kernels, copies_out))
+        assert len(ins) == len(runs) == len(outs) == len(mine), \
+            (f"{row} should carry chunks {mine} (chunk c on streams[c % {len(streams)}]), one H2D copy, "
+             f"kernel and D2H copy each; it has {len(ins)}, {len(runs)} and {len(outs)}")
+        for copy_in, kernel, copy_out in zip(ins, runs, outs):
+            assert trace.happens_before(copy_in, kernel) and trace.happens_before(kernel, copy_out), \
+                f"{row}: a chunk's kernel must follow its H2D copy, and its D2H copy the kernel"
+            assert copy_in.nbytes == copy_out.nbytes, f"{row}: a chunk copies in and out different sizes"
+            assert kernel.blocks * kernel.block[0] >= copy_in.nbytes // 4, \
+                f"{row}: a chunk's kernel has fewer threads than the chunk has elements"
+        assert sorted(op.nbytes for op in ins) == sorted(int(sizes[c]) * 4 for c in mine), \
+            f"{row} copies chunks of {[op.nbytes // 4 for op in ins]} elements; chunks {mine} have " \
+            f"{[int(sizes[c]) for c in mine]}"
     timed = trace.timed()
     last_submission = timed[-1].index
     early = [op for op in trace.host_waits() if op.index < last_submission]

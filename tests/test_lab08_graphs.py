@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from kernellab import checks, device, graphs
+from kernellab.budgets import expect
 from kernellab.launches import record_launches
 from kernellab.traffic import meter
 
@@ -28,21 +29,24 @@ def chain_reference(x, coeffs, times=1):
     return out
 
 
-def chain_case(rng, block, steps):
-    n = checks.awkward_size(rng, block, 1, 3)
+def chain_case(rng, block, steps, n=None):
+    n = n or checks.awkward_size(rng, block, 1, 3)
     return checks.nonzero(rng, n), random_coeffs(rng, steps)
 
 
 @pytest.mark.points(1)
 def test_affine_step_kernel(lab, rng):
-    """affine_step_kernel computes x = a*x + b in place on an awkward size."""
-    x, [(a, b)] = chain_case(rng, 32, 1)
-    d_x = cuda.to_device(x)
-    grid = -(-x.size // 32)
-    with record_launches() as launches:
-        lab.affine_step_kernel[grid, 32](d_x, a, b)
-    checks.assert_launched(launches, "affine_step_kernel", count=1)
-    checks.assert_matches(d_x, chain_reference(x, [(a, b)]), rtol=1e-6, what="affine_step_kernel")
+    """affine_step_kernel computes x = a*x + b in place on an awkward size, on 1 element and on one
+    more than a block."""
+    for n in (None, 1, 33):
+        x, [(a, b)] = chain_case(rng, 32, 1, n)
+        d_x = cuda.to_device(x)
+        grid = -(-x.size // 32)
+        with record_launches() as launches:
+            lab.affine_step_kernel[grid, 32](d_x, a, b)
+        checks.assert_launched(launches, "affine_step_kernel", count=1)
+        checks.assert_matches(d_x, chain_reference(x, [(a, b)]), rtol=1e-6,
+                              what=f"affine_step_kernel on {x.size} elements")
 
 
 @pytest.mark.points(1)
@@ -67,7 +71,7 @@ def test_affine_step_memory_budget(lab, rng):
     d_x = cuda.to_device(x)
     with meter(x=d_x) as traffic:
         lab.affine_step_kernel[-(-x.size // 32), 32](d_x, a, b)
-    assert (traffic["x"].reads, traffic["x"].writes) == (x.size, x.size), traffic.table()
+    expect(traffic, "x", elements=x.size, reads=1, writes=1)
 
 
 @pytest.mark.points(2)

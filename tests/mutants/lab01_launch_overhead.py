@@ -1,11 +1,16 @@
-"""Planted bugs in Lab 01's solution: the graded tests must catch every one.
+"""Planted bugs in Lab 01's solution, which the graded tests must catch, and valid alternatives,
+which must score full marks.
 
-(what the bug is, text in solutions/lab01_launch_overhead.py, its replacement)
+(what it is, text in solutions/lab01_launch_overhead.py, its replacement)
 """
 
 MUTANTS = [
     ("bump kernel: every thread bumps", "    if cuda.grid(1) == 0:     # one thread does the work",
      "    if True:                  # one thread does the work"),
+    ("bump kernel: every thread bumps, atomically",
+     "    if cuda.grid(1) == 0:     # one thread does the work, however many are launched\n"
+     "        counter[0] += 1       # 1 read and 1 write of counter[0]",
+     "    if True:\n        cuda.atomic.add(counter, 0, np.float32(1))"),
     ("chain one launch short", "    for _ in range(count):\n        bump_kernel",
      "    for _ in range(count - 1):\n        bump_kernel"),
     ("chain ignores the stream", "        bump_kernel[1, 1, stream](counter)", "        bump_kernel[1, 1](counter)"),
@@ -21,4 +26,16 @@ MUTANTS = [
     ("scale_rows launches once per row", "    scale_rows_kernel[grid, block](x, a, out)     # one launch, however many rows",
      "    scale_rows_separately(x, a, out=out)"),
     ("floor model sums instead of max", "    return np.maximum(launch_us, data_us)", "    return launch_us + data_us"),
+]
+
+ALTERNATIVES = [
+    # Scores full marks once the meter counts an atomic as 1 read + 1 write (the simulator's
+    # atomic reads the element twice).
+    ("bump kernel: one atomic add from one thread",
+     "    if cuda.grid(1) == 0:     # one thread does the work, however many are launched\n"
+     "        counter[0] += 1       # 1 read and 1 write of counter[0]",
+     "    if cuda.grid(1) == 0:\n        cuda.atomic.add(counter, 0, np.float32(1))"),
+    ("bump kernel: thread 0 of block 0, by threadIdx and blockIdx",
+     "    if cuda.grid(1) == 0:     # one thread does the work, however many are launched",
+     "    if cuda.threadIdx.x == 0 and cuda.blockIdx.x == 0:"),
 ]

@@ -24,6 +24,11 @@ MUTANTS = [
      "        pass\n    return ledger.add(\"fused_chain\", \"out\""),
     ("ledger counts the mask as float32", "        ledger.add(\"fused_chain\", \"mask\", reads=n, itemsize=MASK)\n    return ledger.add(\"fused_chain\", \"out\"",
      "        ledger.add(\"fused_chain\", \"mask\", reads=n)\n    return ledger.add(\"fused_chain\", \"out\""),
+    ("chain in float64: bare 0.0 literals (PTX with add.f64, selp.f64; the values still agree)",
+     "    if v < ZERO:\n        v = ZERO                     # relu\n"
+     "    v = v * scale if keep else ZERO  # dropout",
+     "    if v < 0.0:\n        v = 0.0                      # relu\n"
+     "    v = v * scale if keep else 0.0   # dropout"),
     ("speed-up upside down", "    return unfused.total_bytes / fused.total_bytes", "    return fused.total_bytes / unfused.total_bytes"),
     ("speed-up hard-coded", "    return unfused.total_bytes / fused.total_bytes", "    return 2.2"),
 ]

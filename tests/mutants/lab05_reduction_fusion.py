@@ -42,6 +42,24 @@ MUTANTS = [
     ("online launcher runs the unfused chain",
      "    softmax_online_kernel[rows, row_block(cols, block)](x, out)  # one block per row",
      "    softmax_unfused(x, out=out, block=block)"),
+    ("fused layernorm: the naive variance E[x^2] - mean^2 (loses the digits far from zero)",
+     "                deviation = cache[item] - mean              # two passes, both over registers\n"
+     "                local_squares += deviation * deviation\n"
+     "        scale = ONE / math.sqrt(block_sum(local_squares, scratch) / float32(cols) + eps)",
+     "                local_squares += cache[item] * cache[item]\n"
+     "        scale = ONE / math.sqrt(block_sum(local_squares, scratch) / float32(cols) - mean * mean + eps)"),
+    ("fused softmax: idle slots (columns past the row) join the exp-sum",
+     "            if tid + item * block < cols:\n                cache[item] = math.exp(cache[item] - row_max)",
+     "            if True:\n                cache[item] = math.exp(cache[item] - row_max)"),
+    ("online softmax: threads that saw no value feed NaN (-inf - -inf) into the sum",
+     "    inverse = ONE / block_sum(running_sum * math.exp(running_max - row_max), scratch)",
+     "    inverse = ONE / block_sum(running_sum * math.exp(running_max - row_max)\n"
+     "                              * math.exp(running_max - running_max), scratch)"),
+    ("online softmax: the second pass skips the last column (a missed remainder)",
+     "    for col in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):\n"
+     "        out[row, col] = math.exp(x[row, col] - row_max) * inverse  # read 2 of 2",
+     "    for col in range(cuda.threadIdx.x, x.shape[1] - 1, cuda.blockDim.x):\n"
+     "        out[row, col] = math.exp(x[row, col] - row_max) * inverse  # read 2 of 2"),
     ("ledger: the exp-sum kernel reads row_max once per row, not once per thread",
      ".add(\"row_exp_sum\", \"row_max\", reads=rows * block, temporary=True)",
      ".add(\"row_exp_sum\", \"row_max\", reads=rows, temporary=True)"),

@@ -1,6 +1,7 @@
-"""Planted bugs in Lab 07's solution: the graded tests must catch every one.
+"""Planted bugs in Lab 07's solution, which the graded tests must catch, and valid alternatives,
+which must score full marks.
 
-(what the bug is, text in solutions/lab07_streams.py, its replacement)
+(what it is, text in solutions/lab07_streams.py, its replacement)
 """
 
 MUTANTS = [
@@ -23,6 +24,12 @@ MUTANTS = [
     ("off-by-one in chunk_bounds' extra elements",
      "hi = lo + size + (c < extra)",
      "hi = lo + size + (c <= extra)"),
+    ("chunk_bounds gives the whole remainder to the last chunk",
+     "hi = lo + size + (c < extra)",
+     "hi = lo + size + (extra if c == chunks - 1 else 0)"),
+    ("run_independent: kernel k on stream (k + 1) % S",
+     "busy(x, iters, out=out, stream=streams[k % len(streams)])   # round-robin over the streams",
+     "busy(x, iters, out=out, stream=streams[(k + 1) % len(streams)])   # round-robin over the streams"),
     ("pipeline returns before its streams finish",
      "    for stream in streams:\n        stream.synchronize()                                     # only now is host_out complete\n",
      ""),
@@ -35,4 +42,41 @@ MUTANTS = [
     ("speed-up bound ignores the SMs' capacity",
      "    return kernels * waves / max(busiest_stream, all_blocks)",
      "    return kernels * waves / busiest_stream"),
+]
+
+ALTERNATIVES = [
+    ("run_independent queues stream by stream (kernel k still on streams[k % S])",
+     "    for k, (x, out) in enumerate(zip(xs, outs)):\n"
+     "        busy(x, iters, out=out, stream=streams[k % len(streams)])   # round-robin over the streams",
+     "    for s, stream in enumerate(streams):\n"
+     "        for k in range(s, len(xs), len(streams)):\n"
+     "            busy(xs[k], iters, out=outs[k], stream=stream)"),
+    ("run_independent queues the kernels last to first",
+     "    for k, (x, out) in enumerate(zip(xs, outs)):\n"
+     "        busy(x, iters, out=out, stream=streams[k % len(streams)])   # round-robin over the streams",
+     "    for k in reversed(range(len(xs))):\n"
+     "        busy(xs[k], iters, out=outs[k], stream=streams[k % len(streams)])"),
+    ("pipeline queues stream by stream",
+     "    for c, (lo, hi) in enumerate(chunk_bounds(host_x.size, chunks)):\n"
+     "        stream = streams[c % len(streams)]\n",
+     "    bounds = chunk_bounds(host_x.size, chunks)\n"
+     "    order = sorted(range(chunks), key=lambda c: c % len(streams))\n"
+     "    for c, (lo, hi) in ((c, bounds[c]) for c in order):\n"
+     "        stream = streams[c % len(streams)]\n"),
+    ("pipeline queues every H2D copy, then every kernel, then every D2H copy",
+     "    for c, (lo, hi) in enumerate(chunk_bounds(host_x.size, chunks)):\n"
+     "        stream = streams[c % len(streams)]\n"
+     "        d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=stream)    # async H2D: returns at once\n"
+     "        busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream)    # after its copy, same stream\n"
+     "        d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=stream)   # async D2H after the kernel\n",
+     "    bounds = list(enumerate(chunk_bounds(host_x.size, chunks)))\n"
+     "    for c, (lo, hi) in bounds:\n"
+     "        d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=streams[c % len(streams)])\n"
+     "    for c, (lo, hi) in bounds:\n"
+     "        busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=streams[c % len(streams)])\n"
+     "    for c, (lo, hi) in bounds:\n"
+     "        d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=streams[c % len(streams)])\n"),
+    ("chunk_bounds gives the extra elements to the last chunks, not the first",
+     "hi = lo + size + (c < extra)",
+     "hi = lo + size + (c >= chunks - extra)"),
 ]
