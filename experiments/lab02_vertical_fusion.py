@@ -3,7 +3,9 @@
 `bench(out_dir)` (on a GPU: `kernellab bench 02 --out DIR`) validates every version, then times
 them over n = 4K .. 64M float32 elements, with torch eager and torch.compile where torch is
 importable, and checks the lab's targets at n = 2^26 within the same run:
-- the fused chain reaches >= 90% of the copy bandwidth measured in the same run;
+- the fused chain reaches >= 90% of the bandwidth ceiling of its own read:write mix (about 4:1:
+  x, w, b, r and the mask read, out written), measured in the same run (`timing.ceiling_for_mix`);
+  a 4:1 stream outruns a 1:1 copy on HBM, so the copy is not this kernel's ceiling;
 - unfused time / fused time >= the ledgers' byte ratio (the predicted speed-up);
 - the fused Numba kernel is at least as fast as torch.compile.
 Each fused version is reported; the first and last targets count the best of them.
@@ -28,7 +30,7 @@ TOUR_SIZES = [2**14, 2**20, 2**26]       # a quick live sweep for the tour on a 
 SIM_SIZES = [517]                        # awkward and tiny: the simulator runs each thread in Python
 SIM_GRID_STRIDE_BLOCKS = 2               # the default 4 blocks per SM is far too many to simulate
 INPUTS = ("x", "w", "b", "r")
-TARGET_PCT_OF_COPY = 90.0
+TARGET_PCT_OF_CEILING = 90.0
 
 
 def ledger_for(lab, variant: str, with_mask: bool = True):
@@ -141,12 +143,13 @@ def targets(lab, result: dict) -> dict:
         "n": n,
         "copy_gbps": result["copy_gbps"],
         "fused_versions": {name: {"ms": row["median_ms"], "gbps": row["gbps"],
-                                  "pct_of_copy": row["pct_of_copy"],
+                                  "ceiling_gbps": row["ceiling_gbps"], "ceiling_mix": row["ceiling_mix"],
+                                  "pct_of_ceiling": row["pct_of_ceiling"],
                                   "speedup_over_unfused": unfused_ms / row["median_ms"]}
                            for name, row in fused.items()},
         "best_fused": best,
-        "best_fused_reaches_90pct_of_copy": max(r["pct_of_copy"] for r in fused.values())
-        >= TARGET_PCT_OF_COPY,
+        "best_fused_reaches_90pct_of_ceiling": max(r["pct_of_ceiling"] for r in fused.values())
+        >= TARGET_PCT_OF_CEILING,
         "predicted_speedup": predicted,
         "measured_speedup": unfused_ms / fused["fused"]["median_ms"],
         "speedup_at_least_predicted": unfused_ms / fused["fused"]["median_ms"] >= predicted,
@@ -164,12 +167,14 @@ def report(goals: dict) -> str:
     def verdict(ok):
         return "PASS" if ok else "FAIL"
 
-    lines = [f"Lab 02 targets at n = {goals['n']:,} (one run; copy ceiling {goals['copy_gbps']:.0f} GB/s):"]
+    lines = [f"Lab 02 targets at n = {goals['n']:,} (one run; copy ceiling {goals['copy_gbps']:.0f} GB/s; "
+             f"each version against the ceiling of its own read:write mix):"]
     for name, v in goals["fused_versions"].items():
-        lines.append(f"  {name:<20} {v['ms']:.4f} ms  {v['gbps']:6.0f} GB/s  {v['pct_of_copy']:5.1f}% of copy  "
+        lines.append(f"  {name:<20} {v['ms']:.4f} ms  {v['gbps']:6.0f} GB/s  {v['pct_of_ceiling']:5.1f}% of "
+                     f"{v['ceiling_gbps']:.0f} GB/s ({v['ceiling_mix']})  "
                      f"{v['speedup_over_unfused']:.2f}x over unfused")
-    lines += [f"  best fused version ({goals['best_fused']}) >= 90% of copy: "
-              f"{verdict(goals['best_fused_reaches_90pct_of_copy'])}",
+    lines += [f"  best fused version ({goals['best_fused']}) >= {TARGET_PCT_OF_CEILING:.0f}% of its mix's ceiling: "
+              f"{verdict(goals['best_fused_reaches_90pct_of_ceiling'])}",
               f"  unfused / fused = {goals['measured_speedup']:.2f}x >= predicted from bytes "
               f"{goals['predicted_speedup']:.2f}x: {verdict(goals['speedup_at_least_predicted'])}"]
     if "best_fused_at_least_as_fast_as_torch_compile" in goals:
@@ -213,8 +218,15 @@ def traffic_figure(lab, figures_dir: Path, n: int = HEADLINE_N) -> Path:
 
 
 def measured_figures(result: dict, figures_dir: Path, n: int) -> list[Path]:
-    fig, (ax,) = plots.new_figure("Achieved bandwidth of the chain against the copy ceiling", result)
+    fig, (ax,) = plots.new_figure("Achieved bandwidth of the chain against its ceilings (labels: % of copy)",
+                                  result)
     plots.bandwidth_bars(ax, result, n)
+    fused = harness.row(result, "fused", n)
+    if "ceiling_gbps" in fused:                  # recorded before ceilings by mix: the copy alone
+        ax.axhline(fused["ceiling_gbps"], color="C3", linestyle="--",
+                   label=f"ceiling of the fused kernel's read:write mix ({fused['ceiling_gbps']:.0f} GB/s)")
+        ax.set_ylim(top=1.3 * max(fused["ceiling_gbps"], result["copy_gbps"]))
+        ax.legend(fontsize=7, loc="upper left")
     bars = plots.save(fig, "lab02_bandwidth", figures_dir)
     fig, (ax,) = plots.new_figure("Time per call against n: the launch floor, then bandwidth", result)
     plots.time_vs_size(ax, result)
@@ -278,6 +290,14 @@ def _versions_values(records):
             "four": row(chain, "fused_4_per_thread", n)["pct_of_copy"]}
 
 
+def _ceiling_values(records):
+    chain = need(records, "chain")
+    fused = row(chain, "fused", headline_size(chain))
+    return {"gbps": fused["gbps"], "pct": fused["pct_of_copy"], "copy": chain["copy_gbps"],
+            "pct_of_ceiling": need(fused, "pct_of_ceiling"), "ceiling": fused["ceiling_gbps"],
+            "mix": fused["ceiling_mix"]}
+
+
 def _torch_values(records):
     chain = need(records, "chain")
     n = headline_size(chain)
@@ -302,10 +322,11 @@ CLAIMS = [
           "unfused (4 launches) {unfused_small_us:.0f} us; an empty launch takes {floor_us:.0f} us.",
           values=_chain_values,
           holds=lambda v: v["fused_small_us"] < 4 * v["floor_us"] and v["unfused_small_us"] > 2 * v["fused_small_us"]),
-    Claim("fused_near_copy",
-          "The fused kernel moves its bytes at {gbps:.0f} GB/s, {pct:.0f}% of the copy ceiling measured in "
-          "the same run ({copy:.0f} GB/s).",
-          values=_versions_values, holds=lambda v: v["pct"] >= 90),
+    Claim("fused_near_ceiling",
+          "The fused kernel moves its bytes at {gbps:.0f} GB/s, {pct_of_ceiling:.0f}% of the ceiling of its "
+          "read:write mix ({ceiling:.0f} GB/s: {mix}) and {pct:.0f}% of the copy ceiling ({copy:.0f} GB/s), "
+          "both measured in the same run: a read-heavy stream outruns a 1:1 copy.",
+          values=_ceiling_values, holds=lambda v: v["pct_of_ceiling"] >= TARGET_PCT_OF_CEILING),
     Claim("grid_stride_not_a_launch_saving",
           "The grid-stride version (4 blocks per SM) moves the same bytes at {grid_stride:.0f}% of copy, "
           "against {pct:.0f}% for one thread per element: a memory-bound kernel needs its SMs full, and "

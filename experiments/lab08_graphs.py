@@ -4,12 +4,15 @@
   replayed as a graph; the cost per kernel on the host and on the GPU. Targets (H200): replay
   <= 1 us per kernel and >= 15x cheaper than a plain Numba launch.
 - Idle gaps (the seed article's metric, target < 5% of kernel time): a 100-kernel pipeline at
-  several buffer sizes, eager and replayed. One kernel alone and the replay are GPU time between
-  two events with the host's submit outside the window (`timing.time_gpu` holds the GPU while
-  the host submits); the eager pipeline is timed as it runs, the GPU waiting for the host between
-  launches, since those waits are the gaps being measured. The gaps are total - 100 x kernel time, signed:
-  a total below the kernels' sum is reported as a measurement problem, never clamped to 0.
-  Target: < 5% replayed, for kernels of >= 20 us, with no measurement problem.
+  several buffer sizes, eager and replayed. Replays are GPU time between two events with the
+  host's submit outside the window (`timing.time_gpu` holds the GPU while the host submits); the
+  eager pipeline is timed as it runs, the GPU waiting for the host between launches, since those
+  waits are the gaps being measured. The gaps are total - 100 x the kernel's own GPU duration,
+  signed: a duration without launch latency (a kernel timed alone between events carries its own,
+  ~2.5 us, and made the replayed gaps come out 1.5-6% negative on an H200): Nsight Compute's
+  gpu__time_duration where recorded, else the marginal time per kernel from graphs of 100 and 200
+  kernels. A total below the kernels' sum beyond the timing spread is a measurement problem, never
+  clamped to 0. Target: < 5% replayed, for kernels of >= 20 us, with no measurement problem.
 - One graph per batch size: build cost, per-call time eager and replayed, break-even calls.
 """
 
@@ -22,7 +25,7 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from kernellab import bench as harness
-from kernellab import checks, device, graphs, plots, reference, target, timing
+from kernellab import checks, device, graphs, plots, profile, reference, target, timing
 from kernellab.traffic import Ledger
 from kernellab.tour import TourResult
 
@@ -128,45 +131,109 @@ def measure_tiny_kernels() -> dict:
                         "replay_ok": replay <= 1.0, "speedup_ok": eager / replay >= 15.0}}
 
 
-def signed_gap(total_ms: float, kernel_ms: float) -> float:
-    """(total - KERNELS x kernel time) / (KERNELS x kernel time), negative when the total is shorter."""
-    return (total_ms - KERNELS * kernel_ms) / (KERNELS * kernel_ms)
+def signed_gap(total_ms: float, kernel_ms: float, kernels: int = KERNELS) -> float:
+    """(total - kernels x kernel time) / (kernels x kernel time), negative when the total is shorter."""
+    return (total_ms - kernels * kernel_ms) / (kernels * kernel_ms)
 
 
-def gap_problems(row: dict) -> list[str]:
-    """A negative gap is not a result: the kernel time measured alone overstates a kernel in the chain."""
+def marginal_duration(short: tuple, long: tuple, kernels: int = KERNELS) -> tuple:
+    """A kernel's GPU time without its launch latency, from replays of graphs of `kernels` and
+    2 x `kernels` kernels, each (p10, median, p90) in ms: (low, median, high) of
+    (long - short) / kernels, the range from the replays' spreads. What a graph adds per kernel
+    (its dispatch) stays in it; the fixed cost of one replay (launching the graph, its events)
+    cancels."""
+    (s10, s50, s90), (l10, l50, l90) = short, long
+    return (l10 - s90) / kernels, (l50 - s50) / kernels, (l90 - s10) / kernels
+
+
+def gap_range(total: tuple, duration: tuple, kernels: int = KERNELS) -> tuple:
+    """(low, median, high) of the signed gap (total - kernels x duration) / (kernels x duration),
+    from the total's (p10, median, p90) and the duration's (low, median, high): the high end is
+    the gap the measurements allow at their most favourable, so a negative high end is a total
+    below the kernels' sum beyond the timing spread. A duration that is not positive gives no gap
+    (NaN; `gap_problems` reports it), a low end that is not positive no upper bound (inf)."""
+    (t10, t50, t90), (d_low, d_mid, d_high) = total, duration
+    nan = float("nan")
+    return (signed_gap(t10, d_high, kernels) if d_high > 0 else nan,
+            signed_gap(t50, d_mid, kernels) if d_mid > 0 else nan,
+            signed_gap(t90, d_low, kernels) if d_low > 0 else float("inf"))
+
+
+def gap_problems(row: dict, kernels: int = KERNELS) -> list[str]:
+    """A gap negative beyond the timing spread is not a result, nor is a duration that is not
+    positive: each is a measurement problem, reported, never clamped."""
+    if row["kernel_ms"] <= 0:
+        return [f"the kernel's duration ({row['duration_source']}) came out at {row['kernel_ms']:.5f} ms: "
+                f"not positive, a measurement problem"]
     return [f"{label}: the total ({row[f'{label}_ms']:.4f} ms) is {-100 * row[f'{label}_gap']:.1f}% below "
-            f"{KERNELS} x the kernel time measured alone ({row['kernel_ms']:.4f} ms): a measurement "
-            f"problem, not a gap" for label in ("eager", "graph") if row[f"{label}_gap"] < 0]
+            f"{kernels} x the kernel's own duration ({row['kernel_ms']:.4f} ms, {row['duration_source']}), "
+            f"beyond the timing spread (at most {100 * row[f'{label}_gap_range'][2]:.1f}%): a measurement "
+            f"problem, not a gap" for label in ("eager", "graph") if row[f"{label}_gap_range"][2] < 0]
+
+
+def spread(t: timing.Timing) -> tuple:
+    return t.p10_ms, t.median_ms, t.p90_ms
+
+
+MARGINAL = "marginal GPU time per kernel from replays of graphs of {k} and {k2} kernels"
+NCU = ("Nsight Compute gpu__time_duration of affine_step_kernel (recorded profile, {date}; ncu "
+       "flushes the caches before each kernel, so a chain that finds part of its buffer in L2 can beat it)")
+
+
+def ncu_duration(n: int) -> tuple | None:
+    """(low, median, high) ms of affine_step_kernel at `n` over the recorded profile's launches,
+    and the profile's date; None when no profile of lab 08 at that size is recorded."""
+    found = [r["gpu_time_ns"] * 1e-6 for r in profile.rows(LAB)
+             if r["kernel"] == "affine_step_kernel" and r["size"] == n]
+    if not found:
+        return None
+    stored = (reference.load(LAB) or {}).get("profile", {}).get("provenance", {})
+    return (min(found), float(np.median(found)), max(found)), stored.get("date", "date unrecorded")[:10]
 
 
 def measure_idle_gaps() -> dict:
-    """Idle gaps of a 100-kernel pipeline, eager and replayed, at several kernel lengths."""
+    """Idle gaps of a 100-kernel pipeline, eager and replayed, at several kernel lengths: each
+    total against the sum of the kernels' own GPU durations."""
     lab = target.load(LAB)
     cuda = device.cuda()
-    coeffs = [IDENTITY] * KERNELS
+    coeffs = [IDENTITY] * (2 * KERNELS)
     rows = []
     for n in GAP_SIZES:
         x = cuda.to_device(np.ones(n, dtype=np.float32))
-        kernel = timing.time_gpu(lambda: lab.pipeline(x, coeffs[:1]), warmup=3, reps=30)
-        graph = graphs.capture(lab.pipeline, x, coeffs)
-        eager = timing.time_gpu(lambda: lab.pipeline(x, coeffs), warmup=2, reps=15,
+        graph = graphs.capture(lab.pipeline, x, coeffs[:KERNELS])
+        double = graphs.capture(lab.pipeline, x, coeffs)
+        eager = timing.time_gpu(lambda: lab.pipeline(x, coeffs[:KERNELS]), warmup=2, reps=15,
                                 hide_host=False)           # eager gaps are the host's pacing
         replay = timing.time_gpu(graph.replay, warmup=2, reps=15)
-        row = {"n": n, "kernel_ms": kernel.median_ms, "eager_ms": eager.median_ms,
-               "graph_ms": replay.median_ms, "eager_gap": signed_gap(eager.median_ms, kernel.median_ms),
-               "graph_gap": signed_gap(replay.median_ms, kernel.median_ms),
-               "host_exposed_samples": kernel.host_exposed + eager.host_exposed + replay.host_exposed}
+        replay_double = timing.time_gpu(double.replay, warmup=2, reps=15)
+        marginal = marginal_duration(spread(replay), spread(replay_double))
+        profiled = ncu_duration(n)
+        duration, source = (profiled[0], NCU.format(date=profiled[1])) if profiled else \
+            (marginal, MARGINAL.format(k=KERNELS, k2=2 * KERNELS))
+        row = {"n": n, "kernel_ms": duration[1], "kernel_ms_range": [duration[0], duration[2]],
+               "duration_source": source, "marginal_kernel_ms": marginal[1],
+               "ncu_kernel_ms": profiled[0][1] if profiled else None,
+               "eager_ms": eager.median_ms, "graph_ms": replay.median_ms,
+               "graph_2x_ms": replay_double.median_ms,
+               "host_exposed_samples": eager.host_exposed + replay.host_exposed + replay_double.host_exposed}
+        for label, total in (("eager", eager), ("graph", replay)):
+            row[f"{label}_gap_range"] = list(gap_range(spread(total), duration))
+            row[f"{label}_gap"] = row[f"{label}_gap_range"][1]
         row["problems"] = gap_problems(row)
         rows.append(row)
-        del graph, x
+        del graph, double, x
     long_rows = [r for r in rows if r["kernel_ms"] >= LONG_KERNEL_MS]
     return {"provenance": reference.provenance(), "kernels": KERNELS, "rows": rows,
-            "method": "kernel alone and replay: GPU time between events, host submit outside the "
-                      "window (a hold kernel ahead of each sample); eager: as it runs, the GPU waiting "
-                      "for the host; gaps signed, never clamped",
+            "method": "gap = total - kernels x the kernel's own GPU duration (no launch latency): "
+                      "Nsight Compute's gpu__time_duration where a profile of lab 08 is recorded at "
+                      "that size, otherwise the marginal time per kernel from replays of graphs of "
+                      f"{KERNELS} and {2 * KERNELS} kernels (which keeps the graph's per-kernel "
+                      "dispatch in the duration); each row's duration_source says which. Replays: GPU "
+                      "time between events, host submit outside the window; eager: as it runs, the GPU "
+                      "waiting for the host. Gaps signed, never clamped; a gap negative beyond the "
+                      "timing spread (p10-p90) is a measurement problem",
             "target": {"gap_max": GAP_TARGET, "kernel_ms_min": LONG_KERNEL_MS,
-                       "ok": bool(long_rows) and all(0 <= r["graph_gap"] < GAP_TARGET and not r["problems"]
+                       "ok": bool(long_rows) and all(r["graph_gap"] < GAP_TARGET and not r["problems"]
                                                      for r in long_rows)}}
 
 
@@ -206,11 +273,13 @@ MEASUREMENTS = {
 
 def measured(name: str) -> dict | None:
     """One of MEASUREMENTS: live on a GPU, the recorded reference in the simulator (idle gaps only
-    when recorded signed, by these instruments: earlier records clamped negative gaps to 0)."""
+    when recorded against the kernels' own durations: earlier records clamped negative gaps to 0,
+    or subtracted a kernel timed alone, launch latency included)."""
     record = reference.live_or_recorded(LAB, name, MEASUREMENTS[name])
-    if name == "idle_gaps" and record and "method" not in record:
-        print("the recorded H200 idle gaps predate signed gaps (negative ones were clamped to 0): "
-              "not shown (re-record with `kernellab bench 08` on a GPU)")
+    if name == "idle_gaps" and record and "duration_source" not in record["rows"][0]:
+        print("the recorded H200 idle gaps predate gaps against the kernels' own durations (a kernel "
+              "timed alone carries its launch latency): not shown (re-record with `kernellab bench 08` "
+              "on a GPU)")
         return None
     return record
 
@@ -238,15 +307,18 @@ def report(record: dict) -> str:
                  f"; >= 15x cheaper than eager: {tiny['speedup']:.1f}x "
                  f"{'met' if target_line['speedup_ok'] else 'MISSED'}")
     gaps = record["idle_gaps"]
-    lines.append(f"idle gaps, {KERNELS} kernels (total - kernels x kernel time) / kernel time:")
+    lines.append(f"idle gaps, {KERNELS} kernels (total - kernels x the kernel's own duration) / kernels' "
+                 f"time, p10-p90 range in brackets:")
     lines.append(f"  {'n':>10} {'kernel us':>10} {'eager ms':>9} {'graph ms':>9} {'eager gap':>10} "
                  f"{'graph gap':>10}")
     for r in gaps["rows"]:
+        ranges = "  ".join(f"{label} [{100 * r[f'{label}_gap_range'][0]:.1f}, "
+                           f"{100 * r[f'{label}_gap_range'][2]:.1f}]%" for label in ("eager", "graph"))
         lines.append(f"  {r['n']:>10} {1e3 * r['kernel_ms']:>10.2f} {r['eager_ms']:>9.3f} "
                      f"{r['graph_ms']:>9.3f} {100 * r['eager_gap']:>9.1f}% "
-                     f"{100 * r['graph_gap']:>9.1f}%")
+                     f"{100 * r['graph_gap']:>9.1f}%  {ranges}  kernel: {r['duration_source']}")
         lines += [f"  {'':>10} MEASUREMENT PROBLEM: {problem}" for problem in r.get("problems", [])]
-    lines.append(f"  target: replayed gaps in [0, 5%) for kernels >= 20 us, no measurement problem: "
+    lines.append(f"  target: replayed gaps < 5% for kernels >= 20 us, none negative beyond the spread: "
                  f"{'met' if gaps['target']['ok'] else 'MISSED'}")
     lines.append("one graph per batch size (first call includes the capture):")
     for r in record["batch_graphs"]["rows"]:
@@ -264,7 +336,7 @@ def plot_timeline(gaps: dict, figures_dir: Path) -> Path:
     lab = target.load(LAB)
     cases = [gaps["rows"][0], gaps["rows"][-1]]
     fig, axes = plots.new_figure(f"{gaps['kernels']}-kernel pipeline, eager vs graph replay "
-                                 "(reconstructed: kernel time measured alone, gaps from the total)",
+                                 "(reconstructed: the kernel's own duration, gaps from the total)",
                                  gaps, ncols=2)
     for ax, row in zip(axes, cases):
         for lane, (label, total) in enumerate((("eager", row["eager_ms"]),
@@ -291,17 +363,17 @@ def plot_idle_gaps(gaps: dict, tiny: dict, figures_dir: Path) -> Path:
     for label in ("eager", "graph"):
         values = [100 * r[f"{label}_gap"] for r in gaps["rows"]]
         ax_gap.plot(kernel_us, values, "o-", label=label)
-        bad = [(k, v) for k, v in zip(kernel_us, values) if v < 0]
+        bad = [(k, v) for k, v, r in zip(kernel_us, values, gaps["rows"]) if r[f"{label}_gap_range"][2] < 0]
         if bad:
             ax_gap.plot(*zip(*bad), "x", color="red", markersize=9,
-                        label=f"{label}: below the kernels' sum (measurement problem)")
+                        label=f"{label}: below the kernels' sum beyond the spread (measurement problem)")
     ax_gap.axhline(100 * GAP_TARGET, color="k", ls=":", label="article: gaps < 5%")
     ax_gap.axvline(1e3 * LONG_KERNEL_MS, color="grey", ls="--", lw=0.8, label="20 us kernels")
     ax_gap.set_xscale("log")
     ax_gap.set_yscale("symlog", linthresh=GAP_LINEAR_PCT)
     ax_gap.axhline(0, color="grey", lw=0.6)
     ax_gap.xaxis.set_minor_formatter(NullFormatter())
-    ax_gap.set_xlabel("kernel time (us, one kernel alone, GPU events)")
+    ax_gap.set_xlabel("kernel's own GPU time (us; Nsight Compute or marginal in a graph)")
     ax_gap.set_ylabel("idle gaps, % of kernel time (signed, not clamped)")
     ax_gap.legend(fontsize=8)
     names = list(tiny["rows"])

@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 from kernellab import bench as harness
-from kernellab import checks, device, plots, profile, reference, target
+from kernellab import checks, device, plots, profile, reference, target, timing
 from kernellab.tour import TourResult
 from kernellab.traffic import Ledger, buffer_address
 
@@ -273,7 +273,8 @@ def ceilings_of(record: dict) -> dict:
     of Lab 01's record where it stored none, and the FP32 peak of Lab 06's record (computed
     from the clock attribute, not measured); "source" says which."""
     if record.get("ceilings", {}).get("fp32_fma_tflops"):
-        return {**record["ceilings"], "source": f"measured in the same run ({plots.source_label(record)})"}
+        return with_memory_roof({**record["ceilings"],
+                                 "source": f"measured in the same run ({plots.source_label(record)})"})
     lab06 = reference.load("06")["records"]["occupancy_vs_speed"]
     source = "copy bandwidth from the same run"
     floor = record.get("launch_floor_ms")
@@ -281,10 +282,29 @@ def ceilings_of(record: dict) -> dict:
         floor = reference.load("01")["records"]["scale_one_kernel"]["launch_floor_ms"]
         source += ", launch floor from Lab 01's record"
     copy = record.get("copy_gbps") or record.get("copy_ceiling", {}).get("gbps")
-    return {"copy_gbps": copy, "launch_floor_ms": floor,
-            "fp32_fma_tflops": lab06["fp32_peak_gflops"] / 1e3,
-            "source": f"{source}; FP32 peak = SMs x lanes x 2 x clock (Lab 06 record): no measured "
-                      f"FMA ceiling recorded yet"}
+    return with_memory_roof({"copy_gbps": copy, "launch_floor_ms": floor,
+                             "fp32_fma_tflops": lab06["fp32_peak_gflops"] / 1e3,
+                             "source": f"{source}; FP32 peak = SMs x lanes x 2 x clock (Lab 06 "
+                                       f"record): no measured FMA ceiling recorded yet"})
+
+
+def with_memory_roof(ceilings: dict) -> dict:
+    """`ceilings` with the roofline's memory roof: the best bandwidth any measured read:write mix
+    reached in that run (`timing.memory_roof`, a read-only stream on HBM), as "memory_roof_gbps"
+    and "memory_roof" (which); a run that measured only the copy has the copy as its roof, and
+    says so. A roof below a mix's own ceiling would put a read-heavy kernel above the roof."""
+    if ceilings.get("streams"):
+        gbps, mix = timing.memory_roof(ceilings)
+        return {**ceilings, "memory_roof_gbps": gbps,
+                "memory_roof": f"{mix.replace('_', '-')} stream, the best measured mix"}
+    return {**ceilings, "memory_roof_gbps": ceilings["copy_gbps"],
+            "memory_roof": "copy (that run measured no other read:write mix)"}
+
+
+def roof_inputs(ceilings: dict) -> dict:
+    """The ceilings as Lab 09's functions take them: their bandwidth is the key `copy_gbps` (the
+    lab's contract), here given the memory roof."""
+    return {**ceilings, "copy_gbps": ceilings["memory_roof_gbps"]}
 
 
 def _measured(kernel: MainKernel, record: dict) -> dict:
@@ -337,12 +357,12 @@ def roofline_points(lab=None, own: list[dict] | None = None) -> list[dict]:
 
 def _point(lab, name, lab_number, measured, dram_bytes, ceilings, record, counted) -> dict:
     bytes_used = dram_bytes if dram_bytes is not None else measured["requested_bytes"]
-    point = lab.roofline_point(measured["flops"], bytes_used, measured["seconds"], ceilings)
+    point = lab.roofline_point(measured["flops"], bytes_used, measured["seconds"], roof_inputs(ceilings))
     return {"name": name, "lab": lab_number, **point._asdict(), "bytes": bytes_used,
             "bytes_kind": DRAM_BYTES if dram_bytes is not None else
             measured.get("bytes_kind", REQUESTED_BYTES),
             "requested_bytes": measured["requested_bytes"], "seconds": measured["seconds"],
-            "flops": measured["flops"], "bound": lab.bound(measured["flops"], bytes_used, ceilings),
+            "flops": measured["flops"], "bound": lab.bound(measured["flops"], bytes_used, roof_inputs(ceilings)),
             "ceilings": ceilings, "source": plots.source_label(record), "flops_counted": counted,
             "note": measured.get("note", "")}
 
@@ -397,10 +417,11 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
         f" (lab 09 points {live[0]}; the others recorded)" if live else "")
     fig, (ax, ax_small) = plots.new_figure(title, reference_record, ncols=2, width=6.5)
     ceilings = points[0]["ceilings"]
-    peak, bandwidth = ceilings["fp32_fma_tflops"] * 1e12, ceilings["copy_gbps"] * 1e9
+    peak, bandwidth = ceilings["fp32_fma_tflops"] * 1e12, ceilings["memory_roof_gbps"] * 1e9
     xs = np.logspace(-2, 4, 200)
     ax.plot(xs, np.minimum(peak, xs * bandwidth) / 1e12, "k-", lw=1.2,
-            label=f"roof of {points[0]['name']}'s run: {ceilings['copy_gbps']:.0f} GB/s copy, "
+            label=f"roof of {points[0]['name']}'s run: memory {ceilings['memory_roof_gbps']:.0f} GB/s "
+                  f"({ceilings['memory_roof']}; copy {ceilings['copy_gbps']:.0f}), "
                   f"{ceilings['fp32_fma_tflops']:.1f} TFLOP/s FP32 (each % uses its own run's)")
     for i, p in enumerate(points):
         marker = "o" if p["bytes_kind"] == DRAM_BYTES else "s"

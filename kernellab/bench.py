@@ -28,10 +28,13 @@ What `run` does, per size (the sweep axis) and per variant:
    (inputs + output) fits in L2, several sets are made and the calls rotate through them, so
    a variant is not timed on data a previous call left in cache (`input_sets`, `l2_resident`).
 3. Reports ms, GB/s from the variant's requested bytes (`ledger(size).total_bytes`: what the code
-   asks for, not DRAM traffic, which `kernellab profile` measures) and % of the copy ceiling. The
-   run's ceilings (`timing.ceilings`, once per process) go into every record: copy GB/s, FP32 FMA
-   TFLOP/s, the empty-launch floor small sizes sit on, torch's/CuPy's copy where importable. A row
-   above 100% of the copy ceiling is an instrument error (`instrument_error`), not a result.
+   asks for, not DRAM traffic, which `kernellab profile` measures), % of the copy ceiling, and %
+   of the ceiling of the row's own read:write mix (`ceiling_gbps`, `ceiling_mix` says how it was
+   chosen: `timing.ceiling_for_mix` on the ledger's write fraction). The run's ceilings
+   (`timing.ceilings`, once per process) go into every record: copy and stream GB/s by mix, FP32
+   FMA TFLOP/s, the empty-launch floor small sizes sit on, torch's/CuPy's copy where importable.
+   A row above 100% of its mix's ceiling is an instrument error (`instrument_error`), not a
+   result. (A 4:1 kernel may beat the copy: HBM reads back to back outrun a 1:1 copy.)
 In the simulator it validates at `sim_sizes`, checks each ledger against the traffic meter's count
 of what the kernels really loaded and stored (inputs named by their keys, the output `out`),
 says plainly that no timing exists, and writes nothing.
@@ -50,8 +53,8 @@ Result (JSON-ready; `reference.save` stores it per benchmark name, with `provena
      "instrument_errors",
      "variants": {name: {"why", "baseline"}},
      "rows": [{"size", "variant", "ok", "error", "rel_error", "launches", "bytes", "ledger",
-               "median_ms", "p10_ms", "p90_ms", "reps", "inner", "gbps", "pct_of_copy",
-               "gflops", "input_sets", "l2_resident", "host_exposed", "instrument_error"}]}
+               "write_fraction", "median_ms", "p10_ms", "p90_ms", "reps", "inner", "gbps",
+               "pct_of_copy", "ceiling_gbps", "ceiling_mix", "pct_of_ceiling", "gflops", "input_sets", "l2_resident", "host_exposed", "instrument_error"}]}
 Timing fields are absent in the simulator, where `live` is False and `timing` says why.
 `run_repeats` (`kernellab bench --repeat N`) runs each lab in N fresh processes; `combine_repeats`
 keeps every repeat, merges run results (median and range over repeats: `repeat_ms`) and judges
@@ -188,6 +191,8 @@ def _validate(benchmark, variant, input_set, expected, size, use_meter) -> dict:
     ledger = variant.ledger(size) if variant.ledger else None
     if ledger is not None:
         row["bytes"], row["ledger"] = ledger.total_bytes, ledger.as_dict()
+        if ledger.total_bytes:
+            row["write_fraction"] = ledger.bytes_written / ledger.total_bytes
     input_set.out.copy_to_device(np.full(input_set.out.shape, checks.poison_value(benchmark.out_dtype),
                                          dtype=benchmark.out_dtype))
     try:
@@ -241,10 +246,23 @@ def _time(variant, sets, reps) -> dict:
             "l2_resident": len(sets) * set_bytes < device.facts().l2_bytes}
 
 
-def instrument_error(pct_of_copy: float) -> str:
-    """Why a row above the copy ceiling is not a result: no kernel moves bytes faster than a copy."""
-    return (f"{pct_of_copy:.1f}% of the copy ceiling: above 100% is an instrument error (the ceiling "
-            f"was measured too low, or the ledger counts bytes the kernel does not move), not a result")
+def instrument_error(pct_of_ceiling: float, ceiling_mix: str) -> str:
+    """Why a row above the ceiling of its read:write mix is not a result."""
+    return (f"{pct_of_ceiling:.1f}% of the ceiling for its mix ({ceiling_mix}): above 100% is an "
+            f"instrument error (the ceiling was measured too low, or the ledger counts bytes the "
+            f"kernel does not move), not a result")
+
+
+def rate_against_ceilings(row: dict, ceilings: dict):
+    """Add GB/s, % of copy and % of the ceiling of the row's own mix (and an instrument error
+    above it) to a timed row with declared bytes."""
+    row["gbps"] = row["bytes"] / (row["median_ms"] * 1e-3) / 1e9
+    row["pct_of_copy"] = 100.0 * row["gbps"] / ceilings["copy_gbps"]
+    row["ceiling_gbps"], row["ceiling_mix"] = timing.ceiling_for_mix(row["write_fraction"],
+                                                                     timing.stream_ceilings(ceilings))
+    row["pct_of_ceiling"] = 100.0 * row["gbps"] / row["ceiling_gbps"]
+    if row["pct_of_ceiling"] > 100.0:
+        row["instrument_error"] = instrument_error(row["pct_of_ceiling"], row["ceiling_mix"])
 
 
 def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = None,
@@ -292,11 +310,8 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
             if row["ok"] and not simulated:
                 row.update(_time(variant, sets, reps))
                 seconds = row["median_ms"] * 1e-3
-                if "bytes" in row:
-                    row["gbps"] = row["bytes"] / seconds / 1e9
-                    row["pct_of_copy"] = 100.0 * row["gbps"] / result["copy_gbps"]
-                    if row["pct_of_copy"] > 100.0:
-                        row["instrument_error"] = instrument_error(row["pct_of_copy"])
+                if row.get("bytes"):
+                    rate_against_ceilings(row, result["ceilings"])
                 if benchmark.flops:
                     row["gflops"] = benchmark.flops(size) / seconds / 1e9
             result["rows"].append(row)
@@ -349,8 +364,12 @@ def ceilings_line(ceilings: dict) -> str:
     """The run's ceilings in one line, as every table and figure quotes them."""
     beside = ", ".join(f"{name.split('_')[0]} copy {ceilings[name]:.0f} GB/s"
                        for name in ("torch_copy_gbps", "cupy_copy_gbps") if ceilings.get(name))
+    streams = ", ".join(f"{name.replace('_', '-')} {mix['gbps']:.0f}"
+                        for name, mix in (ceilings.get("streams") or {}).items())
     return (f"copy ceiling {ceilings['copy_gbps']:.0f} GB/s ({ceilings['copy']['method']}"
-            f"{'; ' + beside if beside else ''}), FP32 FMA {ceilings['fp32_fma_tflops']:.1f} TFLOP/s, "
+            f"{'; ' + beside if beside else ''})"
+            f"{f', stream ceilings by read:write mix {streams} GB/s' if streams else ''}, "
+            f"FP32 FMA {ceilings['fp32_fma_tflops']:.1f} TFLOP/s, "
             f"empty launch {ceilings['launch_floor_ms'] * 1e3:.1f} us, measured in this run")
 
 
@@ -374,13 +393,15 @@ def failures(result: dict) -> list[str]:
 
 
 def table(result: dict) -> str:
-    """One line per (size, variant): time, bandwidth, % of copy, launches; or the error."""
+    """One line per (size, variant): time, bandwidth, the ceiling of its read:write mix and % of
+    it, launches; or the error."""
     lines = [f"{result['benchmark']} ({result['axis']})"]
     if result.get("ceilings"):
-        lines[0] += f": {ceilings_line(result['ceilings'])}; GB/s from requested bytes (ledger)"
+        lines[0] += (f": {ceilings_line(result['ceilings'])}; GB/s from requested bytes (ledger); "
+                     f"each row against the ceiling of its own mix (`ceiling_mix` in the record)")
     width = max(12, len(result["axis"]))
     lines.append(f"{result['axis']:>{width}} {'variant':<22} {'ms':>9} {'p10-p90 ms':>17} {'GB/s':>8} "
-                 f"{'% copy':>7} {'launches':>8} {'rel err':>8}")
+                 f"{'ceiling':>8} {'% ceil':>7} {'launches':>8} {'rel err':>8}")
     for r in result["rows"]:
         head = f"{str(r['size']):>{width}} {r['variant']:<22}"
         if not r["ok"]:
@@ -393,7 +414,8 @@ def table(result: dict) -> str:
             continue
         if "median_ms" in r:
             spread = f"{r['p10_ms']:.4f}-{r['p90_ms']:.4f}"
-            gbps = f"{r['gbps']:8.0f} {r['pct_of_copy']:6.1f}%" if "gbps" in r else f"{'':>8} {'':>7}"
+            gbps = f"{r['gbps']:8.0f} {r['ceiling_gbps']:8.0f} {r['pct_of_ceiling']:6.1f}%" \
+                if "pct_of_ceiling" in r else f"{'':>8} {'':>8} {'':>7}"
             lines.append(f"{head} {r['median_ms']:9.4f} {spread:>17} {gbps} {r['launches']:>8} "
                          f"{r['rel_error']:8.1e}")
         else:
@@ -415,8 +437,9 @@ def merge_repeats(results: list[dict]) -> dict:
     """One result from the same benchmark run in several fresh processes.
 
     Each row's `median_ms` is the median of the repeats' medians and `repeat_ms` lists them (the
-    range a figure draws); `pct_of_copy` is the median of each repeat against its own run's
-    ceiling (`repeat_pct_of_copy`); the copy ceiling is the repeats' median, each repeat's
+    range a figure draws); `pct_of_copy` and `pct_of_ceiling` are the medians of each repeat
+    against its own run's ceilings (`repeat_pct_of_copy`, `repeat_pct_of_ceiling`, beside
+    `repeat_ceiling_gbps`); the copy ceiling is the repeats' median, each repeat's
     ceilings are kept in `ceilings_per_repeat`. A row is ok only if it is ok in every repeat, and
     an instrument error in any repeat stays on the row.
     """
@@ -435,8 +458,9 @@ def merge_repeats(results: list[dict]) -> dict:
             row["median_ms"] = float(np.median(row["repeat_ms"]))
             if "gbps" in first:
                 row["gbps"] = first["bytes"] / (row["median_ms"] * 1e-3) / 1e9
-                row["repeat_pct_of_copy"] = [r["pct_of_copy"] for r in timed]
-                row["pct_of_copy"] = float(np.median(row["repeat_pct_of_copy"]))
+                for field in ("pct_of_copy", "pct_of_ceiling", "ceiling_gbps"):
+                    row[f"repeat_{field}"] = [r[field] for r in timed]
+                    row[field] = float(np.median(row[f"repeat_{field}"]))
             if "gflops" in first:
                 row["gflops"] = first["gflops"] * first["median_ms"] / row["median_ms"]
         errors = [r["instrument_error"] for r in rows if r is not None and "instrument_error" in r]

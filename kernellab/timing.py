@@ -2,8 +2,9 @@
 
 Every event window holds GPU work only: `time_gpu` puts a hold kernel ahead of each sample so the
 host's submit happens while the GPU is busy, and counts the samples where it was not hidden.
-`ceilings()` measures the run's ceilings once per process (copy, FP32 FMA, launch floor, with
-torch's/CuPy's copy beside them). The simulator has no clock worth reading (its events return
+`ceilings()` measures the run's ceilings once per process (copy, stream kernels at other read:write
+mixes, FP32 FMA, launch floor, with torch's/CuPy's copy beside them); `ceiling_for_mix` picks the
+bandwidth ceiling of a kernel's own read:write mix from them. The simulator has no clock worth reading (its events return
 -1), so every function here raises `NoTiming` there; callers say so in their output instead of
 printing a made-up figure.
 """
@@ -197,6 +198,13 @@ WIDE_VIEWS = {"copy_4xfloat32": np.float32, "copy_4xfloat64": np.float64,
               "copy_2xcomplex128": np.complex128}
 
 
+def _ceiling_buffer_bytes(facts) -> int:
+    """Bytes of one ceiling buffer: at least CEILING_L2_MULTIPLE x the L2, a multiple of what every
+    kernel's element count divides."""
+    chunk = 16 * COPY_BLOCK * 4
+    return -(-CEILING_L2_MULTIPLE * facts.l2_bytes // chunk) * chunk
+
+
 def copy_bandwidth(reps: int = 20) -> dict:
     """The device copy ceiling in GB/s (bytes read + bytes written), measured now.
 
@@ -209,8 +217,7 @@ def copy_bandwidth(reps: int = 20) -> dict:
     """
     require_gpu("copy_bandwidth")
     facts = device.facts()
-    chunk = 16 * COPY_BLOCK * 4                          # every kernel's element count divides it
-    nbytes = -(-CEILING_L2_MULTIPLE * facts.l2_bytes // chunk) * chunk
+    nbytes = _ceiling_buffer_bytes(facts)
     src = cuda.to_device(np.ones(nbytes // 4, dtype=np.float32))
     dst = cuda.device_array(nbytes // 4, dtype=np.float32)
     kernels = _copy_kernels()
@@ -290,15 +297,125 @@ def launch_floor_ms() -> float:
     return time_gpu(lambda: kernel[1, 32](a), warmup=10, reps=20, inner=100).median_ms
 
 
+READS_PER_WRITE = {"2:1": 2, "4:1": 4}     # the read-heavy stream kernels: inputs per output
+STREAM_VIEWS = {"2xfloat32": np.float32, "2xfloat64": np.float64, "2xcomplex128": np.complex128}
+MIX_MATCH = 0.005    # a write fraction this close to a measured mix takes that mix's ceiling as is
+
+
+def stream_bandwidths(reps: int = 20) -> dict:
+    """Bandwidth ceilings (GB/s, bytes read + written) of stream kernels at read:write mixes other
+    than a copy's 1:1, measured now: 2:1 (out = a + b), 4:1 (out = (a + b) + (c + d)) and
+    read-only (a grid-stride sum into one partial per thread; those partials are its only writes,
+    counted in its write fraction). Each is the best of three element widths (2 per thread and
+    step of float32, float64 or complex128), every buffer at least CEILING_L2_MULTIPLE x the L2.
+
+    Why not the copy alone: HBM turns the bus around between reads and writes, so a read-heavy
+    stream moves more bytes per second than a 1:1 copy (on an H200, 2026-12-01, torch.compile's
+    4:1 chain read 101.4% of the copy ceiling). Each mix: {"write_fraction", "gbps", "method",
+    "by_method_gbps", "bytes", timing of the best}.
+    """
+    require_gpu("stream_bandwidths")
+    facts = device.facts()
+    nbytes = _ceiling_buffer_bytes(facts)
+    ones = np.ones(nbytes // 4, dtype=np.float32)
+    inputs = [cuda.to_device(ones)]
+    inputs += [cuda.device_array_like(inputs[0]) for _ in range(max(READS_PER_WRITE.values()) - 1)]
+    for buffer in inputs[1:]:
+        buffer.copy_to_device(inputs[0])
+    dst = cuda.device_array_like(inputs[0])
+    grid = facts.sm_count * 8
+    partials = cuda.device_array(grid * COPY_BLOCK * 16 // 4, dtype=np.float32)
+    kernels = _stream_kernels()
+    mixes = {}
+    for mix, reads in READS_PER_WRITE.items():
+        def launcher(view, kernel=kernels[mix], reads=reads):
+            args = [a.view(STREAM_VIEWS[view]) for a in inputs[:reads]] + [dst.view(STREAM_VIEWS[view])]
+            return lambda: kernel[grid, COPY_BLOCK](*args)
+
+        def check(view, reads=reads):
+            one = ones[:16].view(STREAM_VIEWS[view])[0]
+            tail = dst.view(STREAM_VIEWS[view])[-COPY_BLOCK:].copy_to_host()
+            return np.all(tail == reads * one)
+
+        mixes[mix] = _best_stream(mix, {v: launcher(v) for v in STREAM_VIEWS}, check,
+                                  read=reads * nbytes, written=nbytes, reps=reps)
+
+    def sum_launcher(view):
+        src, out = inputs[0].view(STREAM_VIEWS[view]), partials.view(STREAM_VIEWS[view])[:grid * COPY_BLOCK]
+        return lambda: kernels["read_only"][grid, COPY_BLOCK](src, out)
+
+    def sum_check(view):
+        elements = nbytes // np.dtype(STREAM_VIEWS[view]).itemsize
+        found = partials.view(STREAM_VIEWS[view])[:grid * COPY_BLOCK].copy_to_host()
+        total = found.sum(dtype=np.result_type(found.dtype, np.float64))     # exact for float32 too
+        return np.isclose(total, elements * ones[:16].view(STREAM_VIEWS[view])[0], rtol=1e-6)
+
+    mixes["read_only"] = {}
+    for view in STREAM_VIEWS:       # the partials' bytes depend on the width: one mix per width
+        written = grid * COPY_BLOCK * np.dtype(STREAM_VIEWS[view]).itemsize
+        mixes["read_only"][view] = _best_stream("read_only", {view: sum_launcher(view)}, sum_check,
+                                                read=nbytes, written=written, reps=reps)
+    best = max(mixes["read_only"].values(), key=lambda m: m["gbps"])
+    mixes["read_only"] = {**best, "by_method_gbps": {v: m["gbps"] for v, m in mixes["read_only"].items()}}
+    return mixes
+
+
+def _best_stream(mix: str, calls: dict, check, *, read: int, written: int, reps: int) -> dict:
+    """The fastest of `calls` (each checked by `check(name)` after its timing) for one mix."""
+    results = {}
+    for name, call in calls.items():
+        results[name] = time_gpu(call, warmup=3, reps=reps, inner=4)
+        if not check(name):
+            raise RuntimeError(f"{mix} stream ceiling: {name} did not compute over the whole buffer")
+    best = min(results, key=lambda k: results[k].median_ms)
+    moved = read + written
+    return {"bytes": moved, "write_fraction": written / moved, "method": best,
+            "gbps": moved / (results[best].median_ms * 1e-3) / 1e9,
+            "by_method_gbps": {k: moved / (t.median_ms * 1e-3) / 1e9 for k, t in results.items()},
+            **results[best].as_dict()}
+
+
+def ceiling_for_mix(write_fraction: float, streams: dict) -> tuple[float, str]:
+    """The bandwidth ceiling (GB/s) of a kernel whose bytes written / bytes moved is
+    `write_fraction`, from the run's measured mixes (`streams`: name -> {"write_fraction", "gbps"}),
+    and how it was chosen: a measured mix within MIX_MATCH as is; between two measured mixes,
+    linear in the write fraction; beyond the measured range, the nearest mix (said so)."""
+    if not 0.0 <= write_fraction <= 1.0:
+        raise ValueError(f"write fraction {write_fraction} is outside [0, 1]")
+    points = sorted((m["write_fraction"], name, m["gbps"]) for name, m in streams.items())
+    nearest = min(points, key=lambda p: abs(p[0] - write_fraction))
+    if abs(nearest[0] - write_fraction) <= MIX_MATCH:
+        return nearest[2], f"{nearest[1]} (measured, write fraction {nearest[0]:.3f})"
+    for (low_f, low, low_gbps), (high_f, high, high_gbps) in zip(points, points[1:]):
+        if low_f < write_fraction < high_f:
+            share = (write_fraction - low_f) / (high_f - low_f)
+            return (low_gbps + share * (high_gbps - low_gbps),
+                    f"interpolated between {low} and {high} at write fraction {write_fraction:.3f}")
+    return nearest[2], (f"{nearest[1]}, the nearest measured mix (write fraction {write_fraction:.3f} "
+                        f"is outside the measured {points[0][0]:.3f}-{points[-1][0]:.3f})")
+
+
+def stream_ceilings(ceilings: dict) -> dict:
+    """Every measured mix of a run's ceilings, the copy (1:1) included: name -> its measurement."""
+    return {"copy": {**ceilings["copy"], "write_fraction": 0.5}, **ceilings["streams"]}
+
+
+def memory_roof(ceilings: dict) -> tuple[float, str]:
+    """The best bandwidth any measured mix reached (GB/s), and which: a roofline's memory roof."""
+    name, best = max(stream_ceilings(ceilings).items(), key=lambda item: item[1]["gbps"])
+    return best["gbps"], name
+
+
 @functools.cache
 def ceilings() -> dict:
     """One set of ceilings per process (a run), measured on first use and quoted by every record:
-    copy GB/s, FP32 FMA TFLOP/s, the launch floor, and torch's/CuPy's copy beside the copy."""
+    copy GB/s, stream GB/s at the 2:1, 4:1 and read-only mixes (`streams`), FP32 FMA TFLOP/s,
+    the launch floor, and torch's/CuPy's copy beside the copy."""
     copy = copy_bandwidth()
     fma = fma_peak()
     return {"copy_gbps": copy["gbps"], "fp32_fma_tflops": fma["tflops"],
             "launch_floor_ms": launch_floor_ms(), **framework_copy_gbps(copy["bytes"] // 2),
-            "copy": copy, "fma": fma}
+            "copy": copy, "streams": stream_bandwidths(), "fma": fma}
 
 
 @functools.cache
@@ -349,6 +466,55 @@ def copy_2_per_thread_kernel(src, dst):
     while i < dst.size:
         dst[i] = src[i]
         i += step
+
+
+def add_2_to_1_kernel(a, b, dst):
+    """dst = a + b, grid-stride steps of 2 elements per thread, all loads before the stores."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + step < dst.size:
+        a0, a1, b0, b1 = a[i], a[i + step], b[i], b[i + step]
+        dst[i], dst[i + step] = a0 + b0, a1 + b1
+        i += 2 * step
+    while i < dst.size:
+        dst[i] = a[i] + b[i]
+        i += step
+
+
+def add_4_to_1_kernel(a, b, c, d, dst):
+    """dst = (a + b) + (c + d), the same steps: 4 bytes read per byte written."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + step < dst.size:
+        a0, a1, b0, b1 = a[i], a[i + step], b[i], b[i + step]
+        c0, c1, d0, d1 = c[i], c[i + step], d[i], d[i + step]
+        dst[i], dst[i + step] = (a0 + b0) + (c0 + d0), (a1 + b1) + (c1 + d1)
+        i += 2 * step
+    while i < dst.size:
+        dst[i] = (a[i] + b[i]) + (c[i] + d[i])
+        i += step
+
+
+def read_sum_kernel(src, partials):
+    """Each thread sums its grid-stride share of `src` (2 loads in flight) into partials[thread]:
+    nothing is written but one partial per thread."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    first = i
+    total = src[0] - src[0]                      # a zero of src's type
+    while i + step < src.size:
+        total += src[i] + src[i + step]
+        i += 2 * step
+    while i < src.size:
+        total += src[i]
+        i += step
+    partials[first] = total
+
+
+@functools.cache
+def _stream_kernels() -> dict:
+    return {"2:1": cuda.jit(add_2_to_1_kernel), "4:1": cuda.jit(add_4_to_1_kernel),
+            "read_only": cuda.jit(read_sum_kernel)}
 
 
 @functools.cache

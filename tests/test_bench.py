@@ -95,8 +95,10 @@ def fake_gpu(monkeypatch):
                                                                 facts=lambda: facts))
     monkeypatch.setattr(bench, "timing", types.SimpleNamespace(
         time_gpu=time_gpu, NoTiming=timing.NoTiming,
+        ceiling_for_mix=timing.ceiling_for_mix, stream_ceilings=timing.stream_ceilings,
         ceilings=lambda: {"copy_gbps": 2.0, "fp32_fma_tflops": 1.0, "launch_floor_ms": 0.01,
-                          "torch_copy_gbps": None, "copy": {"gbps": 2.0, "method": "fake"}}))
+                          "torch_copy_gbps": None, "copy": {"gbps": 2.0, "method": "fake"},
+                          "streams": {"read_only": {"write_fraction": 0.01, "gbps": 3.0}}}))
     monkeypatch.setattr(bench, "_time", traced_time)
     return state
 
@@ -109,6 +111,11 @@ def test_gpu_path_reports_time_bandwidth_and_rotates_small_sets(fake_gpu, tmp_pa
     assert small["bytes"] == 1200 and small["median_ms"] == pytest.approx(0.01 + 1200 / 1e6)
     assert small["gbps"] == pytest.approx(1200 / (small["median_ms"] * 1e-3) / 1e9)
     assert small["pct_of_copy"] == pytest.approx(100 * small["gbps"] / 2.0)
+    # its ledger reads 2 and writes 1 per element: between the fake read-only (3 GB/s) and copy (2 GB/s)
+    assert small["write_fraction"] == pytest.approx(1 / 3)
+    assert small["ceiling_gbps"] == pytest.approx(3.0 - (1 / 3 - 0.01) / (0.5 - 0.01))
+    assert small["ceiling_mix"] == "interpolated between read_only and copy at write fraction 0.333"
+    assert small["pct_of_ceiling"] == pytest.approx(100 * small["gbps"] / small["ceiling_gbps"])
     # One set of 800 B fits the fake 8 KB L2 many times over: rotate through several.
     assert small["input_sets"] > 1 and large["input_sets"] < small["input_sets"]
     stored = json.loads((tmp_path / "double.json").read_text())
@@ -116,7 +123,8 @@ def test_gpu_path_reports_time_bandwidth_and_rotates_small_sets(fake_gpu, tmp_pa
     assert stored["rows"] == json.loads(json.dumps(result["rows"]))
     assert (tmp_path / "double.png").exists()
     captured = capsys.readouterr()
-    assert "copy ceiling 2 GB/s (fake), FP32 FMA 1.0 TFLOP/s" in captured.out  # the table
+    assert ("copy ceiling 2 GB/s (fake), stream ceilings by read:write mix read-only 3 GB/s, FP32 FMA 1.0 "
+            "TFLOP/s" in captured.out)                                          # the table
     assert "double: 100%" in captured.err                                     # the progress bar
 
 
@@ -171,13 +179,13 @@ def test_a_torch_style_baseline_may_return_a_new_array(fake_gpu):
 def _repeat(ms: float, gbps_ceiling: float, met: bool) -> dict:
     row = {"size": 8, "variant": "v", "ok": True, "bytes": 8000, "median_ms": ms, "p10_ms": ms,
            "p90_ms": ms, "gbps": 8000 / (ms * 1e-3) / 1e9}
-    row["pct_of_copy"] = 100 * row["gbps"] / gbps_ceiling
-    if row["pct_of_copy"] > 100:
-        row["instrument_error"] = bench.instrument_error(row["pct_of_copy"])
+    row["write_fraction"] = 0.5
+    ceilings = {"copy_gbps": gbps_ceiling, "fp32_fma_tflops": 60.0, "launch_floor_ms": 0.01,
+                "copy": {"method": "memcpy", "gbps": gbps_ceiling},
+                "streams": {"read_only": {"write_fraction": 0.0, "gbps": 2 * gbps_ceiling}}}
+    bench.rate_against_ceilings(row, ceilings)
     result = {"benchmark": "b", "axis": "n", "sizes": [8], "variants": {"v": {}}, "rows": [row],
-              "ok": True, "copy_gbps": gbps_ceiling, "launch_floor_ms": 0.01,
-              "ceilings": {"copy_gbps": gbps_ceiling, "fp32_fma_tflops": 60.0, "launch_floor_ms": 0.01,
-                           "copy": {"method": "memcpy"}}}
+              "ok": True, "copy_gbps": gbps_ceiling, "launch_floor_ms": 0.01, "ceilings": ceilings}
     return {"lab": "02", "records": {"b": result, "targets": {"reaches_90pct": met, "n": 8}}}
 
 
@@ -187,7 +195,8 @@ def test_repeats_keep_every_run_and_judge_targets_on_the_worst():
     row = combined["records"]["b"]["rows"][0]
     assert row["median_ms"] == 0.003 and row["repeat_ms"] == [0.004, 0.002, 0.003]
     assert plots.time_band(row) == (0.002, 0.004)
-    assert "in 1 of 3 repeats: 133.3% of the copy ceiling" in row["instrument_error"]
+    assert "in 1 of 3 repeats: 133.3% of the ceiling for its mix (copy" in row["instrument_error"]
+    assert row["repeat_pct_of_ceiling"] == pytest.approx([66.7, 133.3, 88.9], abs=0.1)
     assert len(combined["repeats"]) == 3 and combined["records"]["targets"]["reaches_90pct"] is True
     verdict = combined["targets_over_repeats"]["targets"]["targets.reaches_90pct"]
     assert verdict == {"per_repeat": [True, False, True], "met": False}
