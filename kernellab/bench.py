@@ -477,6 +477,8 @@ def _booleans(value, path: str, inside_target: bool):
     """(path, bool) of every boolean under a key that names a target."""
     if isinstance(value, dict):
         for key, item in value.items():
+            if key == "provenance":   # where and how it ran (`simulated`, ...), not a verdict
+                continue
             yield from _booleans(item, f"{path}.{key}" if path else key,
                                  inside_target or "target" in key.lower())
     elif isinstance(value, bool) and inside_target:

@@ -186,7 +186,8 @@ def _repeat(ms: float, gbps_ceiling: float, met: bool) -> dict:
     bench.rate_against_ceilings(row, ceilings)
     result = {"benchmark": "b", "axis": "n", "sizes": [8], "variants": {"v": {}}, "rows": [row],
               "ok": True, "copy_gbps": gbps_ceiling, "launch_floor_ms": 0.01, "ceilings": ceilings}
-    return {"lab": "02", "records": {"b": result, "targets": {"reaches_90pct": met, "n": 8}}}
+    return {"lab": "02", "records": {"b": result, "targets": {"reaches_90pct": met, "n": 8,
+                                                              "provenance": {"simulated": False}}}}
 
 
 def test_repeats_keep_every_run_and_judge_targets_on_the_worst():
@@ -200,5 +201,7 @@ def test_repeats_keep_every_run_and_judge_targets_on_the_worst():
     assert len(combined["repeats"]) == 3 and combined["records"]["targets"]["reaches_90pct"] is True
     verdict = combined["targets_over_repeats"]["targets"]["targets.reaches_90pct"]
     assert verdict == {"per_repeat": [True, False, True], "met": False}
+    assert list(combined["targets_over_repeats"]["targets"]) == ["targets.reaches_90pct"], \
+        "a provenance flag is not a target"
     assert "worst repeat" in combined["targets_over_repeats"]["rule"]
     assert "INSTRUMENT ERROR" in bench.table(combined["records"]["b"])
