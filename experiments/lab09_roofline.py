@@ -415,7 +415,7 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
     live = [p["source"] for p in points if p["source"].startswith("measured live")]
     title = "The roofline of the course's main kernels" + (
         f" (lab 09 points {live[0]}; the others recorded)" if live else "")
-    fig, (ax, ax_small) = plots.new_figure(title, reference_record, ncols=2, width=6.5)
+    fig, (ax, ax_small) = plots.new_figure(title, reference_record, ncols=2, width=6.5, height=7.0)
     ceilings = points[0]["ceilings"]
     peak, bandwidth = ceilings["fp32_fma_tflops"] * 1e12, ceilings["memory_roof_gbps"] * 1e9
     xs = np.logspace(-2, 4, 200)
@@ -433,7 +433,7 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
     ax.set_yscale("log")
     ax.set_xlabel(f"FLOP per byte (circles: {DRAM_BYTES} bytes; squares: requested bytes)")
     ax.set_ylabel("TFLOP/s attained")
-    ax.legend(fontsize=6, loc="lower right")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0, -0.14), ncol=1)
     for kernel in sorted({r["kernel"] for r in small}):
         rows = [r for r in small if r["kernel"] == kernel]
         ax_small.plot([r["bytes"] for r in rows], [r["ms"] * 1e3 for r in rows], "o-", label=kernel)

@@ -30,9 +30,10 @@ def source_label(record: dict | None) -> str:
     return f"reference data: {gpu}, {date} (recorded, not measured here)"
 
 
-def new_figure(title: str, record: dict | None, ncols: int = 1, width: float = 6.0):
+def new_figure(title: str, record: dict | None, ncols: int = 1, width: float = 6.0,
+               height: float = 4.0):
     """A figure with `ncols` axes whose title carries the data's source."""
-    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False)
     fig.suptitle(f"{title}\n{source_label(record)}", fontsize=10)
     return fig, list(axes[0])
 
