@@ -1,6 +1,7 @@
 """Grading at scale: local batch grading, on Lab 00 submissions (the Gradescope bundle: test_gradescope.py)."""
 
 import csv
+import json
 import shutil
 
 import pytest
