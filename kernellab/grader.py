@@ -106,7 +106,8 @@ def collect(lab: str, env: dict, workdir: Path) -> dict:
     """The graded tests of a lab and their points, read from the pristine tests/ (no student code runs)."""
     manifest = workdir / f"manifest-{lab}.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                           str(test_file(lab)), f"--kl-manifest={manifest}"],
+                           str(test_file(lab)), f"--kl-manifest={manifest}",
+                           f"--results={workdir / f'collected-{lab}.json'}"],  # not into the course folder
                           cwd=target.ROOT, env=env, capture_output=True, text=True, timeout=300)
     if not manifest.exists():
         raise RuntimeError(f"could not collect the tests of lab {lab}:\n{proc.stdout[-2000:]}"
