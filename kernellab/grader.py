@@ -305,12 +305,6 @@ def labs_dir_of(root: Path | None) -> Path | None:
     return root / "labs" if (root / "labs").is_dir() else root
 
 
-def new_seed() -> int:
-    """One seed per run: every lab and every target of a run grade on the same inputs."""
-    import secrets
-    return secrets.randbelow(2**31)
-
-
 def grade(labs=None, target_name: str = "labs", results: Path = Path("results.json"),
           seed: int | None = None, timeout: float | None = None, root: Path | None = None,
           output_cap: int = grading.OUTPUT_CAP, jobs: int = 1, stress: bool = True,
@@ -319,7 +313,7 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
     (unless `out` is None) the score table and each lost test with the first line of its
     reason."""
     import concurrent.futures
-    seed = new_seed() if seed is None else seed
+    seed = grading.new_seed() if seed is None else seed
     timeout = timeout or DEFAULT_TIMEOUT
     env = child_env(target_name, labs_dir_of(root), seed)
     graded, outcomes = {}, {}
@@ -370,7 +364,7 @@ def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None 
     The two targets are graded side by side (each grade runs in child processes), on one seed."""
     import concurrent.futures
     wants = {"solutions": "full", "labs": "zero"}
-    seed = new_seed() if seed is None else seed
+    seed = grading.new_seed() if seed is None else seed
     out(f"kernellab check: seed {seed} for both targets (replay with --seed {seed})")
 
     def one(target_name):
@@ -410,7 +404,7 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, gradebook: Path = Path("
     import concurrent.futures
     import csv
     from .progress import printing, progress_bar
-    seed = new_seed() if seed is None else seed
+    seed = grading.new_seed() if seed is None else seed
     submissions = sorted(p for p in Path(folder).iterdir() if p.is_dir())
     if not submissions:
         raise ValueError(f"{folder} holds no submission folders")

@@ -19,11 +19,10 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import importlib.util
-import secrets
 import tempfile
 from pathlib import Path
 
-from . import grader, target
+from . import grader, grading, target
 
 MUTANTS = target.ROOT / "tests" / "mutants"
 DEFAULT_SEEDS = 3
@@ -128,7 +127,7 @@ def run(labs=None, jobs: int = 2, seeds: int = DEFAULT_SEEDS, first_seed: int | 
     """Judge every mutant and alternative of the given labs; print the results per lab."""
     if seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {seeds}")
-    first_seed = secrets.randbelow(2**31) if first_seed is None else first_seed
+    first_seed = grading.new_seed() if first_seed is None else first_seed
     seed_list = [first_seed + i for i in range(seeds)]
     out(f"seeds {', '.join(map(str, seed_list))} (replay with --seed {first_seed} --seeds {seeds})")
     numbers = grader.resolve_labs(labs)
