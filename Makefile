@@ -22,15 +22,15 @@ tour: install
 	$(KL) tour
 
 test: install
-	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m pytest --target solutions -q --ignore=tests/browser
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m pytest --target solutions -q --ignore=tests/instruments/browser
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) check
-	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.notebooks --check-clean --execute
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.course.notebooks --check-clean --execute
 
 check: install
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) check
 
 notebooks: install
-	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.notebooks --check-clean --execute
+	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.course.notebooks --check-clean --execute
 
 # Instructors: every planted bug in tests/mutants/ must be caught (minutes; not part of `make test`).
 mutants: install
@@ -38,14 +38,14 @@ mutants: install
 
 # Tests that ask PyPI (the cu12 install route resolves); not part of `make test`.
 network-test: install
-	KERNELLAB_NETWORK_TESTS=1 $(PY) -m pytest tests/test_packaging.py -q
+	KERNELLAB_NETWORK_TESTS=1 $(PY) -m pytest tests/instruments/test_packaging.py -q
 
 # Notebook 06 in a real browser (~90 s, so not in `make test`): JupyterLab headless on 127.0.0.1,
 # Debian's Chromium driven by playwright; installs both where missing (apt needs root).
 browser-test: install
 	$(PY) -m pip install --quiet --disable-pip-version-check "playwright==1.65.*"
 	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
-	KERNELLAB_DEVICE=sim $(PY) -m pytest tests/browser -q -s
+	KERNELLAB_DEVICE=sim $(PY) -m pytest tests/instruments/browser -q -s
 
 clean:
 	rm -rf $(VENV) .kernellab figures results.json build

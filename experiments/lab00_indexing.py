@@ -11,9 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from kernellab import checks, device, plots, reference, target, timing
-from kernellab.claims import Claim, Missing, need
-from kernellab.tour import TourResult
+from kernellab.gpu import checks, device, timing
+from kernellab.show import plots
+from kernellab.course import reference, target
+from kernellab.course.claims import Claim, Missing, need
+from kernellab.course.tour import TourResult
 
 LAB = "00"
 GPU_N = 1 << 26

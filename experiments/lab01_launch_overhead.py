@@ -13,7 +13,7 @@ On a GPU (`kernellab bench 01`):
 - total time against the number of tiny kernels (the slope is the cost per launch), eager and
   replayed as a graph.
 - time against size for one kernel (the floor) and for a batch of rows, one launch per row or
-  one for all (the crossover where merging launches stops paying), through kernellab.bench.
+  one for all (the crossover where merging launches stops paying), through kernellab.course.bench.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from kernellab import bench as harness
-from kernellab import checks, device, graphs, plots, reference, target, timing, traffic
-from kernellab.claims import Claim, need, row
-from kernellab.launches import record_launches
-from kernellab.tour import TourResult
+from kernellab.course import bench as harness
+from kernellab.gpu import checks, device, graphs, timing, traffic
+from kernellab.show import plots
+from kernellab.course import reference, target
+from kernellab.course.claims import Claim, need, row
+from kernellab.gpu.launches import record_launches
+from kernellab.course.tour import TourResult
 
 LAB = "01"
 KERNELS = 100                                  # kernels in a captured chain
@@ -259,7 +261,7 @@ def scale_sliced_rows(lab, x, a, out):
 
 
 def size_sweep(name: str, out_dir: Path | None = None, lab: str | None = None) -> dict:
-    """Run one of the size benchmarks through kernellab.bench (validate, then time on a GPU).
+    """Run one of the size benchmarks through kernellab.course.bench (validate, then time on a GPU).
 
     With `lab`, as `kernellab bench` does: printed, and saved as that lab's reference data.
     Without, quietly, and nothing written.
@@ -301,7 +303,7 @@ def bench(out_dir: Path | None = None) -> dict:
                   ("launch_methods", "arguments", "launch_profile", "kernel_count"))
     print(report(record))
     reference.save(LAB, record, out_dir)
-    for benchmark in size_benchmarks():                  # kernellab.bench saves these itself
+    for benchmark in size_benchmarks():                  # kernellab.course.bench saves these itself
         record[benchmark.name] = size_sweep(benchmark.name, out_dir, lab=LAB)
     return record
 

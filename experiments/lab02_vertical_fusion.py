@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernellab import bench as harness
-from kernellab import checks, device, plots, reference, target
-from kernellab.claims import Claim, need, row
-from kernellab.tour import TourResult
-from kernellab.traffic import Ledger
+from kernellab.course import bench as harness
+from kernellab.gpu import checks, device
+from kernellab.show import plots
+from kernellab.course import reference, target
+from kernellab.course.claims import Claim, need, row
+from kernellab.course.tour import TourResult
+from kernellab.gpu.traffic import Ledger
 
 LAB = "02"
 P = 0.1                                  # dropout probability in every measurement

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernellab import bench as harness
-from kernellab import checks, device, plots, reference, target
-from kernellab.claims import Claim, Missing, need
-from kernellab.tour import TourResult
+from kernellab.course import bench as harness
+from kernellab.gpu import checks, device
+from kernellab.show import plots
+from kernellab.course import reference, target
+from kernellab.course.claims import Claim, Missing, need
+from kernellab.course.tour import TourResult
 
 LAB = "03"
 ALPHA = 2.5

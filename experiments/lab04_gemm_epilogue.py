@@ -16,10 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kernellab import bench as harness
-from kernellab import checks, device, occupancy, plots, reference, resources, target
-from kernellab.claims import Claim, Missing, need, row
-from kernellab.tour import TourResult
+from kernellab.course import bench as harness
+from kernellab.gpu import checks, device
+from kernellab import occupancy
+from kernellab.show import plots
+from kernellab.course import reference, target
+from kernellab.kernels import resources
+from kernellab.course.claims import Claim, Missing, need, row
+from kernellab.course.tour import TourResult
 
 LAB = "04"
 P = 0.1                                   # dropout probability in every measurement

@@ -11,7 +11,7 @@
      for real Numba kernels: registers 16-255 (kernels of growing size, some capped with
      max_registers), static shared memory 0-48 KiB, dynamic shared memory up to the opt-in limit
      (with the max-dynamic attribute at its default and raised), block sizes 1-1024, carveouts;
-  2. `resources_vs_driver`: ptxas's figures (kernellab.resources, what a laptop computes) against
+  2. `resources_vs_driver`: ptxas's figures (kernellab.kernels.resources, what a laptop computes) against
      the driver's attributes, for those kernels and every solutions/ kernel with declared SIGNATURES;
   3. `occupancy_vs_speed`: a memory-bound and a compute-bound kernel, each with one and with four
      independent elements in flight per thread, at 2 to 64 resident warps per SM (occupancy set by
@@ -35,11 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kernellab import checks, device, plots, reference, resources, target, timing
+from kernellab.gpu import checks, device, timing
+from kernellab.show import plots
+from kernellab.course import reference, target
+from kernellab.kernels import resources
 from kernellab import occupancy as occ
-from kernellab.claims import Claim, Missing, need
-from kernellab.progress import printing, progress_bar
-from kernellab.tour import TourResult
+from kernellab.course.claims import Claim, Missing, need
+from kernellab.show.progress import printing, progress_bar
+from kernellab.course.tour import TourResult
 from numba import float32  # after kernellab, which chooses GPU or simulator before Numba loads
 
 LAB = "06"
@@ -417,7 +420,7 @@ def sweep_kernel(live: int, shared_bytes: int = 0, max_registers: int | None = N
     """(label, kernel) for a kernel that keeps `live` float32 values alive at once and declares
     `shared_bytes` of static shared memory. Written out as source: explicit scalars make the
     register count predictable (about live + 24), where a local array may stay in memory. Each
-    gets its own name, which kernellab.resources' cache tells kernels apart by."""
+    gets its own name, which kernellab.kernels.resources' cache tells kernels apart by."""
     name = f"sweep_live{live}_shared{shared_bytes}_cap{max_registers or 'none'}"
     names = [f"v{j}" for j in range(live)]
     words = shared_bytes // 4
@@ -534,7 +537,7 @@ def _figures(found: resources.Resources) -> dict:
 
 
 def resources_vs_driver(kernels, undeclared) -> dict:
-    """ptxas's figures (what kernellab.resources computes on a laptop) against the driver's."""
+    """ptxas's figures (what kernellab.kernels.resources computes on a laptop) against the driver's."""
     out = []
     for label, kernel, sig in kernels:
         try:

@@ -6,7 +6,7 @@ before CUDA starts, and records it: 8 is the driver's default, 32 its maximum):
 - concurrency: 16 independent busy kernels on 1, 2, 4, 8 and 16 streams, each kernel 8 blocks of
   256 threads (a few SMs) or enough blocks to fill every SM; launched plainly from Python, and
   pre-enqueued behind a gate (`lab.hold`) so the host's launch cost drops out. Each makespan is
-  the median of REPS timelines (events around every launch: `kernellab.timeline`); speed-up =
+  the median of REPS timelines (events around every launch: `kernellab.gpu.timeline`); speed-up =
   makespan on 1 stream / on S streams.
   This sweep runs at 8 and at 32 connections; the rest below at 32.
 - the model's error: the same configurations predicted by `kernellab.scheduler` from figures of
@@ -38,10 +38,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kernellab import checks, device, plots, reference, resources, scheduler, target, timing
-from kernellab.progress import progress_bar
-from kernellab.timeline import Timeline, TimelineData, plot_gantt
-from kernellab.tour import TourResult
+from kernellab.gpu import checks, device, timing
+from kernellab.show import plots
+from kernellab.course import reference, target
+from kernellab.kernels import resources
+from kernellab import scheduler
+from kernellab.show.progress import progress_bar
+from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantt
+from kernellab.course.tour import TourResult
 
 LAB = "07"
 KERNELS = 16

@@ -24,10 +24,12 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from kernellab import bench as harness
-from kernellab import checks, device, graphs, plots, profile, reference, target, timing
-from kernellab.traffic import Ledger
-from kernellab.tour import TourResult
+from kernellab.course import bench as harness
+from kernellab.gpu import checks, device, graphs, timing
+from kernellab.show import plots
+from kernellab.course import profile, reference, target
+from kernellab.gpu.traffic import Ledger
+from kernellab.course.tour import TourResult
 
 
 LAB = "08"

@@ -17,7 +17,7 @@
 Lab 09's own scale_rows points join the plot: measured live on a GPU (marked "live"), from lab
 09's record in the simulator once one is recorded (marked "recorded"); the other labs' points
 come from their recorded data, and the figure says so. Profile rows are read through
-`kernellab.profile` (`rows`, `variant_dram_bytes`), the ceilings from each record's "ceilings"
+`kernellab.course.profile` (`rows`, `variant_dram_bytes`), the ceilings from each record's "ceilings"
 (`timing.ceilings` of its run).
 """
 
@@ -31,10 +31,12 @@ from typing import Callable
 
 import numpy as np
 
-from kernellab import bench as harness
-from kernellab import checks, device, plots, profile, reference, target, timing
-from kernellab.tour import TourResult
-from kernellab.traffic import Ledger, buffer_address
+from kernellab.course import bench as harness
+from kernellab.gpu import checks, device, timing
+from kernellab.show import plots
+from kernellab.course import profile, reference, target
+from kernellab.course.tour import TourResult
+from kernellab.gpu.traffic import Ledger, buffer_address
 
 LAB = "09"
 SECTOR_BYTES = 32
@@ -564,7 +566,7 @@ def own_rows(out=print) -> list[dict]:
 
 
 def bench(out_dir: Path | None = None) -> dict:
-    """Both benchmarks through kernellab.bench (saved as lab 09's reference data on a GPU)."""
+    """Both benchmarks through kernellab.course.bench (saved as lab 09's reference data on a GPU)."""
     return {b.name: harness.run(b, lab=LAB, out_dir=out_dir) for b in access_pattern_benchmarks()}
 
 

@@ -1,10 +1,10 @@
 """kernellab: the shared instruments of a kernel lab for learning GPU performance with Numba.
 
 Importing kernellab chooses the device mode (GPU or Numba's simulator) before `numba.cuda`
-is first imported; see kernellab.device.
+is first imported; see kernellab.gpu.device.
 """
 
-from . import device
+from kernellab.gpu import device
 
 __version__ = "0.1.0"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 def cmd_info(args) -> int:
-    from . import device, target
+    from kernellab.gpu import device
+    from kernellab.course import target
     facts = device.facts()
     print(f"mode:    {device.mode()} (KERNELLAB_DEVICE={device.requested_mode()})")
     print(f"device:  {facts.label}")
@@ -25,12 +26,13 @@ def cmd_info(args) -> int:
 
 
 def cmd_tour(args) -> int:
-    from . import tour
+    from kernellab.course import tour
     return 0 if tour.run(args.labs or None, Path(args.figures)) else 1
 
 
 def cmd_bench(args) -> int:
-    from . import device, target, tour
+    from kernellab.gpu import device
+    from kernellab.course import target
     import os
     target.require_solutions()
     os.environ.setdefault("KERNELLAB_TARGET", "solutions")
@@ -39,11 +41,15 @@ def cmd_bench(args) -> int:
               "(recorded H200 figures are in data/reference/h200/)")
     numbers = [target.lab_number(lab) for lab in args.labs] or list(target.labs())
     if args.repeat > 1 and not device.is_simulator():
-        from . import bench
+        from kernellab.course import bench
         bench.run_repeats(numbers, args.repeat, Path(args.out) if args.out else None)
         return 0
     for number in numbers:
-        module = tour.experiment(number)
+        from kernellab.course import protocol
+        module = protocol.experiment(number)
+        if isinstance(getattr(module, "LAB", None), protocol.Lab):   # TRANSITION: declared labs
+            protocol.bench(module.LAB, Path(args.out) if args.out else None)
+            continue
         if not hasattr(module, "bench"):
             print(f"lab {number}: no benchmarks declared")
             continue
@@ -53,12 +59,12 @@ def cmd_bench(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    from . import profile
+    from kernellab.course import profile
     return profile.main(args.spec, Path(args.out) if args.out else None)
 
 
 def cmd_grade(args) -> int:
-    from . import grader
+    from kernellab.grading import runner as grader
     if args.batch:
         if args.fail_under is not None:
             raise ValueError("--fail-under sets the exit code of one submission's grade; "
@@ -79,7 +85,8 @@ def cmd_grade(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from . import grader, target
+    from kernellab.grading import runner as grader
+    from kernellab.course import target
     target.require_solutions()
     return 0 if grader.check(args.labs or None, Path(args.out), seed=args.seed,
                              timeout=args.timeout, stress=args.stress) else 1
@@ -97,12 +104,13 @@ def percentage(text: str) -> float:
 
 
 def cmd_occupancy(args) -> int:
-    from . import occupancy_cli
+    from kernellab import occupancy_cli
     return occupancy_cli.main(args)
 
 
 def cmd_mutants(args) -> int:
-    from . import mutation, target
+    from kernellab.grading import mutants as mutation
+    from kernellab.course import target
     target.require_solutions()
     verdicts = mutation.run(args.labs or None, jobs=args.jobs, seeds=args.seeds,
                             first_seed=args.seed)
@@ -110,13 +118,13 @@ def cmd_mutants(args) -> int:
 
 
 def cmd_gradescope(args) -> int:
-    from . import gradescope
+    from kernellab.grading import gradescope
     print(gradescope.build_bundle(Path(args.out), args.labs or None))
     return 0
 
 
 def cmd_release(args) -> int:
-    from . import release
+    from kernellab.grading import release
     print(f"student release written to {release.build(Path(args.out))} (no solution code in it)")
     return 0
 

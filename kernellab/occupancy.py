@@ -2,7 +2,7 @@
 
 `occupancy()` reproduces `cuOccupancyMaxActiveBlocksPerMultiprocessor` for the compute
 capabilities in `ARCHITECTURES`. The specification is NVIDIA's `cuda_occupancy.h` (which equalled
-the H200 driver on 1.5 M configurations, shared/NOTES.md); tests/test_occupancy.py compiles that
+the H200 driver on 1.5 M configurations, shared/NOTES.md); tests/instruments/test_occupancy.py compiles that
 header and checks this module against it. The rule is the minimum of four limits, each a
 separate function so Lab 06 can have students write them and compare:
 
@@ -356,8 +356,9 @@ def max_potential_block_size(cc: CCLike, registers_per_thread: int, static_share
 def driver_active_blocks(kernel, signature, block_size: int, dynamic_shared: int = 0) -> int:
     """The driver's own answer (cuOccupancyMaxActiveBlocksPerMultiprocessor) for a Numba kernel
     compiled for `signature` (a signature string, numba types or example arguments); GPU only.
-    Compare with `occupancy(device.facts().cc, ...)` on `kernellab.resources.kernel_resources`."""
-    from . import device, resources
+    Compare with `occupancy(device.facts().cc, ...)` on `kernellab.kernels.resources.kernel_resources`."""
+    from kernellab.gpu import device
+    from kernellab.kernels import resources
     if device.is_simulator():
         raise RuntimeError("driver_active_blocks needs a GPU; the simulator has no occupancy API")
     overload = resources.compiled_overload(kernel, signature)

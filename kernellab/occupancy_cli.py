@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from . import device, occupancy as occ
+from kernellab.gpu import device
+from kernellab import occupancy as occ
 
 DEFAULT_BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
 
@@ -19,7 +20,7 @@ def main(args) -> int:
     cc = occ.parse_cc(args.cc) if args.cc else tuple(device.facts().cc)
     resources = None
     if args.kernel:
-        from . import resources as res
+        from kernellab.kernels import resources as res
         kernel = res.resolve_kernel(args.kernel)
         resources = res.kernel_resources(kernel, args.signature, cc=cc)
         registers, static = resources.registers_per_thread, resources.static_shared_bytes

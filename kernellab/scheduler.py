@@ -23,7 +23,7 @@ The model, in full:
   that came from. None means one queue per stream. Measured on an H200, 2026-12-01: 16 small
   kernels on 16 streams gave 7.9x at 8 connections and 15.6x at 32.
 
-`simulate` returns a `kernellab.timeline.TimelineData`, so a prediction is drawn and measured
+`simulate` returns a `kernellab.gpu.timeline.TimelineData`, so a prediction is drawn and measured
 (makespan, concurrency, idle gaps) exactly like a recorded timeline. `from_trace` turns the trace a
 `Timeline` recorded (in the simulator too) into work for the model.
 """
@@ -35,8 +35,9 @@ import dataclasses
 import heapq
 import math
 
-from . import device, occupancy
-from .timeline import TIMED_KINDS, Span, TimelineData, Trace
+from kernellab.gpu import device
+from kernellab import occupancy
+from kernellab.gpu.timeline import TIMED_KINDS, Span, TimelineData, Trace
 
 KINDS = TIMED_KINDS          # "kernel" and the copies "h2d", "d2h", "d2d"
 CAPACITY = math.lcm(*range(1, 33))  # one SM, in units every blocks_per_sm up to 32 divides exactly

@@ -205,7 +205,7 @@ def prebuilt_launcher(kernel, griddim, blockdim, *args):
         if isinstance(arg, np.ndarray):
             raise ValueError(f"argument {position} is a NumPy host array: a prebuilt launch "
                              "cannot copy it each time; pass a device array (cuda.to_device)")
-    if kernellab.device.is_simulator():
+    if kernellab.gpu.device.is_simulator():
         return lambda: kernel[griddim, blockdim](*args)
     from cuda.core import LaunchConfig, launch
     from numba.cuda.cudadrv.driver import _to_core_stream

@@ -6,7 +6,7 @@ What you will learn
 - Where the arithmetic hides traps: a partial warp costs a whole warp; registers are granted per
   warp in 256-register units and per sub-partition (a quarter of the register file each); every
   block carries a 1 KiB shared-memory reservation (cc >= 8.0) before rounding to 128 B.
-- How to read a kernel's real resources without a GPU (`kernellab.resources.kernel_resources`:
+- How to read a kernel's real resources without a GPU (`kernellab.kernels.resources.kernel_resources`:
   ptxas's registers, static shared memory and spills).
 - How to tune block size, the register cap (`max_registers`) and the tile size to reach a target
   occupancy, and what the cap costs (spills to local memory).
@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernellab import resources
+from kernellab.kernels import resources
 from kernellab.occupancy import LIMITERS, UNLIMITED, architecture, shared_per_sm
 
 

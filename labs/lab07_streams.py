@@ -15,7 +15,7 @@ What you will learn
 - The blocking default stream: a launch with no stream argument (the Lab 00 way) goes to the
   legacy default stream, which waits for every stream made by `cuda.stream()`, and they for it.
 - To reason before measuring: `kernellab.scheduler` models the block scheduler on the CPU, and
-  `kernellab.timeline` records what ran where and draws it (a small Nsight Systems).
+  `kernellab.gpu.timeline` records what ran where and draws it (a small Nsight Systems).
 
 Exercises (each stub says `Lab 07.M`):
   07.1  run_independent     kernel k on streams[k % S]; never the default stream, no host waits
@@ -134,7 +134,7 @@ def hold(streams, iters, scratch):
 def nonblocking_stream():
     """A stream that does not synchronize with the legacy default stream (CU_STREAM_NON_BLOCKING).
     cuda.stream() makes blocking streams; this one comes from the driver through cuda.bindings."""
-    if kernellab.device.is_simulator():
+    if kernellab.gpu.device.is_simulator():
         return cuda.stream()              # the simulator runs everything in order anyway
     from cuda.bindings import driver
     cuda.current_context()                # the stream belongs to Numba's context

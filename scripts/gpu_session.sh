@@ -5,7 +5,7 @@
 # Stages (default: all, in this order; install and provenance always run first):
 #   tests      the full pytest suite on the GPU (--target solutions)
 #   grade      `kernellab grade` of the solutions (copied into a temp --root) and of the starter
-#   notebooks  every notebook executed live (python3 -m kernellab.notebooks --execute)
+#   notebooks  every notebook executed live (python3 -m kernellab.course.notebooks --execute)
 #   tour       `kernellab tour`, live figures
 #   bench      `kernellab bench --repeat $REPEAT` (default 3): each lab in REPEAT fresh processes
 #   profile    `kernellab profile LAB` for every lab (Nsight Compute, clock control off)
@@ -66,7 +66,7 @@ grade_both() {   # the solutions as a submission (must score full), then the sta
 
 profile_all() {
   local code=0 lab
-  for lab in ${labs:-$(python3 -c 'from kernellab import target; print(*target.labs())')}; do
+  for lab in ${labs:-$(python3 -c 'from kernellab.course import target; print(*target.labs())')}; do
     python3 -m kernellab.cli profile "$lab" --out "$out/reference" || code=1
   done
   return $code
@@ -77,7 +77,7 @@ for name in $stages; do
     tests) stage tests python3 -m pytest --target solutions -q -p no:cacheprovider \
              --results "$out/logs/results-gpu.json" ;;
     grade) stage grade grade_both ;;
-    notebooks) stage notebooks python3 -m kernellab.notebooks --execute ;;
+    notebooks) stage notebooks python3 -m kernellab.course.notebooks --execute ;;
     tour) stage tour python3 -m kernellab.cli tour $labs --figures "$out/figures" ;;
     bench) stage bench python3 -m kernellab.cli bench $labs --repeat "${REPEAT:-3}" --out "$out/reference" ;;
     profile) stage profile profile_all ;;

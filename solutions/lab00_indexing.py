@@ -89,7 +89,7 @@ def axpb_grid_stride(x, a, b, out=None, blocks=None, block=DEFAULT_BLOCK):
     if out is None:
         out = cuda.device_array_like(x)
     if blocks is None:  # 4 blocks per SM (the article's advice), but never more than n needs
-        blocks = min(4 * kernellab.device.facts().sm_count, blocks_for(x.size, block))
+        blocks = min(4 * kernellab.gpu.device.facts().sm_count, blocks_for(x.size, block))
     axpb_grid_stride_kernel[blocks, block](x, a, b, out)
     return out
 

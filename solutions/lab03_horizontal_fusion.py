@@ -33,7 +33,7 @@ import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is i
 from numba import cuda
 import numpy as np
 
-from kernellab.traffic import Ledger
+from kernellab.gpu.traffic import Ledger
 
 DEFAULT_BLOCK = 128
 TASKS = ("scale", "add", "relu", "square")

@@ -11,7 +11,7 @@ What you will learn
 - Register tiling (each thread computes a block of C, so each shared-memory load feeds several
   multiply-adds), and double buffering (the next tile's global loads fly while this one computes).
 - Register pressure: what each variant costs in registers and shared memory, and what that does to
-  occupancy (`kernellab.resources`, `kernellab.occupancy`; see the experiments and the notebook).
+  occupancy (`kernellab.kernels.resources`, `kernellab.occupancy`; see the experiments and the notebook).
 
 Exercises (each stub says `Lab 04.M`):
   04.1  tiled_dot                         one element of A @ B through TILE x TILE shared tiles
@@ -39,8 +39,9 @@ import math
 
 import numpy as np
 
-from kernellab import device, resources
-from kernellab.traffic import Ledger
+from kernellab.gpu import device
+from kernellab.kernels import resources
+from kernellab.gpu.traffic import Ledger
 
 TILE = 16                          # 04.1's shared tile: a 16 x 16 block of threads
 MAX_TILE = 32                      # the largest tile: 32 x 32 threads, 2 x 4 KiB of shared memory
@@ -608,7 +609,7 @@ matmul_register_tiled_2d_kernel = register_tiled_2d_kernels(TILES_2D)
  linear_relu_dropout_double_buffered_capped_kernel) = \
     register_tiled_kernels(REGISTER_TILES, CAPPED_REGISTERS)[1:]
 
-# The types the launchers pass (device arrays are C-contiguous: `::1`), for kernellab.resources.
+# The types the launchers pass (device arrays are C-contiguous: `::1`), for kernellab.kernels.resources.
 _MATMUL = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 _LINEAR = "void(float32[:, ::1], float32[:, ::1], float32[::1], uint8[:, ::1], float32, float32[:, ::1])"
 SIGNATURES = {

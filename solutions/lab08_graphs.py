@@ -4,7 +4,7 @@ What you will learn
 - What a CUDA graph is: the launches a piece of code makes, captured once and replayed with
   one driver call, so the host's per-kernel cost (10-27 us for a Numba launch on the H200
   reference) drops below 1 us.
-- How to capture Numba kernels (`kernellab.graphs.capture`; underneath, numba-cuda takes a
+- How to capture Numba kernels (`kernellab.gpu.graphs.capture`; underneath, numba-cuda takes a
   cuda.core GraphBuilder as the launch stream) and why capture itself runs nothing.
 - What a graph bakes in: addresses, scalars, shapes. Hence static buffers, and one graph per
   batch size built on first use (the seed article's advice), behind a dispatcher.
@@ -30,7 +30,7 @@ from numba import cuda
 
 import numpy as np
 
-from kernellab import graphs
+from kernellab.gpu import graphs
 
 DEFAULT_BLOCK = 128
 

@@ -1,0 +1,232 @@
+"""Claims as data: every sentence a lab's discussion states about its measurements, with the check.
+
+A lab declares its claims in one place, `CLAIMS` in its experiments module:
+
+    from kernellab.course.claims import Claim, need, row
+
+    CLAIMS = [
+        Claim("fusion_speedup",
+              "unfused / fused = {measured:.2f}x at n = 2^26, against {predicted:.2f}x from the bytes",
+              values=lambda records: {
+                  "measured": row(need(records, "chain"), "unfused", 2**26)["median_ms"]
+                              / row(need(records, "chain"), "fused", 2**26)["median_ms"],
+                  "predicted": 2.14},
+              holds=lambda v: v["measured"] >= 0.9 * v["predicted"]),
+    ]
+
+A claim is a sentence with placeholders, `values(records)` (the numbers, from the lab's records:
+the `records` of data/reference/<gpu>/labNN.json, or what this session measured live), and
+`holds(values)`, the check. `need(records, name, *keys)` and `row(result, variant, size)` raise
+`Missing` when the records do not hold what a claim reads (a benchmark that was never recorded,
+a variant added after the recording): such a claim is *awaiting data*, printed as such, never
+evaluated on something else. Any other error is a bug in the claim and propagates.
+
+`article` names the seed-article claim a claim gives the verdict on (`ARTICLE` lists the six);
+`explains` says why, where the claim is a model miss (model against measurement) or a figure
+that needs a reason beside it.
+
+Where the numbers come from: `sources(lab)` merges the recorded reference with what this
+process measured live (`reference.live_or_recorded` notes every live record in
+`reference.LIVE`), record by record, and each printed claim says which it read:
+"live" or "H200 reference, recorded <date>" (a claim whose numbers the live run did not
+measure, a tour's shorter sweep say, falls back to the reference and says so). `report(lab)`
+prints a lab's claims; `evaluate(claim, records)` returns a `Verdict`; tests/instruments/test_claims.py evaluates every claim
+against data/reference/h200/ and fails when one no longer holds. Labs 07 and 08 plug in the same
+way: a `CLAIMS` list in their experiments module, and `report("07")` in their discussion cells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from kernellab.course import reference
+
+# The seed article's six claims (shared/seeds), by the key a Claim's `article` names.
+ARTICLE = {
+    "grid": "grid size = 2-4x the SM count",
+    "registers": "at most 64 registers per thread",
+    "shared": "at most 32 KB of shared memory per block",
+    "streams": "independent work on 4-8 streams",
+    "graphs": "one CUDA graph per batch size",
+    "gaps": "kernel gaps below 5% of compute time",
+}
+
+
+class Missing(LookupError):
+    """The records lack what a claim reads: the claim awaits data, it is not false."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A sentence with placeholders, the numbers it needs from the records, and its check."""
+
+    name: str
+    sentence: str                                   # str.format placeholders, filled by `values`
+    values: Callable[[dict], dict]                  # values(records) -> {placeholder: number}
+    holds: Callable[[dict], bool]                   # holds(values) -> does the sentence hold?
+    article: str | None = None                      # a key of ARTICLE, for an article verdict
+    explains: str | None = None                     # a model miss: why model and measurement differ
+
+    def __post_init__(self):
+        if self.article is not None and self.article not in ARTICLE:
+            raise ValueError(f"claim {self.name!r}: unknown article claim {self.article!r}; "
+                             f"one of {', '.join(ARTICLE)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    claim: Claim
+    text: str | None             # the sentence with its numbers, or None while awaiting data
+    holds: bool | None           # None while awaiting data
+    missing: str | None = None   # what the records lack
+    source: str = ""             # where the numbers came from
+
+    @property
+    def status(self) -> str:
+        return "awaiting data" if self.holds is None else ("holds" if self.holds else "DOES NOT HOLD")
+
+    def line(self) -> str:
+        head = f"[{self.status}]"      # whether this sentence holds on the data
+        if self.claim.article:
+            head += f' verdict on the article\'s "{ARTICLE[self.claim.article]}":'
+        if self.holds is None:
+            return f"{head} {self.claim.name}: not in the records yet ({self.missing})"
+        text = f"{head} {self.text} ({self.source})"
+        if self.claim.explains:
+            text += f"\n    why: {self.claim.explains}"
+        return text
+
+
+def need(records: dict, name: str, *keys) -> Any:
+    """records[name][keys...], or `Missing` naming the first thing absent."""
+    value = records
+    for key in (name, *keys):
+        if not isinstance(value, dict) or key not in value:
+            raise Missing(f"no {'.'.join(map(str, (name, *keys)))} recorded")
+        value = value[key]
+    return value
+
+
+def row(result: dict, variant: str, size) -> dict:
+    """A timed row of a bench result (kernellab.course.bench), or `Missing`."""
+    for r in result["rows"]:
+        if r["variant"] == variant and r["size"] == size:
+            if "median_ms" not in r:
+                raise Missing(f"{result['benchmark']}: {variant} at {size} has no timing")
+            return r
+    raise Missing(f"{result['benchmark']}: no {variant} row at {result['axis']} = {size}")
+
+
+class _Tracked(dict):
+    """The records a claim reads, remembering which names it read (for its source line)."""
+
+    def __init__(self, records: dict):
+        super().__init__(records)
+        self.read: set[str] = set()
+
+    def __getitem__(self, name):
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def __contains__(self, name):
+        self.read.add(name)
+        return super().__contains__(name)
+
+
+def _source(records: dict, names) -> str:
+    def one(name):
+        record = records.get(name) or {}
+        if name.startswith("lab") and name[3:].isdigit():     # another lab's records, whole
+            return "; ".join(sorted({one_of(r) for r in record.values()})) or "no records"
+        return one_of(record)
+
+    def one_of(record):
+        if record.get("live"):
+            return "live"
+        date = (record.get("provenance") or {}).get("date", "")[:10]
+        gpu = (record.get("provenance") or {}).get("gpu", "reference")
+        return f"{gpu} reference, recorded {date}" if date else "reference"
+    return "; ".join(sorted({one(name) for name in names})) or "no records"
+
+
+def evaluate(claim: Claim, records: dict) -> Verdict:
+    """Fill the claim's sentence from `records` and check it; awaiting data when something is Missing."""
+    tracked = _Tracked(records)
+    try:
+        values = claim.values(tracked)
+    except Missing as missing:
+        return Verdict(claim, None, None, missing=str(missing))
+    return Verdict(claim, claim.sentence.format(**values), bool(claim.holds(values)),
+                   source=_source(records, tracked.read))
+
+
+def lab_records(lab: str, live: bool = True) -> dict:
+    """One lab's records: the recorded reference, each replaced by this process's live one if any."""
+    from kernellab.course import target
+    stored = (reference.load(lab) or {}).get("records", {})
+    return {**stored, **(reference.LIVE.get(target.lab_number(lab), {}) if live else {})}
+
+
+def sources(lab: str, live: bool = True) -> dict:
+    """What a lab's claims read: its own records by name, and every lab's as `records["labNN"]`
+    (a claim that explains one lab's figure with another's measurement reads it there).
+    `live=False`: the recorded reference alone."""
+    from kernellab.course import target
+    return {**lab_records(lab, live),
+            **{f"lab{number}": lab_records(number, live) for number in target.labs()}}
+
+
+def judge(claim: Claim, lab: str) -> tuple[Verdict, dict]:
+    """The claim on this process's records; where a live run did not measure what it reads (a
+    tour's shorter sweep), on the recorded reference, which its source line then names."""
+    records = sources(lab)
+    verdict = evaluate(claim, records)
+    if verdict.holds is None and reference.LIVE:
+        records = sources(lab, live=False)
+        verdict = evaluate(claim, records)
+    return verdict, records
+
+
+def claims_of(lab: str) -> list[Claim]:
+    from kernellab.course import protocol
+    module = protocol.experiment(lab)
+    declared = getattr(module, "LAB", None)
+    if isinstance(declared, protocol.Lab):          # TRANSITION: declared labs
+        return list(declared.claims)
+    return list(getattr(module, "CLAIMS", []))
+
+
+def report(lab: str, names: list[str] | None = None, out=print) -> list[Verdict]:
+    """Print the lab's claims (or those named), each with its numbers, verdict and source."""
+    chosen = claims_of(lab)
+    unknown = set(names or ()) - {c.name for c in chosen}
+    if unknown:
+        raise ValueError(f"lab {lab} declares no claim {', '.join(sorted(unknown))}")
+    results = [judge(c, lab)[0] for c in chosen if names is None or c.name in names]
+    for verdict in results:
+        out(verdict.line())
+    return results
+
+
+def compare_prediction(prediction, lab: str, claim: str, key: str, what: str, unit: str = "",
+                       out=print) -> float | None:
+    """The student's number, written before the measurement, against `key` of a lab's claim
+    (from the same records the claim prints). None written: the measurement alone, and a nudge.
+    Returns measured / predicted, or None."""
+    chosen = [c for c in claims_of(lab) if c.name == claim]
+    if not chosen:
+        raise ValueError(f"lab {lab} declares no claim {claim}")
+    verdict, records = judge(chosen[0], lab)
+    if verdict.holds is None:
+        out(f"{what}: not measured here yet ({verdict.missing})")
+        return None
+    measured = float(chosen[0].values(records)[key])
+    if prediction is None:
+        out(f"{what}: measured {measured:.3g}{unit} ({verdict.source}). Next time, write your "
+            f"prediction in the cell above first.")
+        return None
+    ratio = measured / float(prediction)
+    out(f"{what}: you predicted {float(prediction):.3g}{unit}, measured {measured:.3g}{unit} "
+        f"({ratio:.2f}x your number; {verdict.source})")
+    return ratio

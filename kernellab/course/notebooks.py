@@ -1,0 +1,154 @@
+"""Notebook hygiene for CI: committed without outputs, and each one runs headless.
+
+    python -m kernellab.course.notebooks --check-clean --execute [NOTEBOOK ...]
+    python -m kernellab.course.notebooks --write-setup      # after editing SETUP_CELL or COURSE_REPO
+
+Notebooks execute with the solutions target, in their own folder, two at a time; a failure
+names the notebook and the cell. Every notebook opens with the same setup cell and an
+"Open in Colab" badge, both generated here from COURSE_REPO.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import string
+import sys
+import time
+from pathlib import Path
+
+from kernellab.course import target
+
+NOTEBOOKS = target.ROOT / "notebooks"
+CELL_TIMEOUT = 300
+
+# The course repository on GitHub: the Colab badges point at it and Colab clones it.
+# A fork sets its own here and runs `--write-setup`; a student can override the clone with
+# the KERNELLAB_REPO environment variable.
+COURSE_REPO = "https://github.com/kernellab/kernellab"
+COURSE_BRANCH = "main"
+COLAB_BADGE = ("[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+               "(https://colab.research.google.com/github/$path/blob/$branch/notebooks/$notebook)")
+
+# The first code cell of every notebook. On Colab it clones the course, installs it with the
+# cu12 wheels (Colab's T4 driver is CUDA 12.4; the default cu13 wheels need an R580 driver) and
+# moves into the clone. Elsewhere (a laptop, a JupyterHub with the course pulled by nbgitpuller)
+# kernellab is already installed and it only imports it.
+SETUP_CELL = """\
+# Setup. On Colab: clone and install the course (once), then work in the clone.
+# Elsewhere it only imports kernellab, which must come before numba.cuda.
+import os, subprocess, sys
+on_colab = "google.colab" in sys.modules
+if on_colab:
+    KERNELLAB_REPO = os.environ.get("KERNELLAB_REPO", "$repo")
+    clone = "/content/kernellab"
+    if not os.path.isdir(clone):
+        subprocess.run(["git", "clone", "--depth", "1", KERNELLAB_REPO, clone], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", ".[cu12]"],
+                       cwd=clone, check=True)
+        from importlib.metadata import version
+        if "numpy" in sys.modules and version("numpy") != sys.modules["numpy"].__version__:
+            raise SystemExit("numpy was upgraded: Runtime > Restart session, then run this cell again")
+    sys.path.insert(0, clone)           # this kernel started before the install
+    os.chdir(os.path.join(clone, "notebooks"))
+import kernellab
+from kernellab.gpu import device
+print(f"kernellab mode: {device.mode()}" + (" (on Colab)" if on_colab else ""))"""
+
+
+def setup_cell_source() -> str:
+    return string.Template(SETUP_CELL).substitute(repo=COURSE_REPO)
+
+
+def colab_badge(notebook: str) -> str:
+    """The badge that opens `notebook` (a file name in notebooks/) in Colab."""
+    path = COURSE_REPO.removeprefix("https://github.com/")
+    return string.Template(COLAB_BADGE).substitute(path=path, branch=COURSE_BRANCH, notebook=notebook)
+
+
+def write_setup(path: Path) -> bool:
+    """Give `path` the badge under its title and the setup cell as its first code cell;
+    True when the file changed. Other cells are left as they are."""
+    text = Path(path).read_text()
+    notebook = json.loads(text)
+    cells = notebook["cells"]
+    title = cells[0]["source"]
+    badge = colab_badge(Path(path).name) + "\n"
+    old_badge = [i for i, line in enumerate(title) if line.startswith("[![Open In Colab]")]
+    if old_badge:
+        title[old_badge[0]] = badge
+    else:
+        title[1:1] = ["\n", badge]
+    setup = setup_cell_source().splitlines(keepends=True)
+    first_code = next(i for i, cell in enumerate(cells) if cell["cell_type"] == "code")
+    if cells[first_code]["source"][:1] == setup[:1]:
+        cells[first_code]["source"] = setup
+    else:
+        cells.insert(first_code, {"cell_type": "code", "execution_count": None,
+                                  "id": "kernellab-setup", "metadata": {}, "outputs": [],
+                                  "source": setup})
+    updated = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+    Path(path).write_text(updated)
+    return updated != text
+
+
+def with_outputs(path: Path) -> list[int]:
+    """Indices of code cells that carry outputs or execution counts."""
+    cells = json.loads(Path(path).read_text())["cells"]
+    return [i for i, cell in enumerate(cells) if cell["cell_type"] == "code"
+            and (cell.get("outputs") or cell.get("execution_count") is not None)]
+
+
+def execute(path: Path) -> tuple[Path, float, str | None]:
+    """Run a notebook headless with the solutions target; returns (path, seconds, error or None)."""
+    import nbclient
+    import nbformat
+    os.environ["KERNELLAB_TARGET"] = "solutions"
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    notebook = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+                                     resources={"metadata": {"path": str(Path(path).parent)}})
+    started = time.perf_counter()
+    try:
+        client.execute()
+    except Exception as exc:  # report the failing notebook and carry on with the rest
+        return path, time.perf_counter() - started, f"{type(exc).__name__}: {str(exc)[-1500:]}"
+    return path, time.perf_counter() - started, None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    parser.add_argument("--check-clean", action="store_true", help="fail if any holds outputs")
+    parser.add_argument("--execute", action="store_true", help="run each one headless")
+    parser.add_argument("--write-setup", action="store_true",
+                        help="give each the Colab badge and the setup cell (from SETUP_CELL)")
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
+    failed = False
+    if args.write_setup:
+        changed = [path.name for path in paths if write_setup(path)]
+        print(f"setup cell and badge written: {', '.join(changed) or 'all were up to date'}")
+    if args.check_clean:
+        for path in paths:
+            dirty = with_outputs(path)
+            if dirty:
+                failed = True
+                print(f"{path}: code cells {dirty} hold outputs; clear them before committing "
+                      f"(jupyter nbconvert --clear-output --inplace {path})")
+        print(f"{len(paths)} notebooks checked for outputs")
+    if args.execute:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            for path, seconds, error in pool.map(execute, paths):
+                print(f"{'FAILED' if error else 'ok':<7}{seconds:6.1f} s  {path.name}")
+                if error:
+                    failed = True
+                    print(f"        {error}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""The lab protocol: a lab is declared once, and bench, tour, validate, profile and claims read it.
+
+Each lab's experiments module (`experiments/labNN_topic.py`) ends with one declaration:
+
+    LAB = lab.Lab(
+        number="02", title="vertical fusion",
+        kernels=(lab.Kernel("fused_chain_kernel", "1-D: 256 threads, one element each",
+                            block_size=256),),
+        references=("chain_reference",),       # NumPy float64 references, in the lab module
+        validate=validate,                     # validate(lab, seed) -> names of what was validated
+        benchmarks=chain_benchmarks,           # benchmarks(lab, torch) -> [bench.Benchmark]: data
+        measurements=(lab.Measurement("grid_size_sweep", measure_grid_sweep, "why ..."),),
+        figures=(lab.Figure("lab02_bandwidth", draw_bandwidth, needs=("chain",)),),
+        claims=CLAIMS,                         # kernellab.course.claims.Claim, checked in CI
+        targets=targets,                       # targets(lab, records) -> dict, or None
+        key_figure=key_figure,                 # key_figure(lab, records) -> one line for the tour
+    )
+
+What the generic runs do with it (`bench`, `tour`, `validate` below; `kernellab profile` runs
+`benchmarks` under Nsight Compute; `kernellab.course.claims` evaluates `claims`):
+- validate: `validate(lab, seed)` on this device (small sizes in the simulator), then every
+  benchmark's variants against their float64 references (the harness does that).
+- bench (`kernellab bench NN`): validate; on a GPU, run each benchmark over its `sizes` and each
+  measurement, saving each record as soon as it is finished (a run cut short keeps what it did),
+  then the targets (judged on this run; `--repeat` judges on the worst repeat), then the figures.
+  In the simulator it validates and says that no timing exists.
+- tour (`kernellab tour`): validate, then the records: on a GPU each benchmark at its
+  `tour_sizes` and each measurement with `in_tour`, live; in the simulator the recorded ones,
+  labelled so. Figures whose records exist are drawn; the key figure is one line.
+
+The code a notebook shows is the code this runs: notebooks call `records(LAB)` and the figure
+functions, never their own copies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Sequence
+
+from kernellab.course import bench as harness
+from kernellab.course import reference, target
+from kernellab.gpu import device
+from kernellab.show import plots
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """One of the lab's kernels, by its name in the lab module, with its launch shape."""
+
+    name: str                      # e.g. "fused_chain_kernel"
+    launch: str                    # the launch shape in words: grid, block, what one thread does
+    block_size: int | None = None  # threads per block where the launcher fixes it (None: it varies)
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """A GPU measurement that is not a bytes-per-size benchmark (a sweep, a timeline, a probe)."""
+
+    name: str                                   # its record's key in data/reference/<gpu>/labNN.json
+    measure: Callable[[ModuleType], dict]       # measure(lab) -> the record (GPU only)
+    why: str                                    # one line: what it shows
+    in_tour: bool = True                        # cheap enough to run live in `kernellab tour`
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """A figure drawn from the lab's records."""
+
+    name: str                                               # its file name, without .png
+    draw: Callable[[ModuleType, dict, Path], Path]          # draw(lab, records, figures_dir) -> path
+    needs: tuple[str, ...] = ()                             # the records it reads ("" : none)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lab:
+    """Everything bench, tour, validate, profile and the claims need to know about one lab."""
+
+    number: str
+    title: str
+    kernels: tuple[Kernel, ...]
+    references: tuple[str, ...]                                   # NumPy references in the lab module
+    validate: Callable[[ModuleType, int], list[str]]
+    benchmarks: Callable[[ModuleType, Any], list] = lambda lab, torch: []
+    measurements: tuple[Measurement, ...] = ()
+    figures: tuple[Figure, ...] = ()
+    claims: Sequence = ()
+    targets: Callable[[ModuleType, dict], dict] | None = None
+    key_figure: Callable[[ModuleType, dict], str] | None = None
+
+    def module(self) -> ModuleType:
+        """The lab module of the current target (labs/ or solutions/)."""
+        return target.load(self.number)
+
+
+def experiment(lab: str) -> ModuleType:
+    """The experiments module of a lab (`experiments/labNN_topic.py`)."""
+    number = target.lab_number(lab)
+    if str(target.ROOT) not in sys.path:
+        sys.path.insert(0, str(target.ROOT))
+    return importlib.import_module(f"experiments.{target.labs()[number]}")
+
+
+def declaration(lab: str) -> Lab:
+    """The `LAB` a lab's experiments module declares."""
+    declared = getattr(experiment(lab), "LAB", None)
+    if not isinstance(declared, Lab):
+        raise TypeError(f"experiments/{target.labs()[target.lab_number(lab)]}.py declares no "
+                        f"`LAB = kernellab.course.lab.Lab(...)`")
+    return declared
+
+
+def recorded(declared: Lab) -> dict:
+    """The lab's recorded reference records (empty when nothing was recorded yet)."""
+    return (reference.load(declared.number) or {}).get("records") or {}
+
+
+def validate(declared: Lab, seed: int = 0) -> list[str]:
+    """Validate the lab's own checks, then every benchmark's variants at its simulator sizes
+    (on a GPU the benchmarks validate themselves before they time)."""
+    lab = declared.module()
+    names = list(declared.validate(lab, seed))
+    for benchmark in declared.benchmarks(lab, None) if device.is_simulator() else ():
+        result = harness.run(benchmark, progress=False, out=lambda line: None)
+        if not result["ok"]:
+            raise AssertionError(f"lab {declared.number} {benchmark.name}: "
+                                 + "; ".join(harness.failures(result)))
+        names.append(f"{benchmark.name} ({len(benchmark.variants)} variants)")
+    return names
+
+
+def bench(declared: Lab, out_dir: Path | None = None) -> dict:
+    """`kernellab bench NN`: validate; on a GPU, measure, save record by record, judge, draw."""
+    lab = declared.module()
+    print(f"validated: {', '.join(declared.validate(lab, 0))}")
+    records = {}
+    for benchmark in declared.benchmarks(lab, harness.optional_torch()):
+        records[benchmark.name] = harness.run(benchmark, lab=declared.number, out_dir=out_dir)
+    if device.is_simulator():
+        print(f"simulator: no timing exists here; the recorded measurements are in "
+              f"{reference.path(declared.number).relative_to(target.ROOT)}")
+        return {}
+    for measurement in declared.measurements:
+        started = time.perf_counter()
+        print(f"== {measurement.name}: {measurement.why}")
+        records[measurement.name] = measurement.measure(lab)
+        reference.save(declared.number, {measurement.name: records[measurement.name]}, out_dir)
+        print(f"   {measurement.name}: {time.perf_counter() - started:.0f} s")
+    if declared.targets is not None:
+        if all(r.get("ok", True) for r in records.values() if isinstance(r, dict)):
+            goals = declared.targets(lab, records)
+            provenance = next((r["provenance"] for r in records.values() if "provenance" in r),
+                              reference.provenance())
+            reference.save(declared.number, {"targets": {"provenance": provenance, **goals}}, out_dir)
+            records["targets"] = goals
+        else:
+            print("some versions failed validation: no targets checked")
+    draw(declared, lab, {**recorded(declared), **records}, Path(out_dir) if out_dir else plots.FIGURES)
+    return records
+
+
+def tour_records(declared: Lab, lab: ModuleType) -> tuple[dict, str]:
+    """The records a tour shows and where they come from: live on a GPU, recorded otherwise."""
+    records = dict(recorded(declared))
+    live = not device.is_simulator()
+    for benchmark in declared.benchmarks(lab, None):
+        sizes = benchmark.tour_sizes or benchmark.sizes
+        if live:
+            result = harness.run(dataclasses.replace(benchmark, sizes=sizes), progress=False,
+                                 out=lambda line: None)
+            if not result["ok"]:
+                raise AssertionError(f"{benchmark.name}: " + "; ".join(harness.failures(result)))
+            records[benchmark.name] = reference.note_live(declared.number, benchmark.name, result)
+    for measurement in declared.measurements:
+        if live and measurement.in_tour:
+            records[measurement.name] = reference.note_live(declared.number, measurement.name,
+                                                            measurement.measure(lab))
+    source = f"live on {device.facts().name}" if live else f"{reference.DEFAULT_GPU.upper()} reference"
+    return records, source
+
+
+def draw(declared: Lab, lab: ModuleType, records: dict, figures_dir: Path) -> list[Path]:
+    """Every figure whose records exist (a figure with nothing recorded yet is skipped)."""
+    return [figure.draw(lab, records, figures_dir) for figure in declared.figures
+            if all(name in records for name in figure.needs)]
+
+
+def tour(declared: Lab, figures_dir: Path):
+    """`kernellab tour`: validate, gather the records (live or recorded), draw, one key line."""
+    from kernellab.course.tour import TourResult
+    lab = declared.module()
+    names = validate(declared)
+    records, source = tour_records(declared, lab)
+    figures = draw(declared, lab, records, figures_dir)
+    if declared.key_figure is None or not records:
+        key = f"validated {len(names)} checks; no reference data recorded yet"
+    else:
+        key = f"{declared.key_figure(lab, records)} ({source})"
+    return TourResult(True, key, tuple(map(str, figures)))
+

@@ -1,0 +1,70 @@
+"""`kernellab tour`: run every present lab's solution on this device, validate it, draw its figures.
+
+Labs plug in by shipping `experiments/labNN_topic.py` with a `tour(figures_dir)` function that
+returns a `TourResult`; nothing here lists them by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+import traceback
+from pathlib import Path
+
+from kernellab.gpu import device
+from kernellab.course import target
+
+
+@dataclasses.dataclass(frozen=True)
+class TourResult:
+    ok: bool
+    key_figure: str          # one line: the number that matters, or why there is none
+    figures: tuple[str, ...] = ()
+
+
+def lab_tour(number: str, figures_dir: Path) -> TourResult:
+    """TRANSITION: a declared lab runs the generic tour; an undeclared one its own `tour`."""
+    from kernellab.course import protocol
+    module = protocol.experiment(number)
+    if isinstance(getattr(module, "LAB", None), protocol.Lab):
+        return protocol.tour(module.LAB, figures_dir)
+    return module.tour(figures_dir)
+
+
+def recorded_tour(number: str, figures_dir: Path) -> TourResult:
+    """A student release ships no solutions to run: show the figures recorded on the H200."""
+    from kernellab.course import reference
+    recorded = sorted((reference.DATA / reference.DEFAULT_GPU / "figures").glob(f"lab{number}_*.png"))
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    copies = [shutil.copy2(figure, figures_dir / figure.name) for figure in recorded]
+    recorded_on = f"recorded on an {reference.DEFAULT_GPU.upper()} (data/reference/)"
+    return TourResult(True, f"no solutions in this release: {len(copies)} figures {recorded_on}"
+                      if copies else f"no solutions in this release and no figures {recorded_on} yet",
+                      tuple(map(str, copies)))
+
+
+def run(labs: list[str] | None = None, figures_dir: Path = Path("figures"), out=print) -> bool:
+    """Tour the given labs (default: all); print one summary table; True if all validated."""
+    os.environ["KERNELLAB_TARGET"] = "solutions"
+    numbers = [target.lab_number(lab) for lab in labs] if labs else list(target.labs())
+    out(f"kernellab tour on {device.facts().label}")
+    rows = []
+    for number in numbers:
+        started = time.perf_counter()
+        try:
+            result = (lab_tour(number, Path(figures_dir)) if target.has_solutions()
+                      else recorded_tour(number, Path(figures_dir)))
+        except Exception as exc:  # one broken lab must not hide the others' results
+            traceback.print_exc()
+            result = TourResult(False, f"error: {type(exc).__name__}: {exc}")
+        seconds = time.perf_counter() - started
+        rows.append((number, result, seconds))
+        out(f"  lab {number}: {'ok' if result.ok else 'FAILED'} in {seconds:.1f} s")
+    out("")
+    out(f"{'lab':<5} {'result':<7} {'time':>7}  key figure")
+    for number, result, seconds in rows:
+        out(f"{number:<5} {'ok' if result.ok else 'FAILED':<7} {seconds:>6.1f}s  {result.key_figure}")
+    out(f"figures in {Path(figures_dir).resolve()}")
+    return all(result.ok for _, result, _ in rows)

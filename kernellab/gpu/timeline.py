@@ -1,0 +1,532 @@
+"""Stream timelines: which work ran on which stream, when, and how much of it overlapped.
+
+    with Timeline() as tl:
+        lab.run_independent(xs, iters, streams, outs)
+    print(tl.report())        # makespan, concurrency, idle gaps; in the simulator: no timing exists
+    plot_gantt(tl.data)       # one row per stream, a small Nsight Systems
+
+Inside the block, every kernel launch, host<->device copy, event record and wait, and
+synchronization is noted in order: that is the trace (`tl.trace`), in both device modes, and it
+knows what must finish before what (`Trace.happens_before`). On a GPU each launch and copy is
+also bracketed by two CUDA events on its own stream, which gives the timing (`tl.data`).
+
+What events can see: a span starts when its stream reaches the work (the start event fires) and
+ends when the work is done. A kernel that waits for free SMs behind another stream's kernel
+shows as running while it waits; Nsight Systems sees the blocks, events do not. Recording
+costs the host a few microseconds per launch, which the measurement includes.
+
+The simulator runs everything serially and has no clock: there the trace exists, the timing
+does not, and `tl.data` raises `timing.NoTiming`. Timelines predicted by `kernellab.scheduler` and
+recorded H200 timelines (`TimelineData.from_dict`) are the same type and draw the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from kernellab.gpu import device
+from kernellab.gpu.launches import dim3
+from kernellab.gpu.timing import NoTiming
+
+TIMED_KINDS = ("kernel", "h2d", "d2h", "d2d")
+SYNC_KINDS = ("device_sync", "stream_sync", "event_sync")
+KIND_COLORS = {"kernel": "tab:blue", "h2d": "tab:orange", "d2h": "tab:green", "d2d": "tab:purple"}
+DEFAULT_ROW = "default stream"
+_SPECIAL_HANDLES = {1: DEFAULT_ROW, 2: "per-thread default stream"}  # CU_STREAM_LEGACY, _PER_THREAD
+
+
+# --- the trace: what was submitted, in order -----------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One thing the host submitted: a launch, a copy, an event record/wait, or a synchronization."""
+
+    index: int
+    kind: str                    # TIMED_KINDS, "record", "wait", or SYNC_KINDS
+    label: str
+    row: str | None              # the stream's row; None for a device-wide synchronize
+    submit_ms: float             # host time of the submission, from the timeline's start
+    event: int | None = None     # which event (record, wait, event_sync)
+    grid: tuple | None = None
+    block: tuple | None = None
+    nbytes: int = 0
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2] if self.grid else 0
+
+
+class Trace(list):
+    """The ops in submission order, with the ordering the CUDA rules guarantee between them.
+
+    Streams are taken to be blocking (what `cuda.stream()` makes): work on the legacy default
+    stream waits for all of them, and they all wait for it.
+    """
+
+    def timed(self) -> list[Op]:
+        return [op for op in self if op.kind in TIMED_KINDS]
+
+    def kernels(self, name: str | None = None) -> list[Op]:
+        return [op for op in self if op.kind == "kernel" and (name is None or op.label == name)]
+
+    def of_kind(self, *kinds: str) -> list[Op]:
+        return [op for op in self if op.kind in kinds]
+
+    def rows(self) -> list[str]:
+        return list(dict.fromkeys(op.row for op in self.timed()))
+
+    def dependencies(self) -> list[int]:
+        """For each op, a bitmask of the ops guaranteed finished before it starts."""
+        return self._ordering()[0]
+
+    def host_dependencies(self) -> list[int]:
+        """For each op, a bitmask of the ops the host had waited for before submitting it."""
+        return self._ordering()[1]
+
+    def _ordering(self) -> tuple[list[int], list[int]]:
+        deps, host, row_state, event_state, host_done = [], [], {}, {}, 0
+        for op in self:
+            bit = 1 << op.index
+            before = row_state.get(op.row, 0) | host_done
+            if op.row is not None:      # blocking streams wait for earlier default-stream work...
+                before |= row_state.get(DEFAULT_ROW, 0)
+            if op.row == DEFAULT_ROW and op.kind in (*TIMED_KINDS, "record"):
+                for state in row_state.values():     # ...and default-stream work waits for theirs
+                    before |= state
+            deps.append(before)
+            host.append(host_done)
+            if op.kind in TIMED_KINDS:
+                row_state[op.row] = before | bit
+            elif op.kind == "record":
+                event_state[op.event] = before
+            elif op.kind == "wait":
+                row_state[op.row] = before | event_state.get(op.event, 0)
+            elif op.kind == "device_sync":
+                host_done = (bit << 1) - 1
+            elif op.kind == "stream_sync":
+                host_done |= row_state.get(op.row, 0)
+            elif op.kind == "event_sync":
+                host_done |= event_state.get(op.event, 0)
+        return deps, host
+
+    def happens_before(self, first: Op | int, then: Op | int) -> bool:
+        """True when the CUDA ordering rules make `first` finish before `then` starts."""
+        a = first.index if isinstance(first, Op) else first
+        b = then.index if isinstance(then, Op) else then
+        return bool(self.dependencies()[b] >> a & 1)
+
+    def host_waits(self) -> list[Op]:
+        """The synchronizations: each one stops the host until the GPU catches up."""
+        return self.of_kind(*SYNC_KINDS)
+
+
+# --- spans and their metrics -----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """One piece of work on one stream, in ms from the timeline's start."""
+
+    label: str
+    row: str
+    kind: str
+    start_ms: float
+    end_ms: float
+    first_block_ms: float | None = None   # models only: when the first block (or byte) moved
+    submit_ms: float | None = None        # host time of the submission
+
+    @property
+    def duration_ms(self) -> float:
+        return self.end_ms - self.start_ms
+
+
+def _union_intervals(intervals) -> list[tuple[float, float]]:
+    merged: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def _length(intervals) -> float:
+    return sum(b - a for a, b in intervals)
+
+
+def _intersection_length(xs, ys) -> float:
+    total, i, j = 0.0, 0, 0
+    while i < len(xs) and j < len(ys):
+        total += max(0.0, min(xs[i][1], ys[j][1]) - max(xs[i][0], ys[j][0]))
+        if xs[i][1] < ys[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+@dataclasses.dataclass(frozen=True)
+class TimelineData:
+    """Spans on rows (streams), measured, predicted or recorded; `source` says which."""
+
+    spans: tuple[Span, ...]
+    rows: tuple[str, ...]
+    source: str
+
+    @property
+    def start_ms(self) -> float:
+        return min(s.start_ms for s in self.spans)
+
+    @property
+    def end_ms(self) -> float:
+        return max(s.end_ms for s in self.spans)
+
+    @property
+    def makespan_ms(self) -> float:
+        """From the first span's start to the last one's end."""
+        return self.end_ms - self.start_ms if self.spans else 0.0
+
+    @property
+    def busy_ms(self) -> float:
+        """The sum of the spans' durations: what one stream would take with no gaps."""
+        return sum(s.duration_ms for s in self.spans)
+
+    @property
+    def concurrency(self) -> float:
+        """Spans open at once, on average: busy time / makespan (1.0 = nothing overlapped)."""
+        return self.busy_ms / self.makespan_ms if self.makespan_ms else 0.0
+
+    def _covered(self, spans) -> list[tuple[float, float]]:
+        return _union_intervals((s.start_ms, s.end_ms) for s in spans)
+
+    @property
+    def idle_fraction(self) -> float:
+        """Share of the makespan with no span open on any stream."""
+        if not self.makespan_ms:
+            return 0.0
+        return 1.0 - _length(self._covered(self.spans)) / self.makespan_ms
+
+    def row_idle_fractions(self) -> dict[str, float]:
+        """Per stream: share of the makespan with nothing open on that stream."""
+        return {row: 1.0 - _length(self._covered(s for s in self.spans if s.row == row))
+                / self.makespan_ms for row in self.rows} if self.makespan_ms else {}
+
+    @property
+    def gap_ratio(self) -> float:
+        """Idle time between consecutive spans of each stream / busy time (the seed article's
+        'kernel gaps < 5% of compute' is this ratio)."""
+        gaps = 0.0
+        for row in self.rows:
+            covered = self._covered(s for s in self.spans if s.row == row)
+            gaps += sum(b[0] - a[1] for a, b in zip(covered, covered[1:]))
+        return gaps / self.busy_ms if self.busy_ms else 0.0
+
+    def hidden_fraction(self, kinds_a=("h2d", "d2h"), kinds_b=("kernel",)) -> float:
+        """Time both kinds were in flight / the smaller one's total: 1.0 hides the smaller fully."""
+        a = self._covered(s for s in self.spans if s.kind in kinds_a)
+        b = self._covered(s for s in self.spans if s.kind in kinds_b)
+        smaller = min(_length(a), _length(b))
+        return _intersection_length(a, b) / smaller if smaller else 0.0
+
+    def summary(self) -> str:
+        idle = ", ".join(f"{row} {frac:.0%}" for row, frac in self.row_idle_fractions().items())
+        return (f"{len(self.spans)} spans on {len(self.rows)} stream(s) [{self.source}]\n"
+                f"  makespan {self.makespan_ms:.3f} ms, busy {self.busy_ms:.3f} ms, "
+                f"concurrency {self.concurrency:.2f}x\n"
+                f"  idle {self.idle_fraction:.1%} of the makespan; gaps {self.gap_ratio:.1%} of busy "
+                f"time\n  idle per stream: {idle}")
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "rows": list(self.rows),
+                "spans": [dataclasses.asdict(s) for s in self.spans]}
+
+    @classmethod
+    def from_dict(cls, record: dict, source: str | None = None) -> TimelineData:
+        return cls(tuple(Span(**s) for s in record["spans"]), tuple(record["rows"]),
+                   source or record.get("source", "recorded"))
+
+
+def no_timing_message(trace: Trace | None = None) -> str:
+    what = (f"{len(trace.timed())} launches and copies on {len(trace.rows())} stream(s) ran "
+            "serially and were checked; ") if trace is not None else ""
+    return (f"no timing exists in the simulator: {what}its streams are accepted and ignored and "
+            "it has no clock. Use kernellab.scheduler to predict the timeline, and the recorded "
+            "H200 timelines in data/reference/h200/lab07.json")
+
+
+# --- the recorder ----------------------------------------------------------------------------------
+
+class Timeline:
+    """Record what the code inside the block submits; on a GPU, time each launch and copy."""
+
+    _active = None
+
+    def __init__(self, source: str | None = None):
+        self.timed = not device.is_simulator()
+        self.source = source
+        self.trace = Trace()
+        self._rows: dict = {}
+        self._keep: list = []         # streams and events seen, so their ids stay unique
+        self._events: list = []       # (op index, start event, end event) on a GPU
+        self._data: TimelineData | None = None
+        self._depth = 0               # > 0 while a hooked call runs: nested calls pass through
+        self._undo: list = []
+
+    # rows ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _key(stream):
+        """A stream's identity: its handle (0 for the default), or the object in the simulator."""
+        if stream is None or isinstance(stream, int) and stream == 0:
+            return 0
+        handle = getattr(stream, "handle", None)   # the simulator's streams have none
+        return int(handle) if handle is not None else ("object", id(stream))
+
+    def row(self, stream) -> str:
+        """The row (stream name) a stream gets: its name if given, else 'stream 1', 'stream 2', ...
+        in order of first use; 'default stream' for 0 and the legacy default stream."""
+        key = self._key(stream)
+        if key in (0, *_SPECIAL_HANDLES):
+            return _SPECIAL_HANDLES.get(key, DEFAULT_ROW)
+        if key not in self._rows:
+            self._keep.append(stream)
+            self._rows[key] = f"stream {len(self._rows) + 1}"
+        return self._rows[key]
+
+    def name(self, stream, label: str) -> Timeline:
+        """Call the stream's row `label` instead of 'stream N' (before its first use)."""
+        if self.row(stream) in (DEFAULT_ROW, *_SPECIAL_HANDLES.values()):
+            raise ValueError("the default streams keep their names")
+        self._rows[self._key(stream)] = label
+        return self
+
+    # recording ----------------------------------------------------------------------------------
+    def _now_ms(self) -> float:
+        return (time.perf_counter() - self._t0) * 1e3
+
+    def _note(self, kind, label, row, **fields) -> Op:
+        op = Op(len(self.trace), kind, label, row, self._now_ms(), **fields)
+        self.trace.append(op)
+        return op
+
+    def _timed_call(self, kind, label, stream, call, **fields):
+        op = self._note(kind, label, self.row(stream), **fields)
+        if not self.timed:
+            return call()
+        cuda = device.cuda()
+        start, end = cuda.event(timing=True), cuda.event(timing=True)
+        start.record(0 if stream is None else stream)
+        result = call()
+        end.record(0 if stream is None else stream)
+        self._events.append((op.index, start, end))
+        return result
+
+    def _event_key(self, event) -> int:
+        self._keep.append(event)
+        return id(event)
+
+    def _hook(self, owner, name, handler):
+        """Replace owner.name with a wrapper that hands outermost calls to handler(original, ...)."""
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            if self._depth:
+                return original(*args, **kwargs)
+            self._depth += 1
+            try:
+                return handler(original, *args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        setattr(owner, name, wrapper)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def _install(self):
+        cuda = device.cuda()
+        if device.is_simulator():
+            from numba.cuda.simulator import api
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as array_class
+            from numba.cuda.simulator.kernel import FakeCUDAKernel, _kernel_context
+            event_class, stream_class = api.Event, api.stream
+
+            def configure(original, kernel, configuration):
+                kernel._kernellab_timeline_stream = configuration[2] if len(configuration) > 2 else 0
+                return original(kernel, configuration)
+
+            def launch(original, kernel, *args):
+                if kernel._device or _kernel_context:
+                    return original(kernel, *args)
+                return self._timed_call(
+                    "kernel", kernel.fn.__name__, getattr(kernel, "_kernellab_timeline_stream", 0),
+                    lambda: original(kernel, *args),
+                    grid=dim3(kernel.grid_dim), block=dim3(kernel.block_dim))
+
+            self._hook(FakeCUDAKernel, "__getitem__", configure)
+            self._hook(FakeCUDAKernel, "__call__", launch)
+        else:
+            from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase as array_class
+            from numba.cuda.cudadrv.driver import Event as event_class
+            from numba.cuda.cudadrv.driver import Stream as stream_class
+            from numba.cuda.dispatcher import CUDADispatcher
+
+            def launch(original, kernel, args, config):
+                return self._timed_call(
+                    "kernel", kernel.py_func.__name__, config.stream,
+                    lambda: original(kernel, args, config),
+                    grid=dim3(config.griddim), block=dim3(config.blockdim))
+
+            self._hook(CUDADispatcher, "call", launch)
+
+        def to_device(original, obj, stream=0, copy=True, to=None):
+            if not copy:
+                return original(obj, stream=stream, copy=copy, to=to)
+            return self._timed_call("h2d", _copy_label("H2D", obj), stream,
+                                    lambda: original(obj, stream=stream, copy=copy, to=to),
+                                    nbytes=_nbytes(obj))
+
+        def copy_to_device(original, array, source, stream=0):
+            kind = "d2d" if hasattr(source, "copy_to_host") else "h2d"
+            return self._timed_call(kind, _copy_label(kind.upper(), source),
+                                    stream or getattr(array, "stream", 0),
+                                    lambda: original(array, source, stream=stream),
+                                    nbytes=_nbytes(source))
+
+        def copy_to_host(original, array, ary=None, stream=0):
+            return self._timed_call("d2h", _copy_label("D2H", array),
+                                    stream or getattr(array, "stream", 0),
+                                    lambda: original(array, ary, stream=stream),
+                                    nbytes=_nbytes(array))
+
+        def record(original, event, stream=0):
+            self._note("record", "event record", self.row(stream), event=self._event_key(event))
+            return original(event, stream)
+
+        def wait(original, event, stream=0):
+            self._note("wait", "event wait", self.row(stream), event=self._event_key(event))
+            return original(event, stream)
+
+        def event_sync(original, event):
+            self._note("event_sync", "event synchronize", None, event=self._event_key(event))
+            return original(event)
+
+        def stream_sync(original, stream):
+            self._note("stream_sync", "stream synchronize", self.row(stream))
+            return original(stream)
+
+        def device_sync(original):
+            self._note("device_sync", "cuda.synchronize", None)
+            return original()
+
+        self._hook(cuda, "to_device", to_device)
+        self._hook(array_class, "copy_to_device", copy_to_device)
+        self._hook(array_class, "copy_to_host", copy_to_host)
+        self._hook(event_class, "record", record)
+        self._hook(event_class, "wait", wait)
+        self._hook(event_class, "synchronize", event_sync)
+        self._hook(stream_class, "synchronize", stream_sync)
+        self._hook(cuda, "synchronize", device_sync)
+
+    def __enter__(self) -> Timeline:
+        if Timeline._active is not None:
+            raise RuntimeError("Timelines do not nest: close the open one first")
+        Timeline._active = self
+        self._t0 = time.perf_counter()
+        if self.timed:
+            cuda = device.cuda()
+            self._origin = cuda.event(timing=True)
+            self._origin.record(cuda.stream())
+        try:
+            self._install()
+        except BaseException:
+            self._uninstall()
+            raise
+        return self
+
+    def _uninstall(self):
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        Timeline._active = None
+
+    def __exit__(self, *exc):
+        self._uninstall()
+        if self.timed and exc[0] is None:
+            device.cuda().synchronize()
+            self._data = self._collect()
+        return False
+
+    def _collect(self) -> TimelineData:
+        cuda = device.cuda()
+        times = {}
+        for index, start, end in self._events:
+            times[index] = (cuda.event_elapsed_time(self._origin, start),
+                            cuda.event_elapsed_time(self._origin, end))
+        zero = min((t[0] for t in times.values()), default=0.0)
+        spans = tuple(Span(op.label, op.row, op.kind, times[op.index][0] - zero,
+                           times[op.index][1] - zero, submit_ms=op.submit_ms)
+                      for op in self.trace if op.index in times)
+        source = self.source or f"measured on {device.facts().name}"
+        return TimelineData(spans, tuple(dict.fromkeys(s.row for s in spans)), source)
+
+    # results ------------------------------------------------------------------------------------
+    @property
+    def data(self) -> TimelineData:
+        """The measured spans; raises timing.NoTiming in the simulator."""
+        if not self.timed:
+            raise NoTiming("Timeline.data")
+        if self._data is None:
+            raise RuntimeError("the timeline has no data until its `with` block has ended")
+        return self._data
+
+    def host_ms_per_launch(self) -> float:
+        """Median host time between consecutive launch submissions (what launching costs here)."""
+        submits = [op.submit_ms for op in self.trace.kernels()]
+        steps = sorted(b - a for a, b in zip(submits, submits[1:]))
+        return steps[len(steps) // 2] if steps else 0.0
+
+    def report(self) -> str:
+        waits = f"{len(self.trace.host_waits())} host synchronization(s)"
+        if not self.timed:
+            return f"{no_timing_message(self.trace)}\n  {waits}"
+        return (f"{self.data.summary()}\n  host: {self.host_ms_per_launch() * 1e3:.1f} us between "
+                f"launch submissions, {waits}")
+
+
+def _nbytes(array) -> int:
+    return int(getattr(array, "nbytes", 0) or 0)
+
+
+def _copy_label(direction: str, array) -> str:
+    return f"{direction} {_nbytes(array) / 1e6:.3g} MB"
+
+
+# --- the picture -----------------------------------------------------------------------------------
+
+def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_spans: bool = True):
+    """One row per stream, one bar per span, coloured by kind; a model's wait for SMs is hatched."""
+    from kernellab.show import plots  # noqa: F401  (selects a file backend when none is set)
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.4 * len(data.rows) + 1.2))
+    y = {row: i for i, row in enumerate(data.rows)}
+    origin = data.start_ms if data.spans else 0.0
+    for span in data.spans:
+        colour = KIND_COLORS.get(span.kind, "tab:gray")
+        running = span.first_block_ms if span.first_block_ms is not None else span.start_ms
+        if running > span.start_ms:
+            ax.broken_barh([(span.start_ms - origin, running - span.start_ms)], (y[span.row] - 0.35, 0.7),
+                           facecolor="white", edgecolor=colour, hatch="///", linewidth=0.5)
+        ax.broken_barh([(running - origin, span.end_ms - running)], (y[span.row] - 0.35, 0.7),
+                       facecolor=colour, edgecolor="white", linewidth=0.5)
+        if label_spans and span.duration_ms > 0.08 * max(data.makespan_ms, 1e-12):
+            ax.text((running + span.end_ms) / 2 - origin, y[span.row], span.label, ha="center",
+                    va="center", fontsize=6, color="white", clip_on=True)
+    ax.set_yticks(range(len(data.rows)), data.rows, fontsize=7)
+    ax.set_ylim(len(data.rows) - 0.5, -0.5)
+    ax.set_xlabel("time (ms)")
+    kinds = dict.fromkeys(s.kind for s in data.spans)
+    ax.legend(handles=[Patch(color=KIND_COLORS.get(k, "tab:gray"), label=k) for k in kinds],
+              fontsize=7, loc="lower right", framealpha=0.9)
+    ax.set_title(title or f"{data.source}: {data.makespan_ms:.3g} ms", fontsize=9)
+    return ax

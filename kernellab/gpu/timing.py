@@ -1,0 +1,528 @@
+"""Timing on the GPU with CUDA events: warm-up, many repetitions, the median and its spread.
+
+Every event window holds GPU work only: `time_gpu` puts a hold kernel ahead of each sample so the
+host's submit happens while the GPU is busy, and counts the samples where it was not hidden.
+`ceilings()` measures the run's ceilings once per process (copy, stream kernels at other read:write
+mixes, FP32 FMA, launch floor, with torch's/CuPy's copy beside them); `ceiling_for_mix` picks the
+bandwidth ceiling of a kernel's own read:write mix from them. The simulator has no clock worth reading (its events return
+-1), so every function here raises `NoTiming` there; callers say so in their output instead of
+printing a made-up figure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+
+from kernellab.gpu import device
+
+cuda = device.cuda()
+
+
+class NoTiming(RuntimeError):
+    """Raised in simulator mode: there is no GPU clock to read."""
+
+    def __init__(self, what: str = "timing"):
+        super().__init__(f"{what}: the CUDA simulator runs each thread in Python and has no GPU "
+                         "clock; no timing exists in simulator mode (see data/reference/ for "
+                         "recorded H200 measurements)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Per-repetition times in milliseconds, and how many samples had host time inside them."""
+
+    samples_ms: tuple[float, ...]
+    host_exposed: int = 0          # samples whose host submit outlasted the hold (see time_gpu)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def p10_ms(self) -> float:
+        return float(np.percentile(self.samples_ms, 10))
+
+    @property
+    def p90_ms(self) -> float:
+        return float(np.percentile(self.samples_ms, 90))
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median: the run-to-run noise a difference must beat."""
+        return (self.p90_ms - self.p10_ms) / self.median_ms if self.median_ms else float("nan")
+
+    def as_dict(self) -> dict:
+        return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms,
+                "reps": len(self.samples_ms), "host_exposed": self.host_exposed}
+
+    def __str__(self) -> str:
+        exposed = f", host submit inside {self.host_exposed} samples" if self.host_exposed else ""
+        return (f"{self.median_ms:.4f} ms (p10-p90 {self.p10_ms:.4f}-{self.p90_ms:.4f}, "
+                f"n={len(self.samples_ms)}{exposed})")
+
+
+def require_gpu(what: str = "timing"):
+    if device.is_simulator():
+        raise NoTiming(what)
+
+
+HOLD_MAX_MS = 50.0      # the longest hold put ahead of one sample
+HOLD_MARGIN = 1.5       # a hold lasts this many times the host's submit time of one sample
+
+
+def time_gpu(fn, *, warmup: int = 5, reps: int = 50, inner: int = 1, stream=0,
+             setup=None, hide_host: bool = True) -> Timing:
+    """Time `fn()` with CUDA events on `stream`; each sample is the mean of `inner` back-to-back calls.
+
+    Host submit stays outside the window: before each sample a hold kernel on `stream` keeps the
+    GPU busy while the host submits the start event, the `inner` calls and the stop event, so the
+    start event fires when the hold ends and the GPU then finds the calls already queued. (Without
+    it, `inner=1` put ~18 us of Numba launch cost inside every sample.) The hold lasts
+    HOLD_MARGIN x the host's submit time measured in the warm-up; a sample whose submission took
+    longer than its hold is counted in `host_exposed`, never hidden. Work on other blocking
+    streams waits for a hold on the default stream too. `hide_host=False` leaves the hold out,
+    for the measurements whose subject is the host's pacing (eager launches, whose gaps are the
+    host's submit time): the window then runs from the first submit to the last kernel's end.
+    `setup(rep)` runs before each sample, outside the timed region (e.g. to rotate input sets).
+    """
+    require_gpu("time_gpu")
+    submit_ms = []
+    for rep in range(warmup):
+        if setup:
+            setup(rep)
+        cuda.synchronize()
+        started = time.perf_counter()
+        fn()
+        submit_ms.append((time.perf_counter() - started) * 1e3)
+    cuda.synchronize()
+    per_call = statistics.median(submit_ms) if submit_ms else 0.05
+    hold_ms = min(HOLD_MAX_MS, HOLD_MARGIN * inner * per_call + 0.02)
+    hold = hold_gpu(hold_ms, stream) if hide_host else (lambda: None)
+    start, stop = cuda.event(timing=True), cuda.event(timing=True)
+    samples, exposed = [], 0
+    for rep in range(reps):
+        if setup:
+            setup(rep)
+        hold()
+        started = time.perf_counter()
+        start.record(stream)
+        for _ in range(inner):
+            fn()
+        stop.record(stream)
+        submitted = (time.perf_counter() - started) * 1e3
+        stop.synchronize()
+        elapsed = cuda.event_elapsed_time(start, stop)
+        exposed += hide_host and submitted > hold_ms + elapsed * (inner - 1) / inner
+        samples.append(elapsed / inner)
+    return Timing(tuple(samples), exposed)
+
+
+@functools.cache
+def _hold():
+
+    @cuda.jit
+    def hold_kernel(iterations, sink):
+        value = sink[0]
+        for _ in range(iterations):
+            value = value * 0.999999 + 1e-6    # a dependent chain: each step waits for the last
+        sink[0] = value
+
+    return hold_kernel
+
+
+_HOLD_PROBE = 1 << 20
+
+
+@functools.cache
+def _hold_iterations_per_ms() -> float:
+    """The hold kernel's speed, timed once per process with plain events (it outlasts its submit)."""
+    kernel, sink = _hold(), _hold_sink()
+    kernel[1, 1](_HOLD_PROBE, sink)
+    start, stop = cuda.event(timing=True), cuda.event(timing=True)
+    samples = []
+    for _ in range(3):
+        start.record()
+        kernel[1, 1](_HOLD_PROBE, sink)
+        stop.record()
+        stop.synchronize()
+        samples.append(cuda.event_elapsed_time(start, stop))
+    return _HOLD_PROBE / statistics.median(samples)
+
+
+@functools.cache
+def _hold_sink():
+    return cuda.to_device(np.ones(1, dtype=np.float32))
+
+
+def hold_gpu(milliseconds: float, stream=0) -> Callable[[], None]:
+    """A function that keeps the GPU busy for about `milliseconds` on `stream`."""
+    require_gpu("hold_gpu")
+    kernel, sink = _hold(), _hold_sink()
+    iterations = max(1, int(_hold_iterations_per_ms() * milliseconds))
+    return lambda: kernel[1, 1, stream](iterations, sink)
+
+
+def time_host(submit: Callable[[], None], *, inner: int = 100, reps: int = 30,
+              warmup: int = 3) -> Timing:
+    """Host time per `submit()` call (e.g. a launch), each sample starting from an idle GPU.
+
+    Every sample starts after a synchronize, so work queued by earlier samples cannot fill the
+    launch queue and make the host wait: what is timed is submission. Keep the GPU work of
+    `inner` calls short enough to queue without blocking. GPU only.
+    """
+    require_gpu("time_host")
+    for _ in range(warmup):
+        submit()
+    samples = []
+    for _ in range(reps):
+        cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(inner):
+            submit()
+        samples.append((time.perf_counter() - started) * 1e3 / inner)
+    cuda.synchronize()
+    return Timing(tuple(samples))
+
+
+CEILING_L2_MULTIPLE = 8      # copy buffers are at least this many times the L2: no copy is served by it
+FMA_TRIPS = 2048             # the FMA chain's trip count, a compile-time constant
+FMA_CHAINS = 8               # independent chains per thread: enough in flight to fill the FMA pipes
+COPY_BLOCK = 256
+WIDE_VIEWS = {"copy_4xfloat32": np.float32, "copy_4xfloat64": np.float64,
+              "copy_2xcomplex128": np.complex128}
+
+
+def _ceiling_buffer_bytes(facts) -> int:
+    """Bytes of one ceiling buffer: at least CEILING_L2_MULTIPLE x the L2, a multiple of what every
+    kernel's element count divides."""
+    chunk = 16 * COPY_BLOCK * 4
+    return -(-CEILING_L2_MULTIPLE * facts.l2_bytes // chunk) * chunk
+
+
+def copy_bandwidth(reps: int = 20) -> dict:
+    """The device copy ceiling in GB/s (bytes read + bytes written), measured now.
+
+    The best of the driver's device-to-device memcpy (cuMemcpyDtoD) and grid-stride copy kernels
+    that keep several loads in flight per thread (4 float32, 4 float64 or 2 complex128 per
+    thread and step), on buffers at least CEILING_L2_MULTIPLE x the L2, so no copy runs from
+    cache. A kernel that measures above this is an instrument error, not a result: the ceiling
+    (or that kernel's byte count) is wrong. On an H200, 2026-12-01, a ceiling of 4-per-thread
+    float32 copies on 1 GiB read 3.82-3.96 TB/s while torch's copy moved 4.15 TB/s.
+    """
+    require_gpu("copy_bandwidth")
+    facts = device.facts()
+    nbytes = _ceiling_buffer_bytes(facts)
+    src = cuda.to_device(np.ones(nbytes // 4, dtype=np.float32))
+    dst = cuda.device_array(nbytes // 4, dtype=np.float32)
+    kernels = _copy_kernels()
+    grid = facts.sm_count * 8                             # 8 blocks of 256 per SM: a full SM
+
+    def launcher(name):
+        kernel, a, b = kernels[name], src.view(WIDE_VIEWS[name]), dst.view(WIDE_VIEWS[name])
+        return lambda: kernel[grid, COPY_BLOCK](a, b)
+
+    calls = {"memcpy": lambda: dst.copy_to_device(src), **{name: launcher(name) for name in WIDE_VIEWS}}
+    results = {name: time_gpu(call, warmup=3, reps=reps, inner=4) for name, call in calls.items()}
+    if not np.array_equal(dst[-COPY_BLOCK:].copy_to_host(), np.ones(COPY_BLOCK, dtype=np.float32)):
+        raise RuntimeError("copy ceiling: the copy kernels did not copy the whole buffer")
+    best = min(results, key=lambda k: results[k].median_ms)
+    moved = 2 * nbytes
+    return {"bytes": moved, "buffer_over_l2": nbytes / facts.l2_bytes, "method": best,
+            "gbps": moved / (results[best].median_ms * 1e-3) / 1e9,
+            "by_method_gbps": {k: moved / (t.median_ms * 1e-3) / 1e9 for k, t in results.items()},
+            **results[best].as_dict()}
+
+
+def framework_copy_gbps(nbytes: int, reps: int = 20) -> dict:
+    """torch's and CuPy's device-to-device copy of `nbytes` (read + write), where importable: a
+    cross-check of the ceiling from outside kernellab (no dependency). An absent or broken one is
+    None, with `<name>_copy_note` saying why when it was importable but failed."""
+    def torch_copy():
+        import torch
+        if not torch.cuda.is_available():
+            raise ImportError("torch has no CUDA here")
+        a = torch.ones(nbytes // 4, device="cuda")
+        b = torch.empty_like(a)
+        return lambda: b.copy_(a)
+
+    def cupy_copy():
+        import cupy
+        a = cupy.ones(nbytes // 4, dtype=cupy.float32)
+        b = cupy.empty_like(a)
+        return lambda: cupy.copyto(b, a)
+
+    found = {}
+    for name, make in (("torch", torch_copy), ("cupy", cupy_copy)):
+        found[f"{name}_copy_gbps"] = None
+        try:
+            t = time_gpu(make(), warmup=3, reps=reps, inner=4)
+        except ImportError:
+            continue
+        except Exception as exc:  # importable but broken on this machine: say so, measure the rest
+            found[f"{name}_copy_note"] = f"not measured: {type(exc).__name__}: {exc}"[:300]
+            continue
+        found[f"{name}_copy_gbps"] = 2 * nbytes / (t.median_ms * 1e-3) / 1e9
+    return found
+
+
+def fma_peak(reps: int = 20) -> dict:
+    """FP32 FMA throughput in TFLOP/s (2 FLOPs per FMA) of a kernel that does nothing else.
+
+    FMA_CHAINS independent chains per thread, each FMA_TRIPS dependent `cuda.fma`s (a trip count
+    the compiler sees), over a grid of 8 blocks of 256 per SM; one store per thread at the end.
+    """
+    require_gpu("fma_peak")
+    threads = device.facts().sm_count * 8 * COPY_BLOCK
+    kernel = _fma_kernel()
+    seed = cuda.to_device(np.array([0.5, 0.999, 1e-3], dtype=np.float32))
+    out = cuda.device_array(threads, dtype=np.float32)
+    t = time_gpu(lambda: kernel[threads // COPY_BLOCK, COPY_BLOCK](seed, out), warmup=3, reps=reps,
+                 inner=4)
+    flops = 2.0 * FMA_CHAINS * FMA_TRIPS * threads
+    return {"flops": flops, "tflops": flops / (t.median_ms * 1e-3) / 1e12, "chains": FMA_CHAINS,
+            "trips": FMA_TRIPS, "threads": threads, **t.as_dict()}
+
+
+def launch_floor_ms() -> float:
+    """GPU time of one empty launch with one array argument, back to back: the small-size floor."""
+    require_gpu("launch_floor_ms")
+    a = cuda.device_array(1, dtype=np.float32)
+    kernel = _empty_kernel()
+    return time_gpu(lambda: kernel[1, 32](a), warmup=10, reps=20, inner=100).median_ms
+
+
+READS_PER_WRITE = {"2:1": 2, "4:1": 4}     # the read-heavy stream kernels: inputs per output
+STREAM_VIEWS = {"2xfloat32": np.float32, "2xfloat64": np.float64, "2xcomplex128": np.complex128}
+MIX_MATCH = 0.005    # a write fraction this close to a measured mix takes that mix's ceiling as is
+
+
+def stream_bandwidths(reps: int = 20) -> dict:
+    """Bandwidth ceilings (GB/s, bytes read + written) of stream kernels at read:write mixes other
+    than a copy's 1:1, measured now: 2:1 (out = a + b), 4:1 (out = (a + b) + (c + d)) and
+    read-only (a grid-stride sum into one partial per thread; those partials are its only writes,
+    counted in its write fraction). Each is the best of three element widths (2 per thread and
+    step of float32, float64 or complex128), every buffer at least CEILING_L2_MULTIPLE x the L2.
+
+    Why not the copy alone: HBM turns the bus around between reads and writes, so a read-heavy
+    stream moves more bytes per second than a 1:1 copy (on an H200, 2026-12-01, torch.compile's
+    4:1 chain read 101.4% of the copy ceiling). Each mix: {"write_fraction", "gbps", "method",
+    "by_method_gbps", "bytes", timing of the best}.
+    """
+    require_gpu("stream_bandwidths")
+    facts = device.facts()
+    nbytes = _ceiling_buffer_bytes(facts)
+    ones = np.ones(nbytes // 4, dtype=np.float32)
+    inputs = [cuda.to_device(ones)]
+    inputs += [cuda.device_array_like(inputs[0]) for _ in range(max(READS_PER_WRITE.values()) - 1)]
+    for buffer in inputs[1:]:
+        buffer.copy_to_device(inputs[0])
+    dst = cuda.device_array_like(inputs[0])
+    grid = facts.sm_count * 8
+    partials = cuda.device_array(grid * COPY_BLOCK * 16 // 4, dtype=np.float32)
+    kernels = _stream_kernels()
+    mixes = {}
+    for mix, reads in READS_PER_WRITE.items():
+        def launcher(view, kernel=kernels[mix], reads=reads):
+            args = [a.view(STREAM_VIEWS[view]) for a in inputs[:reads]] + [dst.view(STREAM_VIEWS[view])]
+            return lambda: kernel[grid, COPY_BLOCK](*args)
+
+        def check(view, reads=reads):
+            one = ones[:16].view(STREAM_VIEWS[view])[0]
+            tail = dst.view(STREAM_VIEWS[view])[-COPY_BLOCK:].copy_to_host()
+            return np.all(tail == reads * one)
+
+        mixes[mix] = _best_stream(mix, {v: launcher(v) for v in STREAM_VIEWS}, check,
+                                  read=reads * nbytes, written=nbytes, reps=reps)
+
+    def sum_launcher(view):
+        src, out = inputs[0].view(STREAM_VIEWS[view]), partials.view(STREAM_VIEWS[view])[:grid * COPY_BLOCK]
+        return lambda: kernels["read_only"][grid, COPY_BLOCK](src, out)
+
+    def sum_check(view):
+        elements = nbytes // np.dtype(STREAM_VIEWS[view]).itemsize
+        found = partials.view(STREAM_VIEWS[view])[:grid * COPY_BLOCK].copy_to_host()
+        total = found.sum(dtype=np.result_type(found.dtype, np.float64))     # exact for float32 too
+        return np.isclose(total, elements * ones[:16].view(STREAM_VIEWS[view])[0], rtol=1e-6)
+
+    mixes["read_only"] = {}
+    for view in STREAM_VIEWS:       # the partials' bytes depend on the width: one mix per width
+        written = grid * COPY_BLOCK * np.dtype(STREAM_VIEWS[view]).itemsize
+        mixes["read_only"][view] = _best_stream("read_only", {view: sum_launcher(view)}, sum_check,
+                                                read=nbytes, written=written, reps=reps)
+    best = max(mixes["read_only"].values(), key=lambda m: m["gbps"])
+    mixes["read_only"] = {**best, "by_method_gbps": {v: m["gbps"] for v, m in mixes["read_only"].items()}}
+    return mixes
+
+
+def _best_stream(mix: str, calls: dict, check, *, read: int, written: int, reps: int) -> dict:
+    """The fastest of `calls` (each checked by `check(name)` after its timing) for one mix."""
+    results = {}
+    for name, call in calls.items():
+        results[name] = time_gpu(call, warmup=3, reps=reps, inner=4)
+        if not check(name):
+            raise RuntimeError(f"{mix} stream ceiling: {name} did not compute over the whole buffer")
+    best = min(results, key=lambda k: results[k].median_ms)
+    moved = read + written
+    return {"bytes": moved, "write_fraction": written / moved, "method": best,
+            "gbps": moved / (results[best].median_ms * 1e-3) / 1e9,
+            "by_method_gbps": {k: moved / (t.median_ms * 1e-3) / 1e9 for k, t in results.items()},
+            **results[best].as_dict()}
+
+
+def ceiling_for_mix(write_fraction: float, streams: dict) -> tuple[float, str]:
+    """The bandwidth ceiling (GB/s) of a kernel whose bytes written / bytes moved is
+    `write_fraction`, from the run's measured mixes (`streams`: name -> {"write_fraction", "gbps"}),
+    and how it was chosen: a measured mix within MIX_MATCH as is; between two measured mixes,
+    linear in the write fraction; beyond the measured range, the nearest mix (said so)."""
+    if not 0.0 <= write_fraction <= 1.0:
+        raise ValueError(f"write fraction {write_fraction} is outside [0, 1]")
+    points = sorted((m["write_fraction"], name, m["gbps"]) for name, m in streams.items())
+    nearest = min(points, key=lambda p: abs(p[0] - write_fraction))
+    if abs(nearest[0] - write_fraction) <= MIX_MATCH:
+        return nearest[2], f"{nearest[1]} (measured, write fraction {nearest[0]:.3f})"
+    for (low_f, low, low_gbps), (high_f, high, high_gbps) in zip(points, points[1:]):
+        if low_f < write_fraction < high_f:
+            share = (write_fraction - low_f) / (high_f - low_f)
+            return (low_gbps + share * (high_gbps - low_gbps),
+                    f"interpolated between {low} and {high} at write fraction {write_fraction:.3f}")
+    return nearest[2], (f"{nearest[1]}, the nearest measured mix (write fraction {write_fraction:.3f} "
+                        f"is outside the measured {points[0][0]:.3f}-{points[-1][0]:.3f})")
+
+
+def stream_ceilings(ceilings: dict) -> dict:
+    """Every measured mix of a run's ceilings, the copy (1:1) included: name -> its measurement."""
+    return {"copy": {**ceilings["copy"], "write_fraction": 0.5}, **ceilings["streams"]}
+
+
+def memory_roof(ceilings: dict) -> tuple[float, str]:
+    """The best bandwidth any measured mix reached (GB/s), and which: a roofline's memory roof."""
+    name, best = max(stream_ceilings(ceilings).items(), key=lambda item: item[1]["gbps"])
+    return best["gbps"], name
+
+
+@functools.cache
+def ceilings() -> dict:
+    """One set of ceilings per process (a run), measured on first use and quoted by every record:
+    copy GB/s, stream GB/s at the 2:1, 4:1 and read-only mixes (`streams`), FP32 FMA TFLOP/s,
+    the launch floor, and torch's/CuPy's copy beside the copy."""
+    copy = copy_bandwidth()
+    fma = fma_peak()
+    return {"copy_gbps": copy["gbps"], "fp32_fma_tflops": fma["tflops"],
+            "launch_floor_ms": launch_floor_ms(), **framework_copy_gbps(copy["bytes"] // 2),
+            "copy": copy, "streams": stream_bandwidths(), "fma": fma}
+
+
+@functools.cache
+def _empty_kernel():
+
+    @cuda.jit
+    def empty_kernel(a):
+        """Does nothing: its time is the cost of a launch alone."""
+
+    return empty_kernel
+
+
+def fma_chain_kernel(seed, out):
+    """FMA_CHAINS independent chains of FMA_TRIPS dependent FMAs per thread, one store at the end."""
+    i = cuda.grid(1)
+    b, c = seed[1], seed[2]
+    x0 = seed[0] + np.float32(i & 7)
+    x1, x2, x3 = x0 + np.float32(1), x0 + np.float32(2), x0 + np.float32(3)
+    x4, x5, x6, x7 = x0 + np.float32(4), x0 + np.float32(5), x0 + np.float32(6), x0 + np.float32(7)
+    for _ in range(FMA_TRIPS):
+        x0, x1, x2, x3 = cuda.fma(x0, b, c), cuda.fma(x1, b, c), cuda.fma(x2, b, c), cuda.fma(x3, b, c)
+        x4, x5, x6, x7 = cuda.fma(x4, b, c), cuda.fma(x5, b, c), cuda.fma(x6, b, c), cuda.fma(x7, b, c)
+    out[i] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7))
+
+
+def copy_4_per_thread_kernel(src, dst):
+    """Grid-stride steps of 4 elements per thread, all 4 loads issued before any store; each warp's
+    loads stay coalesced (elements i, i + grid, i + 2 grid, i + 3 grid)."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + 3 * step < dst.size:
+        v0, v1, v2, v3 = src[i], src[i + step], src[i + 2 * step], src[i + 3 * step]
+        dst[i], dst[i + step], dst[i + 2 * step], dst[i + 3 * step] = v0, v1, v2, v3
+        i += 4 * step
+    while i < dst.size:
+        dst[i] = src[i]
+        i += step
+
+
+def copy_2_per_thread_kernel(src, dst):
+    """The same with 2 (16-byte) elements per thread and step."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + step < dst.size:
+        v0, v1 = src[i], src[i + step]
+        dst[i], dst[i + step] = v0, v1
+        i += 2 * step
+    while i < dst.size:
+        dst[i] = src[i]
+        i += step
+
+
+def add_2_to_1_kernel(a, b, dst):
+    """dst = a + b, grid-stride steps of 2 elements per thread, all loads before the stores."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + step < dst.size:
+        a0, a1, b0, b1 = a[i], a[i + step], b[i], b[i + step]
+        dst[i], dst[i + step] = a0 + b0, a1 + b1
+        i += 2 * step
+    while i < dst.size:
+        dst[i] = a[i] + b[i]
+        i += step
+
+
+def add_4_to_1_kernel(a, b, c, d, dst):
+    """dst = (a + b) + (c + d), the same steps: 4 bytes read per byte written."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + step < dst.size:
+        a0, a1, b0, b1 = a[i], a[i + step], b[i], b[i + step]
+        c0, c1, d0, d1 = c[i], c[i + step], d[i], d[i + step]
+        dst[i], dst[i + step] = (a0 + b0) + (c0 + d0), (a1 + b1) + (c1 + d1)
+        i += 2 * step
+    while i < dst.size:
+        dst[i] = (a[i] + b[i]) + (c[i] + d[i])
+        i += step
+
+
+def read_sum_kernel(src, partials):
+    """Each thread sums its grid-stride share of `src` (2 loads in flight) into partials[thread]:
+    nothing is written but one partial per thread."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    first = i
+    total = src[0] - src[0]                      # a zero of src's type
+    while i + step < src.size:
+        total += src[i] + src[i + step]
+        i += 2 * step
+    while i < src.size:
+        total += src[i]
+        i += step
+    partials[first] = total
+
+
+@functools.cache
+def _stream_kernels() -> dict:
+    return {"2:1": cuda.jit(add_2_to_1_kernel), "4:1": cuda.jit(add_4_to_1_kernel),
+            "read_only": cuda.jit(read_sum_kernel)}
+
+
+@functools.cache
+def _fma_kernel():
+    return cuda.jit(fma_chain_kernel)
+
+
+@functools.cache
+def _copy_kernels() -> dict:
+    four, two = cuda.jit(copy_4_per_thread_kernel), cuda.jit(copy_2_per_thread_kernel)
+    return {"copy_4xfloat32": four, "copy_4xfloat64": four, "copy_2xcomplex128": two}

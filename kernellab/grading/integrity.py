@@ -1,0 +1,63 @@
+"""Pristine tests: the grader verifies the graded tests (tests/labs/) against checksums recorded by the instructor.
+
+    python -m kernellab.grading.integrity --write     # after changing tests/ (CI fails until you do)
+
+A submission graded through `kernellab grade --root`, `--batch` or the Gradescope bundle is
+always graded with the instructor's tests/, never the student's; the checksums make a local
+`kernellab grade` say so when tests/ was edited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+from kernellab.course import target
+
+TESTS = target.ROOT / "tests" / "labs"   # the graded tests; kernellab's own tests (tests/instruments) are not graded
+SHOWN = "tests/labs"
+MANIFEST = TESTS / "CHECKSUMS.sha256"
+
+
+def tracked_files(tests: Path = TESTS) -> list[Path]:
+    return sorted(p for p in tests.rglob("*") if p.is_file() and p != MANIFEST
+                  and "__pycache__" not in p.parts and p.suffix in (".py", ".cpp", ".json"))
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def current(tests: Path = TESTS) -> dict[str, str]:
+    return {str(p.relative_to(tests)): digest(p) for p in tracked_files(tests)}
+
+
+def recorded(manifest: Path = MANIFEST) -> dict[str, str]:
+    if not manifest.exists():
+        return {}
+    pairs = (line.split(maxsplit=1) for line in manifest.read_text().splitlines() if line.strip())
+    return {name.strip(): checksum for checksum, name in pairs}
+
+
+def changes(tests: Path = TESTS, manifest: Path = MANIFEST) -> list[str]:
+    """What differs from the recorded checksums, one line each; empty when pristine."""
+    now, then = current(tests), recorded(manifest)
+    if not then:
+        return [f"no checksum manifest at {manifest}: the graded tests cannot be verified"]
+    out = [f"changed: {SHOWN}/{name}" for name in sorted(now) if name in then and now[name] != then[name]]
+    out += [f"added: {SHOWN}/{name}" for name in sorted(set(now) - set(then))]
+    out += [f"missing: {SHOWN}/{name}" for name in sorted(set(then) - set(now))]
+    return out
+
+
+def write(tests: Path = TESTS, manifest: Path = MANIFEST) -> None:
+    manifest.write_text("".join(f"{checksum}  {name}\n" for name, checksum in current(tests).items()))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        write()
+        print(f"wrote {MANIFEST}")
+    else:
+        print("\n".join(changes()) or f"{SHOWN}/ is pristine")

@@ -1,0 +1,390 @@
+"""The grader's pytest plugin: points, seeds, the per-lab score table and results.json.
+
+Registered through the `pytest11` entry point, so plain `pytest` uses it:
+- `@pytest.mark.points(n)` marks a graded test (`visibility="hidden"` hides it from students);
+- `@pytest.mark.simulator` marks a test that needs Numba's simulator (the traffic meter): on a
+  GPU, plain pytest skips it and its score table says so; `kernellab grade` runs it in a
+  simulator child, so the score is the same on every machine;
+- `@pytest.mark.gpu` marks a test that needs a real GPU: it never carries points;
+- `--target labs|solutions` picks the implementation (sets KERNELLAB_TARGET);
+- `--seed N` replays the random inputs of an earlier run (the seed is printed in the header);
+- `--results PATH` is where the Gradescope-format report goes (always written);
+- the `lab` fixture imports the lab a test file is named after (tests/labs/test_lab02_*.py -> lab 02);
+- the `rng` fixture gives each test its own reproducible numpy Generator.
+`kernellab grade` runs this plugin in child processes (see kernellab.grading.runner) and watches the
+progress events it writes, so a test that hangs or kills its interpreter costs only itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from kernellab.gpu import device, stress
+from kernellab.course import target
+from kernellab.gpu.launches import record_launches
+
+OUTPUT_CAP = 4000  # characters of failure text and captured output kept per test
+LAB_TEST_FILE = re.compile(r"test_lab(\d\d)_")
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+
+
+def new_seed() -> int:
+    """The one source of fresh seeds: every lab and target of a run grades on the same inputs."""
+    return secrets.randbelow(2**31)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("kernellab", "kernellab grading")
+    group.addoption("--target", choices=target.TARGETS, default=None,
+                    help="implementation under test: labs (the starter, default) or solutions")
+    group.addoption("--seed", type=int, default=None,
+                    help="seed for the random test inputs (default: fresh each run; printed)")
+    group.addoption("--results", default="results.json",
+                    help="where to write the Gradescope-format results.json")
+    group.addoption("--no-stress", dest="stress", action="store_false",
+                    help="simulator: run blocks in order, as plain Numba does (by default the "
+                         "grader shuffles blocks and threads, poisons shared memory and switches "
+                         "threads often, to expose missing syncthreads and inter-block dependencies)")
+    group.addoption("--output-cap", type=int, default=OUTPUT_CAP,
+                    help="characters of output kept per test in the report")
+    # Used by kernellab.grading.runner's child processes: progress events and the graded-test manifest.
+    group.addoption("--kl-progress", default=None, help=argparse.SUPPRESS)
+    group.addoption("--kl-manifest", default=None, help=argparse.SUPPRESS)
+    group.addoption("--kl-hung", default="{}", help=argparse.SUPPRESS)  # JSON {kernel: why}
+
+
+def session_seed(config) -> int:
+    return config.stash[_SEED]
+
+
+_SEED = pytest.StashKey[int]()
+_STATE = pytest.StashKey["GradeState"]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "points(n, visibility='visible'): graded test worth n points")
+    config.addinivalue_line("markers", "gpu: needs a real GPU; skipped in the simulator; "
+                                       "never carries points")
+    config.addinivalue_line("markers", "simulator: needs Numba's simulator (the traffic meter); "
+                                       "on a GPU, kernellab grade runs it in a simulator child")
+    if config.getoption("target"):
+        os.environ["KERNELLAB_TARGET"] = config.getoption("target")
+    target.current()  # a bad KERNELLAB_TARGET fails here, naming the variable
+    seed = config.getoption("seed")
+    if seed is None:
+        seed = int(os.environ.get("KERNELLAB_SEED") or new_seed())
+    os.environ["KERNELLAB_SEED"] = str(seed)
+    config.stash[_SEED] = seed
+    config.stash[_STATE] = GradeState(config)
+    config.pluginmanager.register(config.stash[_STATE], "kernellab-grade-state")
+    device.setup()
+    if config.getoption("stress") and device.is_simulator():
+        stress.enable(seed)
+
+
+def pytest_report_header(config):
+    seed = session_seed(config)
+    mode = "  stress: on" if config.getoption("stress") and device.is_simulator() else ""
+    return [f"kernellab: target={target.current()}  device={device.mode()} "
+            f"({device.facts().label})  seed={seed}  (replay with --seed {seed}){mode}"]
+
+
+def lab_of(path) -> str | None:
+    match = LAB_TEST_FILE.match(Path(str(path)).name)
+    return match.group(1) if match else None
+
+
+@pytest.fixture(scope="module")
+def lab(request):
+    """The lab module under test, from the target chosen by --target / KERNELLAB_TARGET; a
+    function of it that uses kernellab's reference implementation of the lab fails when called."""
+    number = lab_of(request.module.__file__)
+    if number is None:
+        raise RuntimeError("the `lab` fixture works in tests/labs/test_labNN_*.py files only")
+    return target.forbid_references(target.load(number), number)
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh, reproducible Generator per test: same --seed, same inputs."""
+    seed = session_seed(request.config)
+    stream = zlib.crc32(request.node.nodeid.encode())
+    print(f"random inputs: seed {seed} (test stream {stream}); replay with --seed {seed}")
+    import numpy as np
+    return np.random.default_rng([seed, stream])
+
+
+ELSEWHERE = ("needs the simulator (the traffic meter counts loads there); kernellab grade runs it "
+             "in a simulator child")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    state = config.stash[_STATE]
+    for item in items:
+        needs_gpu, needs_simulator = (item.get_closest_marker(m) for m in ("gpu", "simulator"))
+        if needs_gpu and device.is_simulator():
+            item.add_marker(pytest.mark.skip(reason="needs a real GPU: the simulator has no clock"))
+        if needs_simulator and not device.is_simulator():
+            item.add_marker(pytest.mark.skip(reason=ELSEWHERE))
+            state.elsewhere.add(item.nodeid)
+        marker = item.get_closest_marker("points")
+        if marker is None:
+            continue
+        if needs_gpu:
+            raise pytest.UsageError(f"{item.nodeid}: a test marked gpu may not carry points (a "
+                                    "grade must not depend on the machine it runs on)")
+        points = marker.args[0] if marker.args else marker.kwargs.get("n")
+        visibility = marker.kwargs.get("visibility", "visible")
+        if not isinstance(points, (int, float)) or points <= 0:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.points needs a positive number")
+        if visibility not in VISIBILITIES:
+            raise pytest.UsageError(f"{item.nodeid}: visibility must be one of {VISIBILITIES}")
+        state.graded[item.nodeid] = {
+            "lab": lab_of(item.fspath) or "kernellab",
+            "points": points,
+            "visibility": visibility,
+            "name": test_title(item),
+            "simulator": bool(needs_simulator),
+        }
+    manifest = config.getoption("kl_manifest")
+    if manifest:
+        Path(manifest).write_text(json.dumps(state.graded))
+
+
+def test_title(item) -> str:
+    lab_number = lab_of(item.fspath)
+    doc = (getattr(item.obj, "__doc__", None) or "").strip().splitlines()
+    summary = f": {doc[0]}" if doc else ""
+    prefix = f"Lab {lab_number} " if lab_number else ""
+    return f"{prefix}{item.name}{summary}"
+
+
+class GradeState:
+    """Per-test outcomes as pytest reports them; turned into results.json at the end."""
+
+    def __init__(self, config):
+        self.config = config
+        self.graded: dict[str, dict] = {}
+        self.outcomes: dict[str, dict] = {}
+        self.kernels: dict[str, list] = {}   # nodeid -> compile requests (grader runs only)
+        self.elsewhere: set[str] = set()     # simulator tests skipped on this GPU (not lost)
+        self.hung: dict[str, str] = json.loads(config.getoption("kl_hung"))
+        progress = config.getoption("kl_progress")
+        self.progress = open(progress, "a", buffering=1) if progress else None
+
+    def event(self, **fields):
+        if self.progress:
+            self.progress.write(json.dumps(fields) + "\n")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self.event(event="start", nodeid=item.nodeid, time=time.time())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        """In the grader's runs, tell the grader which kernel is about to run (so a hang can be
+        named), fail a test at its first launch of a kernel that hung earlier, and, in the
+        simulator, note the lab kernels launched with their argument types, so the grader can
+        check that each also compiles for a real GPU."""
+        if not self.progress:
+            yield
+            return
+        simulated = device.is_simulator()
+        announced = None   # a GPU child announces a kernel once per run of launches of it
+
+        def starts(launch):
+            nonlocal announced
+            if launch.name in self.hung:
+                pytest.fail(self.hung[launch.name], pytrace=False)
+            if simulated or launch.name != announced:
+                announced = launch.name
+                self.event(event="launch", nodeid=item.nodeid, kernel=launch.name,
+                           returns=simulated)   # a "returned" event follows in the simulator
+
+        def ends(launch):
+            self.event(event="returned", nodeid=item.nodeid, kernel=launch.name)
+
+        with record_launches(with_types=simulated, on_launch=starts, on_return=ends) as launches:
+            yield
+        if not simulated:
+            return
+        prefix = f"{target.current()}."
+        seen = {}
+        for launch in launches:
+            fn = getattr(launch.kernel, "py_func", None)
+            if fn is not None and fn.__module__.startswith(prefix):
+                seen.setdefault((id(launch.kernel), launch.argtypes), launch)
+        from kernellab.kernels import resources
+        self.kernels[item.nodeid] = [resources.compile_request(l.kernel, l.argtypes)
+                                     for l in seen.values()]
+
+    def pytest_runtest_logreport(self, report):
+        entry = self.outcomes.setdefault(report.nodeid, {"outcome": "passed", "output": []})
+        if report.failed:
+            entry["outcome"] = "failed"
+            entry["output"].append(f"[{report.when}] {short_failure(report)}")
+        elif report.skipped and entry["outcome"] == "passed":
+            entry["outcome"] = "elsewhere" if report.nodeid in self.elsewhere else "skipped"
+            entry["output"].append(f"skipped: {skip_reason(report)}")
+        if report.when == "teardown":
+            captured = "".join(text for _, text in report.sections if text)
+            if captured:
+                entry["output"].append(captured)
+            cap = self.config.getoption("output_cap")
+            entry["output"] = cap_text("\n".join(entry["output"]), cap)
+            self.event(event="done", nodeid=report.nodeid, outcome=entry["outcome"],
+                       output=entry["output"], kernels=self.kernels.pop(report.nodeid, []))
+
+
+def cap_text(text: str, cap: int) -> str:
+    if len(text) <= cap:
+        return text
+    return text[: cap // 2] + f"\n... [{len(text) - cap} characters cut] ...\n" + text[-cap // 2:]
+
+
+def short_failure(report) -> str:
+    """The assertion or exception message, not a page of Numba internals."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        message = crash.message.strip()
+        where = f" ({Path(crash.path).name}:{crash.lineno})" if crash.path else ""
+        return f"{message}{where}"
+    return str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "failed"
+
+
+def skip_reason(report) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def outcome_points(info: dict, outcome: dict | None) -> float:
+    return info["points"] if outcome and outcome["outcome"] == "passed" else 0
+
+
+NOT_RUN_HERE = "not run here"   # how a simulator test skipped on a GPU opens its output
+
+
+def results_document(graded: dict, outcomes: dict, header: str) -> dict:
+    """Gradescope's results.json: every graded test appears, run or not."""
+    tests = []
+    for nodeid, info in graded.items():
+        outcome = outcomes.get(nodeid)
+        status = outcome["outcome"] if outcome else "not run"
+        text = outcome["output"] if outcome else "not run: the grader never reached this test"
+        if status == "elsewhere":
+            status = f"{NOT_RUN_HERE} (not lost)"
+        tests.append({
+            "name": info["name"],
+            "number": nodeid,
+            "score": outcome_points(info, outcome),
+            "max_score": info["points"],
+            "status": "passed" if status == "passed" else "failed",
+            "output": f"{status}\n{text}".strip() if status != "passed" else text,
+            "visibility": info["visibility"],
+        })
+    score = sum(t["score"] for t in tests)
+    max_score = sum(t["max_score"] for t in tests)
+    return {"score": score, "max_score": max_score, "output": header,
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+
+
+def not_run_here(test: dict) -> bool:
+    """A simulator test that plain pytest skipped on a GPU: not run, so not lost either."""
+    return test["output"].startswith(NOT_RUN_HERE)
+
+
+def score_table(document: dict) -> str:
+    """One row per lab: points, tests passed, and the points of simulator tests not run here."""
+    rows: dict[str, list[float]] = {}
+    for test in document["tests"]:
+        row = rows.setdefault(test_lab(test), [0, 0, 0, 0, 0])
+        row[0] += test["score"]
+        row[1] += test["max_score"]
+        row[2] += test["score"] == test["max_score"]
+        row[3] += 1
+        row[4] += test["max_score"] if not_run_here(test) else 0
+    lines = [f"{'lab':<6} {'points':>13} {'tests passed':>13}"]
+    for lab_number, (got, out_of, passed, count, elsewhere) in sorted(rows.items()):
+        note = f"  ({fmt(elsewhere)} not run here)" if elsewhere else ""
+        lines.append(f"{lab_number:<6} {fmt(got):>6} / {fmt(out_of):<4} {passed:>6} / {count:<4}"
+                     f"{note}")
+    lines.append(f"{'total':<6} {fmt(document['score']):>6} / {fmt(document['max_score']):<4}")
+    elsewhere = sum(row[4] for row in rows.values())
+    if elsewhere:
+        lines.append(f"{fmt(elsewhere)} points are in tests that need the simulator, so this GPU "
+                     "did not run them (not lost): `kernellab grade` runs them in a simulator "
+                     "child")
+    return "\n".join(lines)
+
+
+def test_lab(test: dict) -> str:
+    return test["name"].split(" ")[1] if test["name"].startswith("Lab ") else "other"
+
+
+def first_reason(output: str, width: int = 200) -> str:
+    """The first line of why a test lost its points, without the status word and the phase tag
+    (a line that ends in ':' takes the next one with it)."""
+    lines = [line.strip() for line in output.splitlines()[1:] if line.strip()]
+    if not lines:
+        return output.strip() or "failed"
+    first = re.sub(r"^\[(setup|call|teardown)\] (Failed: )?", "", lines[0])
+    first = re.sub(r"^(?:\w+\.)+(\w+: )", r"\1", first)   # kernellab.course.target.XError -> XError
+    if first.endswith(":") and len(lines) > 1:
+        first = f"{first} {lines[1]}"
+    return first if len(first) <= width else first[: width - 3] + "..."
+
+
+def lost_points(document: dict) -> list[str]:
+    """One line per test that lost points: which, how many, and the first line of its reason
+    (the reason of a hidden test stays hidden)."""
+    lines = []
+    for test in document["tests"]:
+        if test["score"] >= test["max_score"] or not_run_here(test):
+            continue
+        name = f"Lab {test_lab(test)} {test['number'].split('::')[-1]}"
+        why = "(hidden test)" if test["visibility"] != "visible" else first_reason(test["output"])
+        lines.append(f"  - {name} (-{fmt(test['max_score'] - test['score'])}): {why}")
+    return lines
+
+
+def fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def run_header(seed: int) -> str:
+    return (f"target={target.current()} device={device.mode()} ({device.facts().label}) "
+            f"seed={seed}")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    state = config.stash[_STATE]
+    if not state.graded:
+        return
+    document = results_document(state.graded, state.outcomes, run_header(session_seed(config)))
+    terminalreporter.section("kernellab score")
+    terminalreporter.write_line(score_table(document))
+    terminalreporter.write_line(f"seed {session_seed(config)}: replay with --seed "
+                                f"{session_seed(config)}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    state = session.config.stash[_STATE]
+    if state.progress:
+        state.event(event="finished")
+        state.progress.close()
+    if session.config.getoption("kl_progress"):
+        return  # the isolating grader assembles the report itself
+    document = results_document(state.graded, state.outcomes,
+                                run_header(session_seed(session.config)))
+    Path(session.config.getoption("results")).write_text(json.dumps(document, indent=2))

@@ -1,0 +1,438 @@
+"""`kernellab grade` and `kernellab check`: graded tests in child processes the student cannot break.
+
+Each lab's tests run in a child pytest that reports every test's start and end, and every
+kernel launch, as it goes (kernellab.grading.plugin's progress events). A test that hangs is killed at
+its timeout and the kernel that was running is named; the child is restarted on the tests that
+remain, told to fail any test at its first launch of that kernel instead of waiting out another
+timeout. A child that dies (os._exit, a crash of the interpreter) costs only the test it was
+running. The lab is first imported once in a probe, so a syntax error or an import that hangs
+is reported once for all of its tests. On a GPU machine the tests marked `simulator` run in a
+child of their own in the simulator, so a score never depends on the machine. The report is
+always complete, and no score is ever read from an exit code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kernellab.gpu import device
+from kernellab.grading import plugin as grading, integrity
+from kernellab.course import target
+
+DEFAULT_TIMEOUT = 60.0       # seconds one graded test may run in the simulator
+IMPORT_TIMEOUT = 60.0        # seconds the probe may take to import a lab
+POLL = 0.05
+IMPORTED = "kernellab: lab imported"  # the probe's last word: exit code 0 alone proves nothing
+
+
+@dataclasses.dataclass
+class LabRun:
+    """The graded tests of one lab and what happened to each."""
+
+    lab: str
+    graded: dict                   # nodeid -> {lab, points, visibility, name}
+    outcomes: dict                 # nodeid -> {outcome, output}
+    kernels: dict = dataclasses.field(default_factory=dict)  # nodeid -> compile requests
+
+    def stops(self, first_failure: bool) -> bool:
+        """With `first_failure`, a run stops once any test has not passed."""
+        return first_failure and any(o["outcome"] != "passed" for o in self.outcomes.values())
+
+    def finish(self, event: dict):
+        self.outcomes[event["nodeid"]] = {"outcome": event["outcome"], "output": event["output"]}
+        self.kernels[event["nodeid"]] = event.get("kernels", [])
+
+    def check_compiles(self):
+        """A test passes only if every lab kernel it launched also compiles for a real GPU."""
+        from kernellab.kernels import resources
+        unique = {json.dumps(r, sort_keys=True): r for reqs in self.kernels.values() for r in reqs}
+        if not unique:
+            return
+        try:
+            canary, *found = resources.gpu_compile_errors([canary_request(), *unique.values()])
+            if canary:
+                raise RuntimeError(f"a kernel known to compile did not: {canary}")
+            errors = dict(zip(unique, found))
+        except Exception as exc:  # the check itself broke: say so, cost nothing
+            for outcome in self.outcomes.values():
+                outcome["output"] += f"\n(compile check unavailable: {exc})"
+            return
+        for nodeid, requests in self.kernels.items():
+            failures = [errors[json.dumps(r, sort_keys=True)] for r in requests]
+            failures = [f for f in failures if f]
+            if failures:
+                outcome = self.outcomes[nodeid]
+                outcome["outcome"] = "failed"
+                outcome["output"] = (
+                    "fails the compile check for a real GPU (sm_"
+                    f"{resources.GPU_CHECK_CC[0]}{resources.GPU_CHECK_CC[1]}: it must compile, "
+                    "in float32 where the lab declares float32):\n"
+                    + "\n".join(failures) + "\n" + outcome["output"])
+
+
+def canary_request() -> dict:
+    """The compile check's control: a kernel that compiles wherever compiling works."""
+    from numba import types
+    from kernellab.grading import compile_canary
+    from kernellab.kernels import resources
+    return resources.compile_request(compile_canary.canary_kernel, (types.float32[::1],))
+
+
+def child_env(target_name: str, labs_dir: Path | None, seed: int) -> dict:
+    """The children's environment; KERNELLAB_DEVICE passes through, so they share this process's
+    device mode (see `device_groups` for the tests that need the simulator)."""
+    env = dict(os.environ)
+    env.update(KERNELLAB_TARGET=target_name, KERNELLAB_SEED=str(seed), KERNELLAB_GRADING="1",
+               PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+    if labs_dir is not None:
+        env["KERNELLAB_LABS_DIR"] = str(labs_dir)
+    return env
+
+
+def test_file(lab: str) -> Path:
+    matches = sorted(integrity.TESTS.glob(f"test_lab{lab}_*.py"))
+    if not matches:
+        raise ValueError(f"lab {lab} has no graded tests (tests/labs/test_lab{lab}_*.py)")
+    return matches[0]
+
+
+def collect(lab: str, env: dict, workdir: Path) -> dict:
+    """The graded tests of a lab and their points, read from the pristine tests/ (no student code runs)."""
+    manifest = workdir / f"manifest-{lab}.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           str(test_file(lab)), f"--kl-manifest={manifest}",
+                           f"--results={workdir / f'collected-{lab}.json'}"],  # not into the course folder
+                          cwd=target.ROOT, env=env, capture_output=True, text=True, timeout=300)
+    if not manifest.exists():
+        raise RuntimeError(f"could not collect the tests of lab {lab}:\n{proc.stdout[-2000:]}"
+                           f"{proc.stderr[-2000:]}")
+    return json.loads(manifest.read_text())
+
+
+def probe_import(lab: str, env: dict, timeout: float) -> str | None:
+    """Import the lab once in a child; None if it imports, else why not (one line or a short tail)."""
+    code = ("import kernellab\nfrom kernellab.course import target\n"
+            f"target.load({lab!r})\nprint({IMPORTED!r})\n")
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=target.ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return f"importing the lab did not finish within {timeout:.0f} s (a loop at import time?)"
+    if proc.returncode == 0 and IMPORTED in proc.stdout:
+        return None
+    tail = [line for line in proc.stderr.strip().splitlines() if line.strip()][-6:]
+    if not tail:
+        return f"the lab could not be imported: the interpreter exited with code {proc.returncode}"
+    places = [re.search(r'File "([^"]+)", line (\d+)', line) for line in tail]
+    where = next((f" ({Path(m.group(1)).name}, line {m.group(2)})" for m in reversed(places)
+                  if m and target.LAB_FILE.match(Path(m.group(1)).name)), "")   # the lab's line
+    return f"the lab could not be imported: {tail[-1].strip()}{where}\n" + "\n".join(tail)
+
+
+def kill_group(proc: subprocess.Popen):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def read_events(path: Path, offset: int) -> tuple[list[dict], int]:
+    if not path.exists():
+        return [], offset
+    with open(path) as fh:
+        fh.seek(offset)
+        chunk = fh.read()
+    complete = chunk[: chunk.rfind("\n") + 1]
+    events = [json.loads(line) for line in complete.splitlines() if line.strip()]
+    return events, offset + len(complete)
+
+
+def children_use_the_simulator(env: dict) -> bool:
+    """Whether children started with `env` run in the simulator. They run on this machine, so
+    'auto' resolves there as it did here: the parent asks its own device mode, once."""
+    requested = env.get("KERNELLAB_DEVICE", "auto").strip().lower() or "auto"
+    return requested == "sim" or (requested == "auto" and device.is_simulator())
+
+
+def device_groups(graded: dict, env: dict) -> list[tuple[dict, list[str]]]:
+    """The children to run, as (environment, tests). Where the children would run on a GPU,
+    the tests that need the simulator (the traffic meter) get a simulator child of their own."""
+    if children_use_the_simulator(env):
+        return [(env, list(graded))]
+    simulated = [n for n, info in graded.items() if info.get("simulator")]
+    elsewhere = [n for n in graded if n not in simulated]
+    return [(group_env, nodeids) for group_env, nodeids in
+            ((env, elsewhere), ({**env, "KERNELLAB_DEVICE": "sim"}, simulated)) if nodeids]
+
+
+HUNG = ("kernel {kernel} hung in {test} (killed after {timeout:.0f} s), so this test was failed "
+        "at its first launch of it rather than wait out another timeout")
+
+
+def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int, *,
+            graded: dict | None = None, first_failure: bool = False,
+            compile_check: bool = True, probe: bool = True, stress: bool = True) -> LabRun:
+    """Run a lab's graded tests in children until every test has an outcome.
+
+    `first_failure` stops at the first test that does not pass (the mutation self-test needs
+    one failure per mutant, not all of them); `probe=False` skips the import probe for code
+    known to import (the mutants of a solution); `stress=False` runs the simulator plainly.
+    """
+    graded = graded if graded is not None else collect(lab, env, workdir)
+    run = LabRun(lab, graded, {})
+    why_not = probe and probe_import(lab, env, IMPORT_TIMEOUT)
+    if why_not:
+        for nodeid in graded:
+            run.outcomes[nodeid] = {"outcome": "failed", "output": why_not}
+        return run
+    attempt, hung = 0, {}
+    for group_env, nodeids in device_groups(graded, env):
+        while remaining := [n for n in nodeids if n not in run.outcomes]:
+            attempt += 1
+            progress = workdir / f"progress-{lab}-{attempt}.jsonl"
+            log = workdir / f"log-{lab}-{attempt}.txt"
+            extra = [f"--kl-hung={json.dumps(hung)}"] + ([] if stress else ["--no-stress"])
+            stuck = run_child(remaining, group_env, progress, log, timeout, output_cap, run,
+                              first_failure, extra)
+            if stuck:
+                run.outcomes[stuck.nodeid] = {"outcome": "failed", "output": stuck.reason}
+                if stuck.kernel:
+                    hung[stuck.kernel] = HUNG.format(kernel=stuck.kernel, timeout=timeout,
+                                                     test=stuck.nodeid.split("::")[-1])
+            elif not any(n in run.outcomes for n in remaining):
+                tail = log.read_text()[-1500:]
+                for nodeid in remaining:
+                    run.outcomes[nodeid] = {"outcome": "failed",
+                                            "output": f"the grader could not run this test:\n{tail}"}
+            if run.stops(first_failure):
+                break
+        if run.stops(first_failure):
+            break
+    if compile_check:
+        run.check_compiles()
+    return run
+
+
+@dataclasses.dataclass
+class Stuck:
+    """The test a child was in when it was killed or died, and why; `kernel` if one hung."""
+
+    nodeid: str
+    reason: str
+    kernel: str | None = None
+
+
+def run_child(nodeids, env, progress: Path, log: Path, timeout: float, output_cap: int,
+              run: LabRun, first_failure: bool, extra: list[str]) -> Stuck | None:
+    """One child pytest over `nodeids`; returns the test it was stuck in, if any."""
+    args = [sys.executable, "-m", "pytest", "-q", *nodeids, f"--kl-progress={progress}",
+            f"--output-cap={output_cap}", "-o", "console_output_style=classic", *extra]
+    if first_failure:
+        args.append("-x")
+    running, kernel, started, offset = None, None, 0.0, 0
+    on_gpu = False   # the last launch was a GPU one: it returned at once, so it may have ended
+
+    def drain():
+        nonlocal running, kernel, started, offset, on_gpu
+        events, offset = read_events(progress, offset)
+        for event in events:
+            if event["event"] == "start":
+                running, kernel, started = event["nodeid"], None, time.monotonic()
+            elif event["event"] == "launch":
+                kernel, on_gpu = event["kernel"], not event["returns"]
+            elif event["event"] == "returned":
+                kernel = None
+            elif event["event"] == "done":
+                run.finish(event)
+                running = None
+
+    with open(log, "w") as log_fh:
+        proc = subprocess.Popen(args, cwd=target.ROOT, env=env, stdout=log_fh,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        while True:
+            drain()
+            if proc.poll() is not None:
+                drain()
+                if running is None:
+                    return None
+                return Stuck(running, f"the test process died during this test (exit code "
+                                      f"{proc.returncode}: os._exit, sys.exit outside a test, or "
+                                      f"a crash of the interpreter)")
+            if running and time.monotonic() - started > timeout:
+                kill_group(proc)
+                drain()
+                return timed_out(running, kernel, on_gpu, timeout)
+            time.sleep(POLL)
+
+
+def timed_out(nodeid: str, kernel: str | None, on_gpu: bool, timeout: float) -> Stuck:
+    """Why a test was killed at its timeout. Only a simulated kernel known to be running when
+    the test was killed is blamed (and then skipped in later tests): a GPU launch returns at
+    once, so its kernel may have ended before the code after it hung."""
+    if kernel and on_gpu:
+        return Stuck(nodeid, f"timed out after {timeout:.0f} s and was killed; the last kernel it "
+                             f"launched was {kernel} (a GPU launch returns at once: {kernel}, or "
+                             f"the code after it, never finished)")
+    if kernel:
+        return Stuck(nodeid, f"timed out: kernel {kernel} was still running after {timeout:.0f} s "
+                             f"and was killed (a loop in it that never ends? check its loop "
+                             f"bounds and steps)", kernel)
+    return Stuck(nodeid, f"timed out: still running after {timeout:.0f} s and was killed (a loop "
+                         f"that never ends?)")
+
+
+def resolve_labs(labs) -> list[str]:
+    """The labs asked for; by default every lab that has graded tests."""
+    if labs:
+        return [target.lab_number(lab) for lab in labs]
+    return [n for n in target.labs() if any(integrity.TESTS.glob(f"test_lab{n}_*.py"))]
+
+
+def labs_dir_of(root: Path | None) -> Path | None:
+    """A submission holds labs/labNN_*.py, or the lab files at its top level."""
+    if root is None:
+        return None
+    root = Path(root).resolve()
+    return root / "labs" if (root / "labs").is_dir() else root
+
+
+def grade(labs=None, target_name: str = "labs", results: Path = Path("results.json"),
+          seed: int | None = None, timeout: float | None = None, root: Path | None = None,
+          output_cap: int = grading.OUTPUT_CAP, jobs: int = 1, stress: bool = True,
+          out=print) -> dict:
+    """Grade `labs` of the chosen target, `jobs` labs at a time; write results.json; print
+    (unless `out` is None) the score table and each lost test with the first line of its
+    reason."""
+    import concurrent.futures
+    seed = grading.new_seed() if seed is None else seed
+    timeout = timeout or DEFAULT_TIMEOUT
+    env = child_env(target_name, labs_dir_of(root), seed)
+    graded, outcomes = {}, {}
+    with tempfile.TemporaryDirectory(prefix="kernellab-grade-") as tmp, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for run in pool.map(lambda lab: run_lab(lab, env, Path(tmp), timeout, output_cap,
+                                                stress=stress),
+                            resolve_labs(labs)):
+            graded.update(run.graded)
+            outcomes.update(run.outcomes)
+    header = f"target={target_name} seed={seed} (replay with --seed {seed})"
+    if not stress:
+        header += " stress=off"
+    tampered = integrity.changes()
+    if tampered:
+        header += ("\nWARNING: tests/ differs from the instructor's checksums, so this is not an "
+                   "official grade:\n  " + "\n  ".join(tampered))
+    document = grading.results_document(graded, outcomes, header)
+    Path(results).parent.mkdir(parents=True, exist_ok=True)
+    Path(results).write_text(json.dumps(document, indent=2))
+    if out is not None:
+        out(f"kernellab grade: {header}")
+        feedback(document, results, out)
+    return document
+
+
+def feedback(document: dict, results: Path, out=print):
+    """The console's report: the score table, then each lost test and the first line of why."""
+    out(grading.score_table(document))
+    lost = grading.lost_points(document)
+    if lost:
+        out("lost points (the full reasons are in the report):")
+        for line in lost:
+            out(line)
+    if any(t["visibility"] != "visible" for t in document["tests"]):
+        out("(hidden tests are included in the score)")
+    out(f"report: {results}")
+
+
+def percent(document: dict) -> float:
+    return 100.0 * document["score"] / document["max_score"] if document["max_score"] else 0.0
+
+
+def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None = None,
+          timeout: float | None = None, stress: bool = True, out=print) -> bool:
+    """Solutions must score 100% and the untouched starter exactly 0, both with complete reports.
+
+    The two targets are graded side by side (each grade runs in child processes), on one seed."""
+    import concurrent.futures
+    wants = {"solutions": "full", "labs": "zero"}
+    seed = grading.new_seed() if seed is None else seed
+    out(f"kernellab check: seed {seed} for both targets (replay with --seed {seed})")
+
+    def one(target_name):
+        results = Path(out_dir) / f"results-{target_name}.json"
+        return target_name, results, grade(labs, target_name, results, seed, timeout,
+                                           stress=stress, out=None)
+
+    ok = True
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for target_name, results, document in pool.map(one, wants):
+            out(f"== {target_name} ==")
+            out(grading.score_table(document))
+            out(f"report: {results}")
+            want = wants[target_name]
+            complete = bool(document["tests"]) and all(
+                not t["output"].startswith("not run") for t in document["tests"])
+            good = (document["score"] == document["max_score"] if want == "full"
+                    else document["score"] == 0)
+            if not (complete and good):
+                ok = False
+                out(f"CHECK FAILED: {target_name} should score {'100%' if want == 'full' else '0'}; "
+                    "tests at fault:")
+                for test in document["tests"]:
+                    if (test["score"] != test["max_score"]) == (want == "full"):
+                        out(f"  - {test['name']}")
+    out("check passed: solutions 100%, starter 0" if ok else "check FAILED")
+    return ok
+
+
+def grade_batch(folder: Path, jobs: int = 1, labs=None, gradebook: Path = Path("gradebook.csv"),
+                timeout: float | None = None, seed: int | None = None, stress: bool = True,
+                out=print) -> Path:
+    """Grade every submission folder in `folder` (same seed for all), write a CSV gradebook.
+
+    Each submission's results.json goes next to the gradebook as <submission>.results.json.
+    """
+    import concurrent.futures
+    import csv
+    from kernellab.show.progress import printing, progress_bar
+    seed = grading.new_seed() if seed is None else seed
+    submissions = sorted(p for p in Path(folder).iterdir() if p.is_dir())
+    if not submissions:
+        raise ValueError(f"{folder} holds no submission folders")
+    reports = Path(gradebook).resolve().parent
+    reports.mkdir(parents=True, exist_ok=True)
+
+    def one(sub: Path) -> tuple[Path, dict]:
+        document = grade(labs, "labs", reports / f"{sub.name}.results.json", seed, timeout,
+                         root=sub, stress=stress, out=None)
+        return sub, document
+
+    numbers = resolve_labs(labs)
+    rows = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for sub, document in progress_bar(pool.map(one, submissions), total=len(submissions),
+                                          desc="grading", unit="submission"):
+            per_lab = {n: 0.0 for n in numbers}
+            for test in document["tests"]:
+                per_lab[test["number"].split("test_lab")[1][:2]] += test["score"]
+            rows.append([sub.name, document["score"], document["max_score"],
+                         *(per_lab[n] for n in numbers)])
+            with printing():
+                out(f"{sub.name:<30} {document['score']:g} / {document['max_score']:g}")
+    with open(gradebook, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["submission", "score", "max_score", *(f"lab{n}" for n in numbers)])
+        writer.writerows(rows)
+    out(f"gradebook: {gradebook} ({len(rows)} submissions, seed {seed})")
+    return Path(gradebook)

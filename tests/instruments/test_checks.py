@@ -1,0 +1,59 @@
+"""kernellab.gpu.checks: poison that says where a bad value came from (not graded)."""
+
+import numpy as np
+import pytest
+
+from kernellab.gpu import checks
+
+
+def float32_with_bits(bits: int) -> np.float32:
+    return np.array(bits, np.uint32).view(np.float32)[()]
+
+
+def failure(out, ref) -> str:
+    with pytest.raises(AssertionError) as info:
+        checks.assert_matches(out, ref, what="out")
+    return str(info.value)
+
+
+def test_the_output_poison_is_a_quiet_nan_with_its_own_payload():
+    for dtype in (np.float16, np.float32, np.float64):
+        value = checks.poison_value(dtype)
+        assert value.dtype == dtype and np.isnan(value)
+        assert value.tobytes() != np.array(np.nan, dtype).tobytes()       # not the default NaN
+        assert np.array(value, dtype).view(f"u{np.dtype(dtype).itemsize}") \
+            == checks.OUTPUT_POISON_BITS[np.dtype(dtype).itemsize]
+    assert checks.poison_value(np.int32) == checks.POISON_INT
+
+
+def test_poison_fills_floats_and_wide_signed_integers_only():
+    assert np.isnan(checks.poison(np.zeros(3, np.float32))).all()
+    assert (checks.poison(np.zeros(3, np.int64)) == checks.POISON_INT).all()
+    assert (checks.poison(np.zeros(3, np.uint8)) == 0).all()
+
+
+def test_each_origin_of_a_nan_is_named():
+    ref = np.ones(6, np.float64)
+    out = np.ones(6, np.float32)
+    out[1] = checks.poison_value(np.float32)                # never written
+    out[2] = float32_with_bits(0xFFFFFFFF) * np.float32(3)  # from shared poison, arithmetic kept it
+    out[3] = -float32_with_bits(0xFFFFFFFF)                 # ... negated
+    out[4] = np.float32(np.inf)                             # overflow
+    with np.errstate(invalid="ignore"):
+        out[5] = np.float32(np.inf) - np.float32(np.inf)    # invalid: the default NaN
+    assert failure(out, ref) == (
+        "out: 1 of 6 elements never written (still the output poison), the first at index (1,); "
+        "2 of 6 elements computed from shared memory no thread wrote (missing syncthreads or no "
+        "fill?), the first at index (2,); 2 of 6 elements overflowed to inf/NaN (subtract the max "
+        "before exp?), the first at index (4,)")
+
+
+def test_integer_outputs_keep_their_poison():
+    out = np.array([1, checks.POISON_INT], np.int32)
+    assert failure(out, np.array([1, 2])) == ("out: 1 of 2 elements never written (still the "
+                                              "output poison), the first at index (1,)")
+
+
+def test_wrong_values_report_the_worst_element():
+    message = failure(np.array([1.0, 2.5], np.float32), np.array([1.0, 2.0]))
+    assert "relative error" in message and "worst at index (1,)" in message

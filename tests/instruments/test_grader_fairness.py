@@ -1,0 +1,231 @@
+"""The same score on any machine, feedback that points at the bug, and answers kept out of reach.
+
+Graded on Lab 00 (the quickest lab) and Lab 06 (whose stubs have namesakes in kernellab).
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernellab import cli
+from kernellab.gpu import device
+from kernellab.grading import runner as grader, plugin as grading
+from kernellab.course import target
+
+SOLUTIONS = target.ROOT / "solutions"
+STARTER = target.ROOT / "labs"
+
+
+def submission(tmp_path: Path, lab_file: str, source: str) -> Path:
+    (tmp_path / "labs").mkdir(exist_ok=True)
+    (tmp_path / "labs" / lab_file).write_text(source)
+    return tmp_path
+
+
+def record_children(monkeypatch) -> list[tuple[str, list[str], list[str]]]:
+    """Each child the grader starts, as (its KERNELLAB_DEVICE, its tests, its extra options)."""
+    children, real = [], grader.run_child
+
+    def run_child(nodeids, env, *args):
+        children.append((env.get("KERNELLAB_DEVICE", "auto"), list(nodeids), list(args[-1])))
+        return real(nodeids, env, *args)
+    monkeypatch.setattr(grader, "run_child", run_child)
+    return children
+
+
+def test_on_a_gpu_the_simulator_tests_run_in_a_simulator_child(tmp_path, monkeypatch):
+    """The parent asks its device mode once; on a GPU the budget tests go to a simulator child,
+    the rest stay on the device, and the merged score is full."""
+    monkeypatch.setattr(device, "is_simulator", lambda: False)   # the parent is on a GPU
+    monkeypatch.delenv("KERNELLAB_DEVICE", raising=False)        # its children would be too
+    children = record_children(monkeypatch)
+    root = submission(tmp_path, "lab00_indexing.py", (SOLUTIONS / "lab00_indexing.py").read_text())
+    document = grader.grade(["00"], root=root, results=tmp_path / "r.json", seed=5, out=None)
+    manifest = grader.collect("00", grader.child_env("labs", None, 5), tmp_path)
+    simulated = {n for n, info in manifest.items() if info["simulator"]}
+    assert simulated and len(simulated) < len(manifest)
+    assert {(d, n) for d, nodeids, _ in children for n in nodeids} == (
+        {("sim", n) for n in simulated} | {("auto", n) for n in manifest if n not in simulated})
+    assert document["score"] == document["max_score"] > 0, grading.lost_points(document)
+
+
+def test_in_the_simulator_one_child_runs_everything(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELLAB_DEVICE", "sim")
+    graded = {"a": {"simulator": True}, "b": {"simulator": False}}
+    assert grader.device_groups(graded, dict(os.environ)) == [(dict(os.environ), ["a", "b"])]
+
+
+def test_only_a_kernel_known_to_be_running_is_blamed_for_a_timeout():
+    simulated = grader.timed_out("t::a", "loop_kernel", on_gpu=False, timeout=60)
+    assert simulated.kernel == "loop_kernel" and "kernel loop_kernel was still running" in simulated.reason
+    queued = grader.timed_out("t::a", "loop_kernel", on_gpu=True, timeout=60)
+    assert queued.kernel is None and "the last kernel it launched was loop_kernel" in queued.reason
+    assert grader.timed_out("t::a", None, on_gpu=False, timeout=60).kernel is None
+
+
+def test_a_compile_check_that_cannot_compile_anything_costs_nothing(monkeypatch):
+    """Where no kernel compiles (say, no linker that works without a CUDA context), the canary
+    fails too: the check says it is unavailable, and no student kernel is blamed."""
+    from kernellab.kernels import resources
+    monkeypatch.setattr(resources, "gpu_compile_errors",
+                        lambda requests: ["LinkerError: CUDA_ERROR_INVALID_CONTEXT"] * len(requests))
+    run = grader.LabRun("00", {"t": {}}, {"t": {"outcome": "passed", "output": ""}},
+                        {"t": [{"name": "axpb_kernel"}]})
+    run.check_compiles()
+    assert run.outcomes["t"]["outcome"] == "passed"
+    assert "compile check unavailable: a kernel known to compile did not" in run.outcomes["t"]["output"]
+
+
+def write_test_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "test_lab00_probe.py"
+    path.write_text("import pytest\n\n" + body)
+    return path
+
+
+def test_a_gpu_test_with_points_is_refused(tmp_path):
+    path = write_test_file(tmp_path, "@pytest.mark.gpu\n@pytest.mark.points(1)\n"
+                                     "def test_fast():\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", str(path),
+                           "-p", "no:cacheprovider"], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "KERNELLAB_DEVICE": "sim"})
+    assert proc.returncode != 0
+    assert "a test marked gpu may not carry points" in proc.stdout + proc.stderr
+
+
+def test_plain_pytest_on_a_gpu_does_not_call_simulator_tests_lost():
+    graded = {"t::a": {"name": "Lab 00 a", "points": 2, "visibility": "visible"},
+              "t::b": {"name": "Lab 00 b", "points": 1, "visibility": "visible"}}
+    outcomes = {"t::a": {"outcome": "passed", "output": ""},
+                "t::b": {"outcome": "elsewhere", "output": f"skipped: {grading.ELSEWHERE}"}}
+    document = grading.results_document(graded, outcomes, "header")
+    table = grading.score_table(document)
+    assert "(1 not run here)" in table and "not lost" in table
+    assert grading.lost_points(document) == []
+
+
+def test_console_names_each_lost_test_and_why():
+    graded = {"tests/labs/test_lab00_x.py::test_one": {"name": "Lab 00 test_one", "points": 2,
+                                                  "visibility": "visible"},
+              "tests/labs/test_lab00_x.py::test_two": {"name": "Lab 00 test_two", "points": 1,
+                                                  "visibility": "hidden"}}
+    outcomes = {n: {"outcome": "failed", "output": "[call] AssertionError: axpb: element 7 was "
+                                                   "never written\nmore detail"} for n in graded}
+    lines = grading.lost_points(grading.results_document(graded, outcomes, "header"))
+    assert lines == ["  - Lab 00 test_one (-2): AssertionError: axpb: element 7 was never written",
+                     "  - Lab 00 test_two (-1): (hidden test)"]
+
+
+CHEAT = """
+import kernellab.occupancy as reference
+from kernellab.occupancy import blocks_limited_by_warps as given_warps
+
+
+def occupancy(*args, **kwargs):
+    return reference.occupancy(*args, **kwargs)
+
+
+blocks_limited_by_warps = given_warps
+"""
+
+
+def test_lab06_may_not_use_kernellabs_reference_implementation(tmp_path):
+    """Both ways in (a wrapper that calls the reference, a name bound to it) fail the tests that
+    call them, naming the line; the functions the student wrote still score."""
+    source = (SOLUTIONS / "lab06_occupancy.py").read_text() + CHEAT
+    root = submission(tmp_path, "lab06_occupancy.py", source)
+    results = tmp_path / "results.json"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    str(target.ROOT / "tests" / "test_lab06_occupancy.py"), "-k", "not linear_relu",
+                    f"--results={results}"], cwd=target.ROOT, capture_output=True,
+                   env={**os.environ, "KERNELLAB_DEVICE": "sim", "KERNELLAB_TARGET": "labs",
+                        "KERNELLAB_LABS_DIR": str(root / "labs")})
+    tests = {t["number"].split("::")[1]: t for t in json.loads(results.read_text())["tests"]}
+    for name, line, used in (("test_warps_limit", source.count("\n", 0, source.index(
+            "blocks_limited_by_warps = given_warps")) + 1, "blocks_limited_by_warps"),
+                             ("test_occupancy_matches_calculator", None, "occupancy")):
+        output = tests[name]["output"]
+        assert tests[name]["score"] == 0 and "reference answer" in output, output
+        assert f"kernellab.occupancy.{used}" in output
+        if line:
+            assert f"lab06_occupancy.py, line {line}" in output
+    assert tests["test_register_limit"]["score"] == tests["test_register_limit"]["max_score"]
+
+
+def test_the_starter_and_solutions_use_no_reference_implementation(tmp_path):
+    for target_name in target.TARGETS:
+        assert target.reference_uses(target.load("06", target_name), "06") == []
+    # a name imported from the reference and then defined by the lab itself is the lab's own
+    shadowed = tmp_path / "lab06_shadowed.py"
+    shadowed.write_text("from kernellab.occupancy import occupancy\n\n\n"
+                        "def occupancy(cc, block_size, registers):\n    return 1\n\n\n"
+                        "def report():\n    return occupancy(90, 256, 32)\n")
+    spec = importlib.util.spec_from_file_location("lab06_shadowed", shadowed)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert target.reference_uses(module, "06") == []
+
+
+def test_fail_under_sets_the_exit_code_and_no_stress_reaches_the_children(tmp_path, monkeypatch,
+                                                                         capsys):
+    monkeypatch.setenv("KERNELLAB_DEVICE", "sim")
+    children = record_children(monkeypatch)
+    root = submission(tmp_path, "lab00_indexing.py", (STARTER / "lab00_indexing.py").read_text())
+    common = ["grade", "00", "--root", str(root), "--results", str(tmp_path / "r.json")]
+    assert cli.main(common + ["--fail-under", "100", "--no-stress"]) == 1
+    assert "0% is under --fail-under 100%" in capsys.readouterr().err
+    assert children and all("--no-stress" in extra for _, _, extra in children)
+    monkeypatch.setattr(grader, "grade", lambda *a, **k: {"score": 7, "max_score": 14})
+    assert [cli.main(common + ["--fail-under", value]) for value in ("50", "50.1")] == [0, 1]
+    assert cli.main(common) == 0     # without --fail-under, lost points leave the exit code 0
+    with pytest.raises(SystemExit):
+        cli.main(common + ["--fail-under", "lots"])
+    assert "--fail-under: must be a percentage from 0 to 100, not 'lots'" in capsys.readouterr().err
+
+
+def test_check_grades_both_targets_on_one_seed(monkeypatch, tmp_path):
+    seeds = []
+
+    def fake_grade(labs, target_name, results, seed, timeout, **kwargs):
+        seeds.append(seed)
+        score = 1 if target_name == "solutions" else 0
+        return {"score": score, "max_score": 1, "tests": [
+            {"name": "Lab 00 t", "number": "t", "score": score, "max_score": 1,
+             "output": "", "visibility": "visible"}]}
+    monkeypatch.setattr(grader, "grade", fake_grade)
+    lines = []
+    assert grader.check(["00"], tmp_path, out=lines.append)
+    assert len(seeds) == 2 and seeds[0] == seeds[1]
+    assert sum(str(seeds[0]) in line for line in lines) == 1
+
+
+WORKFLOW = target.ROOT / ".github" / "classroom" / "autograding.yml"
+
+
+def test_the_classroom_workflow_grades_every_lab_in_its_own_step(tmp_path):
+    """One step per lab, all or nothing (--fail-under 100), worth the lab's points."""
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
+    graded = {step["id"]: step["with"] for step in steps if "kernellab grade" in
+              str(step.get("with", {}).get("command", ""))}
+    assert sorted(graded) == [f"lab{n}" for n in target.labs()]
+    manifest = tmp_path / "manifest.json"
+    subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                    *map(str, sorted((target.ROOT / "tests").glob("test_lab*_*.py"))),
+                    f"--kl-manifest={manifest}"], cwd=target.ROOT, capture_output=True)
+    points = {}
+    for info in json.loads(manifest.read_text()).values():
+        points[f"lab{info['lab']}"] = points.get(f"lab{info['lab']}", 0) + info["points"]
+    for step_id, settings in graded.items():
+        assert settings["command"].split() == ["kernellab", "grade", step_id[3:],
+                                               "--fail-under", "100"]
+        assert settings["max-score"] == points[step_id], step_id
+    reporter = next(step for step in steps if "grading-reporter" in step.get("uses", ""))
+    assert reporter["with"]["runners"].split(",") == sorted(graded)
+    assert set(reporter["env"]) == {f"{step_id.upper()}_RESULTS" for step_id in graded}
+    assert not (target.ROOT / ".github" / "workflows" / "autograding.yml").exists()

@@ -1,0 +1,148 @@
+"""`kernellab release`: the student distribution holds no solution code and works on its own.
+
+The release is installed (`pip install --no-deps`, not editable) into a fresh venv that links to
+the test venv's packages, then used from its own folder, from a subfolder and from outside it:
+the course folder is found from the working directory, falling back to the package's location.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernellab.grading import integrity, release
+from kernellab.course import target
+
+SOLUTIONS = target.ROOT / "solutions"
+
+pytestmark = pytest.mark.usefixtures("grade_in_the_simulator")
+
+
+@pytest.fixture(scope="module")
+def student_release(tmp_path_factory):
+    return release.build(tmp_path_factory.mktemp("release") / "kernellab")
+
+
+@pytest.fixture(scope="module")
+def installed(student_release, fresh_venv, tmp_path_factory):
+    """The python of a fresh venv with the release installed from its folder, not editable."""
+    python = fresh_venv(tmp_path_factory.mktemp("venv") / "venv")
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps",
+                           "--disable-pip-version-check", str(student_release)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return python
+
+
+def run(python, *args, cwd, timeout=600):
+    """A command as a student runs it: the starter target (pytest --target may have set another)."""
+    return subprocess.run([str(python), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "KERNELLAB_DEVICE": "sim",
+                                                "KERNELLAB_TARGET": "labs"})
+
+
+def test_release_leaves_the_answers_out(student_release):
+    names = {str(p.relative_to(student_release)) for p in student_release.rglob("*")}
+    assert not [n for n in names if n.startswith(("solutions", "tests/mutants"))]
+    assert {"labs/lab00_indexing.py", "tests/labs/test_lab00_indexing.py", "Makefile", "README.md",
+            "constraints.txt", "data/reference/h200/lab02.json"} <= names
+    tests = student_release / "tests"
+    assert integrity.changes(tests, tests / "CHECKSUMS.sha256") == []
+    for notebook in (student_release / "notebooks").glob("*.ipynb"):
+        cells = json.loads(notebook.read_text())["cells"]
+        assert not [c for c in cells if c.get("outputs") or c.get("execution_count")], notebook
+    readme = (student_release / "README.md").read_text()
+    for instructor_only in ("kernellab check", "kernellab mutants", "solutions/", "kernellab bench"):
+        assert instructor_only not in readme
+    assert release.leaks(student_release) == []
+
+
+def test_leak_search_finds_a_solution_body_anywhere(tmp_path):
+    """Copied whole, renamed into a starter file, or pasted into a notebook: each is found."""
+    body = next(iter(release.solution_bodies(target.ROOT).items()))
+    name, (code, _) = body
+    file, function = name.split(":")
+    source = (target.ROOT / file).read_text()
+    (tmp_path / "copied.py").write_text(source)
+    (tmp_path / "renamed.py").write_text("def mine():\n" + textwrap.indent(code, "    ") + "\n")
+    segment = release.function_bodies(source)[function][1]
+    (tmp_path / "pasted.ipynb").write_text(json.dumps(
+        {"cells": [{"cell_type": "code", "source": [segment]}]}))
+    found = release.leaks(tmp_path)
+    for where in ("copied.py", "renamed.py:mine", "pasted.ipynb"):
+        assert any(line.startswith(where) for line in found), (where, found)
+
+
+def test_the_release_refuses_an_existing_folder(student_release):
+    with pytest.raises(ValueError, match="already exists"):
+        release.build(student_release)
+
+
+def test_installed_release_grades_the_starter_zero_and_a_solution_full(student_release, installed,
+                                                                       tmp_path):
+    """`make test` in a release is `kernellab grade`. One grade, run from a subfolder: the
+    untouched starter of Lab 01 scores exactly 0, Lab 00 with its solution copied in full marks.
+    (The starter files are the repository's, which `kernellab check` grades 0 in every lab.)"""
+    assert "$(KL) grade" in (student_release / "Makefile").read_text()
+    for starter in (target.ROOT / "labs").glob("lab*.py"):
+        assert (student_release / "labs" / starter.name).read_text() == starter.read_text()
+    submission = tmp_path / "submission"
+    shutil.copytree(student_release / "labs", submission / "labs")
+    shutil.copy(SOLUTIONS / "lab00_indexing.py", submission / "labs")
+    results = tmp_path / "results.json"
+    proc = run(installed, "-m", "kernellab.cli", "grade", "00", "01", "--root", str(submission),
+               "--results", str(results), cwd=student_release / "labs")
+    document = json.loads(results.read_text())
+    assert "WARNING" not in document["output"]          # the shipped checksums verify
+    by_lab = {}
+    for test in document["tests"]:
+        points = by_lab.setdefault(test["name"].split(" ")[1], [0, 0])
+        points[0] += test["score"]
+        points[1] += test["max_score"]
+    assert by_lab["00"][0] == by_lab["00"][1] > 0, proc.stdout[-2000:]
+    assert by_lab["01"][0] == 0 < by_lab["01"][1], proc.stdout[-2000:]
+
+
+def test_installed_release_tours_from_recorded_figures(student_release, installed, tmp_path):
+    proc = run(installed, "-m", "kernellab.cli", "tour", "--figures", str(tmp_path), cwd=student_release)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "no solutions in this release" in proc.stdout
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(
+        p.name for p in (student_release / "data/reference/h200/figures").glob("*.png"))
+
+
+def test_root_is_found_from_a_subfolder_and_falls_back_to_the_package(student_release, installed,
+                                                                      tmp_path):
+    where = "from kernellab.course import target; print(target.ROOT, len(target.labs()))"
+    inside = run(installed, "-c", where, cwd=student_release / "notebooks")
+    assert inside.stdout.split() == [str(student_release), str(len(target.labs()))], \
+        inside.stderr[-2000:]
+    outside = run(installed, "-c", where, cwd=tmp_path)
+    root, count = outside.stdout.split()
+    assert Path(root).name == "site-packages" and count == "0"   # the package's folder: no course
+    instructor = run(installed, "-m", "kernellab.cli", "check", cwd=student_release)
+    assert instructor.returncode == 2 and "needs solutions/" in instructor.stderr
+
+
+def test_notebook_runs_up_to_the_first_stub(student_release, installed):
+    """Notebook 00 on the untouched starter: the setup cells run, then the first stub stops it
+    with its name."""
+    script = textwrap.dedent("""
+        import nbclient, nbformat, sys
+        nb = nbformat.read(sys.argv[1], as_version=4)
+        client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                         resources={"metadata": {"path": "notebooks"}})
+        try:
+            client.execute()
+        except nbclient.exceptions.CellExecutionError as exc:
+            ran = [i for i, c in enumerate(nb.cells) if c.get("outputs") or c.get("execution_count")]
+            print(exc.ename, "|", exc.evalue, "|", len(ran))
+    """)
+    proc = run(installed, "-c", script, "notebooks/00_indexing.ipynb", cwd=student_release)
+    ename, evalue, cells_run = proc.stdout.strip().splitlines()[-1].split(" | ")
+    assert ename == "NotImplementedError" and evalue.startswith("Lab 00."), proc.stdout[-2000:]
+    assert int(cells_run) >= 2                           # the imports ran before the stub

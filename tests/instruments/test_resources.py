@@ -1,0 +1,233 @@
+"""kernellab.kernels.resources: kernels' registers, shared memory and stack, without a GPU.
+
+In the simulator (this machine, CI) the figures come from a child process that compiles the
+kernels of tests/instruments/resources_kernels.py with the real numba.cuda and reads ptxas's report; one
+child answers the whole batch, and the cache answers the tests after it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernellab.gpu import device
+from kernellab.kernels import resources
+from kernellab.occupancy import occupancy
+
+KERNELS_FILE = Path(__file__).parent / "resources_kernels.py"
+simulator_only = pytest.mark.skipif(not device.is_simulator(), reason="checks the simulator path")
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """The kernels' module, imported as `kernellab occupancy FILE:NAME` would import it."""
+    axpy = resources.resolve_kernel(f"{KERNELS_FILE}:axpy")
+    return sys.modules[axpy.py_func.__module__]
+
+
+@pytest.fixture(scope="module")
+def found(kernels):
+    """Every kernel's resources on the default device (an H200, cc 9.0, in the simulator), from
+    one batch; the broken kernel's failure is cached too."""
+    k = kernels
+    batch = [(k.axpy, None), (k.reverse_block, None), (k.heavy, None),
+             (k.heavy_capped, "void(float64[::1], float64[::1])"), (k.local_scratch, None),
+             (k.broken, "void(float32[::1], float32[::1])")]
+    with pytest.raises(resources.KernelCompileError):
+        resources.kernel_resources_batch(batch)
+    return {kernel.__name__ if kernel is not k.heavy_capped else "heavy_capped":
+            resources.kernel_resources(kernel, sig) for kernel, sig in batch[:-1]}
+
+
+def test_simple_kernel(found):
+    axpy = found["axpy"]
+    assert 4 <= axpy.registers_per_thread <= 64
+    assert (axpy.static_shared_bytes, axpy.local_bytes) == (0, 0)
+    assert axpy.cc == device.facts().cc
+    if device.is_simulator():
+        assert axpy.source == "ptxas" and axpy.lto is not None and "ptxas info" in axpy.log
+        assert (axpy.spill_stores_bytes, axpy.spill_loads_bytes) == (0, 0)
+    else:
+        assert axpy.source == "driver" and axpy.spill_stores_bytes is None
+
+
+def test_static_shared_array(found):
+    assert found["reverse_block"].static_shared_bytes == 256 * 4
+
+
+def test_max_registers_caps_and_spills(found, kernels):
+    heavy, capped = found["_many_live_values"], found["heavy_capped"]
+    assert heavy.registers_per_thread > 32
+    assert capped.registers_per_thread <= 32
+    if capped.source == "ptxas":
+        assert capped.spill_stores_bytes > 0 and capped.spill_loads_bytes > 0
+    assert kernels.heavy_capped._kernellab_options == {"max_registers": 32}
+
+
+def test_local_array_uses_the_stack_frame(found):
+    assert found["local_scratch"].local_bytes >= 64 * 4
+
+
+def test_example_arguments_give_the_same_answer(found, kernels):
+    x = np.zeros(10, np.float32)
+    assert resources.kernel_resources(kernels.axpy, (np.float32(2), x, x, x)) == found["axpy"]
+
+
+def test_occupancy_of(found, kernels):
+    heavy = found["_many_live_values"]
+    got = resources.occupancy_of(kernels.heavy, None, 256)
+    assert got == occupancy(heavy.cc, 256, heavy.registers_per_thread)
+    assert "registers" in got.limiters
+
+
+def test_other_cc(kernels):
+    turing = resources.kernel_resources(kernels.reverse_block, None, cc="sm_75")
+    assert turing.cc == (7, 5) and turing.static_shared_bytes == 1024
+    assert turing.registers_per_thread > 0
+
+
+def test_compile_failure_is_one_clear_line(found, kernels):
+    with pytest.raises(resources.KernelCompileError) as info:
+        resources.kernel_resources(kernels.broken, "void(float32[::1], float32[::1])")
+    message = str(info.value)
+    assert message.startswith("broken(") and "TypingError" in message
+    assert "Traceback" not in message and len(message.splitlines()) == 1
+
+
+def test_bad_inputs(kernels):
+    with pytest.raises(TypeError, match="not a Numba CUDA kernel"):
+        resources.kernel_resources(kernels.not_a_kernel, "void(float32[::1])")
+    with pytest.raises(ValueError, match="bad signature"):
+        resources.kernel_resources(kernels.axpy, "void(float32[::1]")
+    with pytest.raises(ValueError, match="returns void"):
+        resources.kernel_resources(kernels.axpy, "float32(float32[::1])")
+    with pytest.raises(TypeError, match="signature_or_example_args"):
+        resources.kernel_resources(kernels.axpy, 42)
+    with pytest.raises(ValueError, match="no signature given for heavy_capped"):
+        resources.kernel_resources(kernels.heavy_capped)
+    with pytest.raises(ValueError, match="method"):
+        resources.kernel_resources(kernels.axpy, None, method="nvcc")
+
+
+def test_resolve_kernel_and_declared_signatures(kernels):
+    assert resources.resolve_kernel(f"{kernels.__name__}:axpy") is kernels.axpy
+    assert resources.declared_signatures(kernels.axpy) == [kernels.SIGNATURES["axpy"]]
+    with pytest.raises(ValueError, match="its kernels: .*axpy"):
+        resources.resolve_kernel(f"{KERNELS_FILE}:nothing_here")
+    with pytest.raises(ValueError, match="must look like"):
+        resources.resolve_kernel("resources_kernels.py")
+    with pytest.raises(TypeError):
+        resources.resolve_kernel(f"{KERNELS_FILE}:not_a_kernel")
+
+
+@simulator_only
+def test_driver_method_needs_a_gpu(kernels):
+    with pytest.raises(RuntimeError, match="needs a GPU"):
+        resources.kernel_resources(kernels.axpy, None, method="driver")
+
+
+@simulator_only
+def test_jit_drops_gpu_only_options_in_the_simulator(kernels):
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+    assert isinstance(kernels.heavy_capped, FakeCUDAKernel)
+
+
+@simulator_only
+def test_simulator_still_runs_after_the_child(found, kernels):
+    cuda = device.cuda()
+    x = np.arange(40, dtype=np.float32)
+    y = np.ones(40, dtype=np.float32)
+    out = cuda.device_array_like(x)
+    kernels.axpy[2, 32](np.float32(3), x, y, out)
+    np.testing.assert_allclose(out.copy_to_host(), 3 * x + 1)
+
+
+def line_of(marker: str) -> int:
+    """The line of resources_kernels.py that holds `marker`."""
+    return next(n for n, text in enumerate(KERNELS_FILE.read_text().splitlines(), 1) if marker in text)
+
+
+def test_float32_kernels_are_those_with_only_float32_arguments(kernels):
+    from numba import float32, float64, int64
+    vector, vector64 = float32[::1], float64[::1]
+    assert resources.is_float32_kernel(kernels.axpy, (float32, vector, vector, vector))
+    assert not resources.is_float32_kernel(kernels.axpy, (float64, vector, vector, vector))
+    assert not resources.is_float32_kernel(kernels.heavy, (vector, vector))  # declared float64
+    assert not resources.is_float32_kernel(kernels.float64_accumulator, (vector64, vector))
+    assert not resources.is_float32_kernel(kernels.float64_accumulator, (int64[::1], int64[::1]))
+
+
+def test_the_compile_check_names_float64_arithmetic_and_failures_by_their_line(kernels):
+    """One child: float64 arithmetic in a float32 kernel (in the kernel, and inside a device
+    function), a kernel no GPU compiles, and a clean float32 kernel."""
+    from numba import float32
+    vector = float32[::1]
+    cases = [(kernels.float64_in_device_function, (vector, vector)),
+             (kernels.float64_accumulator, (vector, vector)),
+             (kernels.broken, (vector, vector)),
+             (kernels.reverse_block, (vector, vector))]
+    requests = [resources.compile_request(kernel, types) for kernel, types in cases]
+    device_function, accumulator, broken, clean = resources.gpu_compile_errors(requests)
+    assert device_function.startswith("lab kernel `_half_plus_zero` computes in float64 at ")
+    assert device_function.endswith(
+        f"resources_kernels.py:{line_of('# PRECISION')}: "
+        "`return v * 0.5 + 0.0  # PRECISION: bare literals make this float64 arithmetic`; "
+        "write float32(0.0) or a float32 variable")
+    assert accumulator.startswith("lab kernel `float64_accumulator` computes in float64 at ")
+    assert accumulator.endswith(
+        f"resources_kernels.py:{line_of('# ACCUMULATE')}: `acc += x[j]  # ACCUMULATE` (`acc` starts "
+        f"as a float64 at line {line_of('# START')}: `acc = 0.0  # START`); write float32(0.0) or a "
+        "float32 variable")
+    assert broken.startswith("broken(array(float32, 1d, C), array(float32, 1d, C)) did not compile")
+    assert broken.endswith(f"resources_kernels.py, line {line_of('table[0] = x[0]')}: `table[0] = x[0]`")
+    assert clean is None
+
+
+def test_float64_arithmetic_is_found_in_ptx_with_its_line():
+    ptx = """\
+\t.file\t1 "/course/labs/lab02.py"
+\t.loc\t1 12 1
+\tld.global.f32 \t%f1, [%rd4];
+\tmov.f64 \t%fd9, 0d0000000000000000;
+\t.loc\t1 13 5
+@%p1 bra \t$L__BB0_2;
+\tcvt.f64.f32 \t%fd1, %f1;
+\tfma.rn.f64 \t%fd2, %fd1, 0d3FE0000000000000, 0d0000000000000000;
+"""
+    found = resources.float64_arithmetic(ptx)
+    assert found == resources.Float64Use("cvt.f64.f32 %fd1, %f1", "/course/labs/lab02.py", 13)
+    assert resources.float64_arithmetic(ptx.replace("f64", "f32")) is None
+
+
+LTO_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Function properties for helper
+ptxas         .     24 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads
+ptxas info    : Compiling entry function 'K' for 'sm_90a'
+ptxas info    : Function properties for K
+ptxas         .     16 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem
+"""
+PTX_LOG = """\
+ptxas info    : Compiling entry function 'K' for 'sm_80'
+ptxas info    : Function properties for K
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 13 registers, used 1 barriers, 464 bytes cmem[0]
+info    : 16 bytes gmem
+info    : Function properties for 'K':
+info    : used 13 registers, used 1 barriers, 0 stack, 1024 bytes smem, 464 bytes cmem[0], 0 bytes lmem
+"""
+
+
+def test_parse_ptxas_log():
+    assert resources.parse_ptxas_log(LTO_LOG, "K") == dict(
+        registers_per_thread=40, static_shared_bytes=1024, local_bytes=16,
+        spill_stores_bytes=4, spill_loads_bytes=12)
+    assert resources.parse_ptxas_log(PTX_LOG, "K") == dict(
+        registers_per_thread=13, static_shared_bytes=1024, local_bytes=0,
+        spill_stores_bytes=0, spill_loads_bytes=0)
+    with pytest.raises(resources.KernelCompileError, match="no ptxas figures"):
+        resources.parse_ptxas_log(LTO_LOG, "other")

@@ -1,0 +1,141 @@
+"""Tests of kernellab.gpu.timeline: the trace and its ordering rules, the metrics, the simulator's answer."""
+
+import numpy as np
+import pytest
+
+from kernellab.gpu import device
+from kernellab.gpu.timeline import DEFAULT_ROW, Span, Timeline, TimelineData, plot_gantt
+from kernellab.gpu.timing import NoTiming
+
+cuda = device.cuda()
+
+
+@cuda.jit
+def bump_kernel(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+
+def data(*spans, source="test"):
+    spans = tuple(Span(*s) for s in spans)
+    return TimelineData(spans, tuple(dict.fromkeys(s.row for s in spans)), source)
+
+
+def test_trace_records_launches_copies_and_streams():
+    s1, s2 = cuda.stream(), cuda.stream()
+    host = np.zeros(40, dtype=np.float32)
+    with Timeline() as tl:
+        d = cuda.to_device(host, stream=s1)
+        bump_kernel[2, 32, s2](d)
+        bump_kernel[2, 32](d)
+        d.copy_to_host(host, stream=s2)
+    assert [op.kind for op in tl.trace] == ["h2d", "kernel", "kernel", "d2h"]
+    assert [op.row for op in tl.trace] == ["stream 1", "stream 2", DEFAULT_ROW, "stream 2"]
+    assert tl.row(s1) == "stream 1" and tl.row(0) == DEFAULT_ROW
+    with Timeline() as named:
+        named.name(s2, "copies")
+        d.copy_to_host(host, stream=s2)
+    assert named.trace[0].row == "copies"
+    with pytest.raises(ValueError):
+        named.name(0, "mine")
+    assert tl.trace[1].grid == (2, 1, 1) and tl.trace[1].block == (32, 1, 1)
+    assert tl.trace[0].nbytes == tl.trace[3].nbytes == host.nbytes
+    assert np.all(host == 2)                            # the work itself ran
+
+
+def test_hooks_are_removed_and_timelines_do_not_nest():
+    original = cuda.synchronize
+    with Timeline() as tl:
+        with pytest.raises(RuntimeError, match="nest"):
+            Timeline().__enter__()
+    assert cuda.synchronize is original
+    bump_kernel[1, 32](cuda.to_device(np.zeros(3, dtype=np.float32)))
+    assert len(tl.trace) == 0
+
+
+def test_ordering_follows_streams_events_and_synchronization():
+    s1, s2, s3 = cuda.stream(), cuda.stream(), cuda.stream()
+    x = cuda.to_device(np.zeros(8, dtype=np.float32))
+    with Timeline() as tl:
+        bump_kernel[1, 32, s1](x)              # 0
+        done = cuda.event()
+        done.record(s1)                        # 1
+        bump_kernel[1, 32, s3](x)              # 2: unrelated
+        done.wait(s2)                          # 3
+        bump_kernel[1, 32, s2](x)              # 4: after 0 through the event, not after 2
+        bump_kernel[1, 32](x)                  # 5: legacy default stream: after everything
+        bump_kernel[1, 32, s3](x)              # 6: after 5
+        s3.synchronize()                       # 7
+        bump_kernel[1, 32, s1](x)              # 8: the host waited for 6 (so for all of 0..6)
+    order = tl.trace.happens_before
+    assert order(0, 4) and not order(2, 4) and not order(0, 2)
+    assert order(2, 5) and order(4, 5) and order(5, 6) and order(6, 8)
+    assert not order(4, 0)
+    assert [op.kind for op in tl.trace.host_waits()] == ["stream_sync"]
+    assert tl.trace.host_dependencies()[8] >> 6 & 1 and not tl.trace.host_dependencies()[6] >> 5 & 1
+
+
+def test_device_synchronize_orders_everything_before_it():
+    s1, s2 = cuda.stream(), cuda.stream()
+    x = cuda.to_device(np.zeros(8, dtype=np.float32))
+    with Timeline() as tl:
+        bump_kernel[1, 32, s1](x)
+        cuda.synchronize()
+        bump_kernel[1, 32, s2](x)
+    assert tl.trace.happens_before(0, 2)
+    assert [op.kind for op in tl.trace.host_waits()] == ["device_sync"]
+
+
+@pytest.mark.skipif(not device.is_simulator(), reason="the simulator's answer")
+def test_simulator_says_no_timing_exists():
+    with Timeline() as tl:
+        bump_kernel[1, 32, cuda.stream()](cuda.to_device(np.zeros(4, dtype=np.float32)))
+    assert "no timing exists" in tl.report()
+    with pytest.raises(NoTiming):
+        tl.data
+
+
+def test_metrics():
+    d = data(("a", "s1", "kernel", 0.0, 4.0), ("b", "s1", "kernel", 6.0, 8.0),
+             ("c", "s2", "h2d", 2.0, 7.0), ("d", "s3", "kernel", 9.0, 10.0))
+    assert d.makespan_ms == 10.0 and d.busy_ms == 12.0
+    assert d.concurrency == pytest.approx(1.2)
+    assert d.idle_fraction == pytest.approx(0.1)            # 8..9 nothing is open
+    assert d.row_idle_fractions() == pytest.approx({"s1": 0.4, "s2": 0.5, "s3": 0.9})
+    assert d.gap_ratio == pytest.approx(2.0 / 12.0)          # s1 idles 4..6 between its spans
+    assert d.hidden_fraction() == pytest.approx(3.0 / 5.0)   # the copy overlaps kernels 2..4, 6..7
+    assert TimelineData.from_dict(d.as_dict()) == d
+    assert "makespan 10.000 ms" in d.summary()
+
+
+def test_gantt_draws_every_span():
+    import matplotlib.pyplot as plt
+    d = data(("a", "s1", "kernel", 0.0, 4.0), ("c", "s2", "h2d", 2.0, 7.0))
+    waiting = TimelineData((Span("w", "s1", "kernel", 0.0, 3.0, first_block_ms=1.0),), ("s1",), "model")
+    fig, (left, right) = plt.subplots(1, 2)
+    plot_gantt(d, left)
+    plot_gantt(waiting, right)
+    assert len(left.collections) == 2 and len(right.collections) == 2   # waiting part + running part
+    assert [t.get_text() for t in left.get_yticklabels()] == ["s1", "s2"]
+    plt.close(fig)
+
+
+@pytest.mark.gpu
+def test_gpu_spans_are_timed_on_their_streams():
+    s1, s2 = cuda.stream(), cuda.stream()
+    x = cuda.to_device(np.zeros(1 << 20, dtype=np.float32))
+    bump_kernel[4096, 256, s1](x)                       # compile outside the timeline
+    cuda.synchronize()
+    with Timeline() as tl:
+        bump_kernel[4096, 256, s1](x)
+        bump_kernel[4096, 256, s1](x)
+        x.copy_to_host(stream=s2)
+        bump_kernel[1, 32](x)
+    spans = tl.data.spans
+    assert [(s.kind, s.row) for s in spans] == [("kernel", "stream 1"), ("kernel", "stream 1"),
+                                                ("d2h", "stream 2"), ("kernel", DEFAULT_ROW)]
+    assert all(s.end_ms > s.start_ms >= 0 for s in spans)
+    assert spans[1].start_ms >= spans[0].end_ms - 1e-3      # stream order, seen by the events
+    assert spans[3].start_ms >= max(s.end_ms for s in spans[:3]) - 1e-3   # the legacy default stream
+    assert "makespan" in tl.report()

@@ -1,0 +1,147 @@
+"""Graded checks for Lab 00: thread indexing and launch configuration.
+
+Each test draws fresh random inputs (seed printed), uses sizes that are not multiples of the
+block, poisons outputs before the launch, and checks that a kernel did the work.
+"""
+
+import numpy as np
+import pytest
+
+from kernellab.gpu import checks, device
+from kernellab.grading.budgets import expect
+from kernellab.gpu.launches import record_launches
+from kernellab.gpu.traffic import meter
+
+cuda = device.cuda()
+simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child
+
+
+@pytest.mark.points(1)
+def test_blocks_for_rounds_up(lab, rng):
+    """blocks_for covers n with the fewest blocks and rejects bad input."""
+    for block in (32, 128, 96):
+        n = checks.awkward_size(rng, block)
+        blocks = lab.blocks_for(n, block)
+        assert blocks * block >= n > (blocks - 1) * block, (n, block, blocks)
+        assert lab.blocks_for(block * 3, block) == 3
+    assert lab.blocks_for(0, 128) == 0
+    assert lab.blocks_for(2**60 + 1, 1024) == 2**50 + 1   # exact past float precision
+    for bad in ((-1, 128), (10, 0)):
+        with pytest.raises(ValueError):
+            lab.blocks_for(*bad)
+
+
+def axpb_case(rng, block, n=None):
+    n = n or checks.awkward_size(rng, block)
+    x = checks.nonzero(rng, n)
+    a, b = float(checks.nonzero(rng, 1)[0]), float(checks.nonzero(rng, 1)[0])
+    return x, a, b, a * x.astype(np.float64) + b
+
+
+@pytest.mark.points(2)
+def test_axpb_matches_numpy(lab, rng):
+    """axpb computes a*x + b on an awkward size, on 1 element and on one more than a block, in one
+    kernel launch each."""
+    for n in (None, 1, lab.DEFAULT_BLOCK + 1):
+        x, a, b, ref = axpb_case(rng, lab.DEFAULT_BLOCK, n)
+        out = checks.poisoned(x.shape)
+        with record_launches() as launches:
+            result = lab.axpb(cuda.to_device(x), a, b, out=out)
+        checks.assert_launched(launches, "axpb_kernel", count=1)
+        checks.assert_matches(result, ref, rtol=1e-6, what=f"axpb of {x.size} elements")
+
+
+@pytest.mark.points(1)
+def test_axpb_allocates_and_chooses_the_grid(lab, rng):
+    """Without `out`, axpb allocates it; the grid is ceil(n / block) blocks of `block`."""
+    block = 64
+    x, a, b, ref = axpb_case(rng, block)
+    with record_launches() as launches:
+        result = lab.axpb(cuda.to_device(x), a, b, block=block)
+    checks.assert_launched(launches, "axpb_kernel", count=1)
+    launch = launches[0]
+    assert launch.block == (block, 1, 1), f"launched with block {launch.block}, asked for {block}"
+    assert launch.grid == (-(-x.size // block), 1, 1), f"grid {launch.grid} for n={x.size}"
+    checks.assert_matches(result, ref, rtol=1e-6, what="axpb")
+
+
+@pytest.mark.points(1)
+def test_axpb_guard_protects_memory_past_the_end(lab, rng):
+    """Threads past n write nothing: a canary just past `out` survives."""
+    x, a, b, ref = axpb_case(rng, 128)
+    canary = checks.nonzero(rng, x.size + 128)
+    buffer = cuda.to_device(canary)
+    out = buffer[: x.size]                         # out ends where the canary begins
+    lab.axpb(cuda.to_device(x), a, b, out=out, block=128)
+    tail = buffer.copy_to_host()[x.size:]
+    assert np.array_equal(tail, canary[x.size:]), "a thread past the end of `out` wrote into memory"
+    checks.assert_matches(out, ref, rtol=1e-6, what="axpb")
+
+
+@simulator_only
+@pytest.mark.points(1)
+def test_axpb_memory_budget(lab, rng):
+    """Budget: 1 global read of x and 1 global write of out per element, nothing else."""
+    x, a, b, _ = axpb_case(rng, 128)
+    d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
+    with meter(x=d_x, out=out) as traffic:
+        lab.axpb(d_x, a, b, out=out)
+    expect(traffic, "x", elements=x.size, reads=1)
+    expect(traffic, "out", elements=x.size, writes=1)
+
+
+def bias_case(rng):
+    rows = int(rng.integers(5, 12))
+    cols = checks.awkward_size(rng, 32, 1, 3)
+    x = checks.nonzero(rng, (rows, cols))
+    bias = checks.nonzero(rng, cols)
+    return x, bias, x.astype(np.float64) + bias.astype(np.float64)
+
+
+@pytest.mark.points(2)
+def test_add_row_bias_2d(lab, rng):
+    """2D indexing: out[r, c] = x[r, c] + bias[c] on a non-square, awkward matrix."""
+    x, bias, ref = bias_case(rng)
+    out = checks.poisoned(x.shape)
+    with record_launches() as launches:
+        lab.add_row_bias(cuda.to_device(x), cuda.to_device(bias), out=out)
+    checks.assert_launched(launches, "add_row_bias_kernel", count=1)
+    checks.assert_matches(out, ref, rtol=1e-6, what="add_row_bias")
+
+
+@simulator_only
+@pytest.mark.points(1)
+def test_add_row_bias_memory_budget(lab, rng):
+    """Budget: per element, 1 read of x, 1 read of bias, 1 write of out."""
+    x, bias, _ = bias_case(rng)
+    d_x, d_bias, out = cuda.to_device(x), cuda.to_device(bias), checks.poisoned(x.shape)
+    with meter(x=d_x, bias=d_bias, out=out) as traffic:
+        lab.add_row_bias(d_x, d_bias, out=out)
+    expect(traffic, "x", elements=x.size, reads=1)
+    expect(traffic, "bias", elements=x.size, reads=1)
+    expect(traffic, "out", elements=x.size, writes=1)
+
+
+@pytest.mark.points(2)
+@pytest.mark.parametrize("blocks", [3, 40])
+def test_grid_stride_covers_any_grid(lab, rng, blocks):
+    """The grid-stride kernel is right with fewer threads than elements, and with more."""
+    x, a, b, ref = axpb_case(rng, 32)
+    out = checks.poisoned(x.shape)
+    with record_launches() as launches:
+        lab.axpb_grid_stride(cuda.to_device(x), a, b, out=out, blocks=blocks, block=32)
+    checks.assert_launched(launches, "axpb_grid_stride_kernel", count=1)
+    assert launches[0].grid == (blocks, 1, 1)
+    checks.assert_matches(out, ref, rtol=1e-6, what=f"axpb_grid_stride with {blocks} blocks")
+
+
+@simulator_only
+@pytest.mark.points(1)
+def test_grid_stride_memory_budget(lab, rng):
+    """Looping does not re-read: still 1 read and 1 write per element."""
+    x, a, b, _ = axpb_case(rng, 32)
+    d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
+    with meter(x=d_x, out=out) as traffic:
+        lab.axpb_grid_stride(d_x, a, b, out=out, blocks=5, block=32)
+    expect(traffic, "x", elements=x.size, reads=1)
+    expect(traffic, "out", elements=x.size, writes=1)
