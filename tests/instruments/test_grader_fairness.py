@@ -141,7 +141,7 @@ def test_lab06_may_not_use_kernellabs_reference_implementation(tmp_path):
     root = submission(tmp_path, "lab06_occupancy.py", source)
     results = tmp_path / "results.json"
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    str(target.ROOT / "tests" / "test_lab06_occupancy.py"), "-k", "not linear_relu",
+                    str(target.ROOT / "tests" / "labs" / "test_lab06_occupancy.py"), "-k", "not linear_relu",
                     f"--results={results}"], cwd=target.ROOT, capture_output=True,
                    env={**os.environ, "KERNELLAB_DEVICE": "sim", "KERNELLAB_TARGET": "labs",
                         "KERNELLAB_LABS_DIR": str(root / "labs")})
@@ -216,7 +216,7 @@ def test_the_classroom_workflow_grades_every_lab_in_its_own_step(tmp_path):
     assert sorted(graded) == [f"lab{n}" for n in target.labs()]
     manifest = tmp_path / "manifest.json"
     subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                    *map(str, sorted((target.ROOT / "tests").glob("test_lab*_*.py"))),
+                    *map(str, sorted((target.ROOT / "tests" / "labs").glob("test_lab*_*.py"))),
                     f"--kl-manifest={manifest}"], cwd=target.ROOT, capture_output=True)
     points = {}
     for info in json.loads(manifest.read_text()).values():
