@@ -120,8 +120,8 @@ def collect(labs: list[str], env: dict, workdir: Path) -> dict[str, dict]:
         raise RuntimeError(f"could not collect the tests of lab(s) {', '.join(labs)}:\n"
                            f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     graded = json.loads(manifest.read_text())
-    return {lab: {nodeid: info for nodeid, info in graded.items()
-                  if Path(nodeid.split("::")[0]).name == test_file(lab).name} for lab in labs}
+    return {lab: {nodeid: info for nodeid, info in graded.items() if info["lab"] == lab}
+            for lab in labs}
 
 
 def probe_import(lab: str, env: dict, timeout: float) -> str | None:
