@@ -72,6 +72,9 @@ class KernelLaunch:
 
 
 class _Subscription:
+    """One `subscribe` block: its handlers, and whether it is handling a call on this thread
+    (a call made meanwhile, by its handler or by numba-cuda underneath, passes it by)."""
+
     def __init__(self, arounds: dict[str, Callable], replace_launch: Callable | None):
         self.arounds = arounds
         self.replace_launch = replace_launch
