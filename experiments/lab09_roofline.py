@@ -245,7 +245,7 @@ class MainKernel:
     record: str                       # the record name in data/reference/h200/labNN.json
     variant: str
     size: int | None                  # the sweep value (None: the record has one size)
-    flops: Callable[[int], float]     # FLOPs per call at `size`
+    flops: Callable[[int], float] | None   # FLOPs per call at `size` (None: the record's GFLOP/s x time)
     counted: str                      # how the FLOPs were counted
     compulsory_bytes: Callable[[int], int] | None = None   # where the record has no ledger
     fallback: MainKernel | None = None   # placed instead while `record` awaits its GPU run
@@ -254,6 +254,10 @@ class MainKernel:
 ELEMENTWISE = 1 << 26
 AXPB_SWEEP = MainKernel("00 axpb", "00", "grid_size_sweep", "one_thread_per_element", ELEMENTWISE,
                         lambda n: 2.0 * n, "a*x + b: 2 per element")
+FMA_SWEEP = MainKernel("06 FMA probe", "06", "occupancy_vs_speed", "compute_bound_ilp4", None, None,
+                       "from the record's GFLOP/s and time")
+AXPY_SWEEP = MainKernel("06 axpy probe", "06", "occupancy_vs_speed", "memory_bound_ilp4", None, None,
+                        "from the record's GFLOP/s and time")
 MAIN_KERNELS = (
     MainKernel("00 axpb", "00", "axpb", "one_thread_per_element", ELEMENTWISE, lambda n: 2.0 * n,
                "a*x + b: 2 per element", fallback=AXPB_SWEEP),
@@ -268,11 +272,11 @@ MAIN_KERNELS = (
                "max, subtract, exp, sum, divide: 5 per element of 8192 rows"),
     MainKernel("05 layernorm fused", "05", "layernorm", "fused", 8192, lambda cols: 8.0 * 8192 * cols,
                "sum, square-sum (2), subtract, multiply, scale, shift: 8 per element"),
-    MainKernel("06 FMA probe", "06", "occupancy_vs_speed", "compute_bound_ilp4", None, lambda _n: 0.0,
-               "from the record's GFLOP/s and time"),
-    MainKernel("06 axpy probe", "06", "occupancy_vs_speed", "memory_bound_ilp4", None, lambda _n: 0.0,
-               "from the record's GFLOP/s and time"),
-    MainKernel("07 busy kernel", "07", "concurrency", "fills_gpu", None, lambda _n: 0.0,
+    MainKernel("06 FMA probe", "06", "compute_probe", "compute_bound_ilp4", 1 << 24, None,
+               "the benchmark's own count (GFLOP/s x time)", fallback=FMA_SWEEP),
+    MainKernel("06 axpy probe", "06", "memory_probe", "memory_bound_ilp4", ELEMENTWISE, None,
+               "the benchmark's own count (GFLOP/s x time)", fallback=AXPY_SWEEP),
+    MainKernel("07 busy kernel", "07", "concurrency", "fills_gpu", None, None,
                "a*v + b per iteration: 2 x iters per thread (the record's kernel alone)"),
     MainKernel("08 chain eager", "08", "chain", "eager", 1 << 25, lambda n: 2.0 * 4 * n,
                "a*x + b per element and step, 4 steps"),
@@ -354,10 +358,11 @@ def _measured(kernel: MainKernel, record: dict) -> dict:
                 "bytes_kind": "requested (1 read + 1 write of float32 per thread; no ledger)",
                 "note": f"{shape['blocks']} blocks of {record['block']}, {record['iters']} iterations"}
     row = harness.row(record, kernel.variant, kernel.size)
+    seconds = row["median_ms"] * 1e-3
+    flops = row["gflops"] * 1e9 * seconds if kernel.flops is None else kernel.flops(kernel.size)
     if "bytes" in row:
-        return {"seconds": row["median_ms"] * 1e-3, "size": kernel.size,
-                "flops": kernel.flops(kernel.size), "requested_bytes": row["bytes"]}
-    return {"seconds": row["median_ms"] * 1e-3, "size": kernel.size, "flops": kernel.flops(kernel.size),
+        return {"seconds": seconds, "size": kernel.size, "flops": flops, "requested_bytes": row["bytes"]}
+    return {"seconds": seconds, "size": kernel.size, "flops": flops,
             "requested_bytes": kernel.compulsory_bytes(kernel.size),
             "bytes_kind": "compulsory (A, B read, C written once; no ledger)"}
 
