@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from matplotlib import colormaps
 
 from kernellab.course import bench as harness
 from kernellab.course import profile, protocol, reference
@@ -493,16 +494,18 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
     title = "The roofline of the course's main kernels" + (
         f" (lab 09 points {live[0]}; the others recorded)" if live else "")
     fig, (ax, ax_small) = plots.new_figure(title, reference_record, ncols=2, width=6.5, height=7.0)
-    ceilings = points[0]["ceilings"]
+    drawn = next((p for p in points if p["ceilings"].get("streams")), points[0])   # a run with every mix
+    ceilings = drawn["ceilings"]
     peak, bandwidth = ceilings["fp32_fma_tflops"] * 1e12, ceilings["memory_roof_gbps"] * 1e9
-    xs = np.logspace(-2, 4, 200)
+    widest = np.log10(max(p["intensity"] for p in points))
+    xs = np.logspace(-2, max(4.0, np.ceil(widest + 0.3)), 200)
     ax.plot(xs, np.minimum(peak, xs * bandwidth) / 1e12, "k-", lw=1.2,
-            label=f"roof of {points[0]['name']}'s run: memory {ceilings['memory_roof_gbps']:.0f} GB/s "
+            label=f"roof of {drawn['name']}'s run: memory {ceilings['memory_roof_gbps']:.0f} GB/s "
                   f"({ceilings['memory_roof']}; copy {ceilings['copy_gbps']:.0f}), "
                   f"{ceilings['fp32_fma_tflops']:.1f} TFLOP/s FP32 (each % uses its own run's)")
     for i, p in enumerate(points):
         marker = "o" if p["bytes_kind"] == DRAM_BYTES else "s"
-        ax.plot(p["intensity"], p["attained"] / 1e12, marker, color=f"C{i % 10}",
+        ax.plot(p["intensity"], p["attained"] / 1e12, marker, color=colormaps["tab20"](i % 20),
                 label=f"{p['name']}: {p['pct_of_roof']:.0f}% of roof")
         ax.annotate(f"{p['pct_of_roof']:.0f}%", (p["intensity"], p["attained"] / 1e12), fontsize=7,
                     xytext=(3, 3), textcoords="offset points")
