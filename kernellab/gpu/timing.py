@@ -558,8 +558,9 @@ def _float32x4_intrinsics():
                             ir.Constant(ir.IntType(64), FLOAT32X4))
         return builder.bitcast(builder.gep(data, [first]), vector.as_pointer())
 
-    def float32_vector(array):
-        return isinstance(array, types.Array) and array.ndim == 1 and array.dtype == types.float32
+    def float32_vector(array):       # contiguous: the 4 lanes are 4 neighbouring elements
+        return (isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C"
+                and array.dtype == types.float32)
 
     @intrinsic
     def load_float32x4(typingctx, array, index):
