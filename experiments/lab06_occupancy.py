@@ -874,6 +874,11 @@ def _calculator_values(records):
     return {"agree": sweep["agree"], "configurations": sweep["configurations"], "kernels": len(sweep["kernels"])}
 
 
+def _ptxas_values(records):
+    found = need(records, "resources_vs_driver")
+    return {"agree": found["agree"], "kernels": len(found["kernels"]), "undeclared": len(found["undeclared"])}
+
+
 CLAIMS = [
     Claim("grid_as_persistent",
           "Sized as Triton sizes a persistent grid (the SM count x the blocks per SM the occupancy calculator "
@@ -911,6 +916,11 @@ CLAIMS = [
     Claim("calculator_equals_driver",
           "The calculator equals the driver on {agree:,} of {configurations:,} configurations ({kernels} kernels).",
           values=_calculator_values, holds=lambda v: v["agree"] == v["configurations"]),
+    Claim("ptxas_equals_driver",
+          "ptxas's registers, static shared memory and stack frame (what kernellab.kernels.resources computes "
+          "without a GPU) equal the driver's for {agree} of {kernels} kernels, and so do the active blocks "
+          "they imply; {undeclared} lab kernels declare no signature to compile.",
+          values=_ptxas_values, holds=lambda v: v["agree"] == v["kernels"]),
 ]
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import json
 import os
 import subprocess
@@ -82,50 +83,53 @@ def _require_gpu(what: str) -> None:
 
 # --- what the compiler makes of a kernel, without a GPU ------------------------------------------
 
-# The simulator's numba.cuda compiles nothing, so there a child compiles with the real one: it
-# loads kernellab.gpu.device first and tells it "gpu", as kernellab.kernels.resources' child does.
-_PTX_CHILD = r"""
-import importlib, importlib.util, json, sys
-request = json.loads(sys.stdin.read())
-sys.path[:0] = [p for p in request["paths"] if p not in sys.path]
-spec = importlib.util.spec_from_file_location("kernellab.gpu.device", request["device_py"])
-dev = importlib.util.module_from_spec(spec)
-sys.modules["kernellab.gpu.device"] = dev
-spec.loader.exec_module(dev)
-dev.mode, dev.facts = (lambda: "gpu"), (lambda: dev.REFERENCE_DEVICES[dev.reference_name()])
-from kernellab.kernels import audit
-print(audit.PTX_MARK + json.dumps(audit.ptx([(getattr(importlib.import_module(module), name), sig)
-                                             for module, name, sig in request["kernels"]],
-                                            tuple(request["cc"]))))
-"""
+# The simulator's numba.cuda compiles nothing, so there a child compiles with the real one:
+# kernellab.kernels.resources' compile child (which tells kernellab.gpu.device "gpu" before
+# anything imports kernellab), asked for PTX instead of resources.
+_SERVE_RESOURCES = 'resources._serve(payload["requests"])'
+_PTX_CHILD = resources._CHILD_BOOTSTRAP.replace(
+    _SERVE_RESOURCES, 'from kernellab.kernels import audit\naudit._serve_ptx(payload["requests"])')
 PTX_MARK = "__kernellab_ptx__ "
 
 
 def ptx(kernels_and_signatures, cc=(9, 0)) -> list[str]:
     """The PTX numba-cuda compiles each (kernel, signature) to for `cc`; no GPU needed. In the
-    simulator one child process compiles them all (about 10 s), so each kernel must be a
+    simulator one child process compiles them all (about 20 s), so each kernel must be a
     module-level name of an importable module."""
+    if _SERVE_RESOURCES not in resources._CHILD_BOOTSTRAP:
+        raise RuntimeError("kernellab.kernels.resources' compile child no longer ends in "
+                           f"{_SERVE_RESOURCES}: audit.ptx cannot reuse it")
     if not device.is_simulator():
         return [cuda.compile_ptx(kernel.py_func, sig, cc=tuple(cc))[0]
                 for kernel, sig in kernels_and_signatures]
-    named = []
-    for kernel, sig in kernels_and_signatures:
-        module = sys.modules[kernel.py_func.__module__]
-        name = next((n for n, v in vars(module).items() if v is kernel), None)
-        if name is None:
-            raise ValueError(f"{kernel.py_func.__qualname__} is no module-level name of {module.__name__}: "
-                             "the compile child finds kernels by their module's names")
-        named.append((module.__name__, name, str(sig)))
-    request = {"paths": [p for p in sys.path if isinstance(p, str)], "cc": list(cc), "kernels": named,
-               "device_py": str(Path(device.__file__).resolve())}
-    done = subprocess.run([sys.executable, "-c", _PTX_CHILD], input=json.dumps(request), text=True,
+    requests = [{"module": kernel.py_func.__module__, "name": _module_name(kernel), "signature": str(sig),
+                 "cc": list(cc)} for kernel, sig in kernels_and_signatures]
+    payload = {"paths": [p for p in sys.path if isinstance(p, str)], "requests": requests,
+               "device_py": str(Path(device.__file__).resolve()),
+               "facts": dataclasses.asdict(device.facts())}
+    done = subprocess.run([sys.executable, "-c", _PTX_CHILD], input=json.dumps(payload), text=True,
                           capture_output=True, timeout=600,
                           env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0", KERNELLAB_DEVICE="gpu"))
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith(PTX_MARK):
-            return json.loads(line[len(PTX_MARK):])
-    tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-    raise RuntimeError(f"the PTX compile child failed (exit {done.returncode}):\n{tail}")
+    answer = [line for line in done.stdout.splitlines() if line.startswith(PTX_MARK)]
+    if not answer:
+        raise RuntimeError(f"the PTX compile child failed (exit {done.returncode}): "
+                           + " | ".join((done.stderr or done.stdout).strip().splitlines()[-8:]))
+    return json.loads(answer[-1][len(PTX_MARK):])
+
+
+def _module_name(kernel) -> str:
+    module = sys.modules[kernel.py_func.__module__]
+    for name, value in vars(module).items():
+        if value is kernel:
+            return name
+    raise ValueError(f"{kernel.py_func.__qualname__} is no module-level name of {module.__name__}: "
+                     "the compile child finds kernels by their module's names")
+
+
+def _serve_ptx(requests: list[dict]) -> None:
+    """The child's work: each request's PTX, printed as one JSON list."""
+    kernels = [(getattr(importlib.import_module(r["module"]), r["name"]), r["signature"]) for r in requests]
+    print(PTX_MARK + json.dumps(ptx(kernels, tuple(requests[0]["cc"]) if requests else (9, 0))), flush=True)
 
 
 # --- the kernels it audits -----------------------------------------------------------------------
