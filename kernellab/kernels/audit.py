@@ -16,8 +16,10 @@ worth teaching if the driver of a real GPU agrees, so on a GPU:
 lab module, or an eager signature); `course_kernels()` walks every lab's declared kernels
 (`protocol.declaration(NN).kernels`). Lab 06 runs the audit as two of its measurements and keeps
 the records in data/reference/<gpu>/lab06.json (`calculator_vs_driver`, `resources_vs_driver`).
-The driver helpers (`cufunction`, `get_attribute`, `set_attribute`, `driver_blocks`) serve Lab 06's
-occupancy probes too.
+Each record carries the `provenance` its caller gives (kernellab.course.reference's). The driver
+helpers (`cufunction`, `get_attribute`, `set_attribute`, `driver_blocks`) serve Lab 06's
+occupancy probes too, and `ptx(kernels)` shows what the compiler made of a kernel, without a GPU
+(Lab 06 counts the instructions of its compute probes' loop with it).
 """
 
 from __future__ import annotations

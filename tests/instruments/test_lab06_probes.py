@@ -52,3 +52,21 @@ def test_the_runtime_trip_count_form_is_what_the_probes_replaced(loops):
     """The check can fail: the form the probes replaced has as many other instructions as FMAs."""
     loop = loops["runtime_trip_count"]
     assert loop["other"] >= loop["fma"], loop
+
+
+def sweep_record(compute_gflops, ilp4_gflops, peak_gflops=66_908.16):
+    rows = [{"probe": "compute_bound", "gflops": compute_gflops},
+            {"probe": "compute_bound", "gflops": compute_gflops / 2},
+            {"probe": "compute_bound_ilp4", "gflops": ilp4_gflops}]
+    return {"occupancy_vs_speed": {"fp32_peak_gflops": peak_gflops, "fma_ceiling_tflops": 32.7, "rows": rows,
+                                   "fma_loop": {"compute_bound": {"fma": 64, "other": 3, "others": {}}},
+                                   "provenance": {}}}
+
+
+def test_the_target_is_60_percent_of_the_fp32_peak_by_the_best_probe():
+    lab = experiment.LAB.module()
+    met = experiment.targets(lab, sweep_record(41_000, 30_000))["compute_probe"]
+    assert met["fp32_peak_target_met"] and round(met["pct_of_fp32_peak"]) == 61
+    assert round(met["pct_of_measured_fma"]) == round(100 * 41 / 32.7)
+    missed = experiment.targets(lab, sweep_record(6_947, 19_313))["compute_probe"]   # as recorded 2026-11-29
+    assert not missed["fp32_peak_target_met"] and round(missed["pct_of_fp32_peak"]) == 29
