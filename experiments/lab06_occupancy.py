@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 import types
@@ -376,7 +377,7 @@ FMA_OPCODE = "fma.rn.f32"
 @functools.cache
 def probe_ptx(cc=H200) -> dict[str, str]:
     """name: the PTX of each form in PTX_FORMS for `cc`, compiled without a GPU (one child
-    process in the simulator, about 10 s)."""
+    process in the simulator, about 20 s)."""
     return dict(zip(PTX_FORMS, audit.ptx(list(PTX_FORMS.values()), cc)))
 
 
@@ -396,12 +397,8 @@ def loop_instructions(ptx: str) -> dict:
     if not holding:
         raise ValueError(f"no loop with {FMA_OPCODE} in this PTX")
     innermost = min(holding, key=len)
-    others = {}
-    for opcode in innermost:
-        if opcode != FMA_OPCODE:
-            others[opcode] = others.get(opcode, 0) + 1
-    return {"fma": innermost.count(FMA_OPCODE), "other": len(innermost) - innermost.count(FMA_OPCODE),
-            "others": others}
+    others = collections.Counter(opcode for opcode in innermost if opcode != FMA_OPCODE)
+    return {"fma": innermost.count(FMA_OPCODE), "other": sum(others.values()), "others": dict(others)}
 
 
 def probe_loops(cc=H200) -> dict[str, dict]:
