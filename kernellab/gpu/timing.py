@@ -612,8 +612,11 @@ def _float32x4_python():
 
 load_float32x4, store_float32x4 = (_float32x4_python() if device.is_simulator()
                                    else _float32x4_intrinsics())
+# The float32x4 kernels are module-level dispatchers: `kernellab.kernels.audit.ptx` finds them by
+# name to read their PTX without a GPU.
 
 
+@cuda.jit
 def copy_float32x4_kernel(src, dst):
     """dst = src in 16-byte accesses, grid-stride steps of 2 per thread, both loads before the
     stores (dst.size a multiple of 4)."""
@@ -630,6 +633,7 @@ def copy_float32x4_kernel(src, dst):
         k += step
 
 
+@cuda.jit
 def add_2_to_1_float32x4_kernel(a, b, dst):
     """dst = a + b in 16-byte accesses, the same steps."""
     step = cuda.gridsize(1)
@@ -641,6 +645,7 @@ def add_2_to_1_float32x4_kernel(a, b, dst):
         k += step
 
 
+@cuda.jit
 def add_4_to_1_float32x4_kernel(a, b, c, d, dst):
     """dst = (a + b) + (c + d) in 16-byte accesses: 4 bytes read per byte written."""
     step = cuda.gridsize(1)
@@ -653,6 +658,7 @@ def add_4_to_1_float32x4_kernel(a, b, c, d, dst):
         k += step
 
 
+@cuda.jit
 def read_sum_float32x4_kernel(src, partials):
     """Each thread sums its grid-stride share of `src` in 16-byte loads, 2 in flight, into
     partials[thread] (one float32 per thread written)."""
@@ -687,7 +693,7 @@ def _copy_methods() -> dict:
     four, two = cuda.jit(copy_4_per_thread_kernel), cuda.jit(copy_2_per_thread_kernel)
     return {"copy_4xfloat32": (four, np.float32), "copy_4xfloat64": (four, np.float64),
             "copy_2xcomplex128": (two, np.complex128),
-            "copy_2xfloat32x4": (cuda.jit(copy_float32x4_kernel), np.float32)}
+            "copy_2xfloat32x4": (copy_float32x4_kernel, np.float32)}
 
 
 @functools.cache
@@ -696,12 +702,12 @@ def _stream_methods() -> dict:
     element type of the partials they write."""
     add2, add4, total = cuda.jit(add_2_to_1_kernel), cuda.jit(add_4_to_1_kernel), cuda.jit(read_sum_kernel)
     views = {"2xfloat32": np.float32, "2xfloat64": np.float64, "2xcomplex128": np.complex128}
-    vector = {"2:1": cuda.jit(add_2_to_1_float32x4_kernel), "4:1": cuda.jit(add_4_to_1_float32x4_kernel)}
+    vector = {"2:1": add_2_to_1_float32x4_kernel, "4:1": add_4_to_1_float32x4_kernel}
     return {**{mix: {**{name: (kernel, view) for name, view in views.items()},
                      "float32x4": (vector[mix], np.float32)}
                for mix, kernel in (("2:1", add2), ("4:1", add4))},
             "read_only": {**{name: (total, view, view) for name, view in views.items()},
-                          "2xfloat32x4": (cuda.jit(read_sum_float32x4_kernel), np.float32, np.float32)}}
+                          "2xfloat32x4": (read_sum_float32x4_kernel, np.float32, np.float32)}}
 
 
 @functools.cache

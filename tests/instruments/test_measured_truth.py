@@ -154,41 +154,17 @@ def test_the_copy_ceiling_checks_every_method_in_a_poisoned_buffer(monkeypatch):
         timing.copy_bandwidth()
 
 
-# Compiles the ceiling kernels for a GPU in a child process, as kernellab's ptxas figures do: the
-# simulator cannot compile, and the child tells kernellab's device module "gpu" before import.
-PTX_CHILD = r"""
-import importlib.util, json, re, sys
-spec = importlib.util.spec_from_file_location("kernellab.gpu.device", sys.argv[1])
-device = importlib.util.module_from_spec(spec)
-sys.modules["kernellab.gpu.device"] = device
-spec.loader.exec_module(device)
-device.mode = lambda: "gpu"
-from kernellab.gpu import timing
-found = {}
-for name, arrays in json.loads(sys.argv[2]).items():
-    signature = "void(" + ", ".join(["float32[::1]"] * arrays) + ")"
-    ptx, _ = timing.cuda.compile_ptx(getattr(timing, name), signature, cc=(9, 0))
-    found[name] = sorted(set(re.findall(r"\b(?:ld|st)\.global[.\w]*", ptx)))
-print(json.dumps(found))
-"""
-
-
 def test_the_float32x4_ceiling_kernels_move_16_bytes_per_load_and_store():
-    """Their PTX has only 128-bit global accesses (ld/st.global.v4.f32), the accesses Triton's
-    kernels make; the read-only sum's one partial per thread is its only 4-byte store."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from kernellab.gpu import device
-    kernels = {"copy_float32x4_kernel": 2, "add_2_to_1_float32x4_kernel": 3,
-               "add_4_to_1_float32x4_kernel": 5, "read_sum_float32x4_kernel": 2}
-    child = subprocess.run([sys.executable, "-c", PTX_CHILD, device.__file__, json.dumps(kernels)],
-                           capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0"})
-    assert child.returncode == 0, child.stderr[-2000:]
-    found = json.loads(child.stdout.splitlines()[-1])
-    for name in kernels:
-        want = {"ld.global.v4.f32", "st.global.f32"} if name.startswith("read_sum") else \
-            {"ld.global.v4.f32", "st.global.v4.f32"}
-        assert set(found[name]) == want, f"{name}: {found[name]}"
+    """Their PTX (compiled for an H200 without a GPU) has only 128-bit global accesses
+    (ld/st.global.v4.f32), the accesses Triton's kernels make; the read-only sum's one partial
+    per thread is its only 4-byte store."""
+    import re
+    from kernellab.gpu import timing
+    from kernellab.kernels import audit
+    one, two, four = (", ".join(["float32[::1]"] * n) for n in (2, 3, 5))
+    kernels = {timing.copy_float32x4_kernel: one, timing.add_2_to_1_float32x4_kernel: two,
+               timing.add_4_to_1_float32x4_kernel: four, timing.read_sum_float32x4_kernel: one}
+    found = [set(re.findall(r"\b(?:ld|st)\.global[.\w]*", text))
+             for text in audit.ptx([(kernel, f"void({args})") for kernel, args in kernels.items()])]
+    vector = {"ld.global.v4.f32", "st.global.v4.f32"}
+    assert found == [vector, vector, vector, {"ld.global.v4.f32", "st.global.f32"}], found
