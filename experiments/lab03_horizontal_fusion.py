@@ -227,8 +227,7 @@ def _size_or_never(n):
 
 def _argument_values(records):
     values = _crossover_values(records)
-    from experiments.lab01_launch_overhead import per_array_us
-    per_array, _ = per_array_us(need(records, "lab01"))
+    per_array, _ = protocol.experiment("01").per_array_us(need(records, "lab01"))
     extra = MERGED_ARRAYS - SCALE_ARRAYS
     return {**values, "per_array": per_array, "arrays": MERGED_ARRAYS, "extra": extra,
             "extra_us": extra * per_array,
