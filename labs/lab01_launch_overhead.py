@@ -23,6 +23,9 @@ Exercises (each stub says `Lab 01.M`), with each kernel's memory budget:
   01.5  predicted_time_us,             the floor model: max(launch cost, bytes / bandwidth),
         crossover_size                 and the size where the two are equal
 
+Given: reference_scale and reference_sum8, the specs in float64 NumPy (the tests check your
+kernels against them).
+
 Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
 output on the device, and the launcher returns the output (still on the device).
 """
@@ -33,6 +36,18 @@ from numba import cuda
 import numpy as np
 
 DEFAULT_BLOCK = 128
+
+
+# --- Given: the specs in float64 NumPy, which the tests, the benchmarks and the notebook check ---
+
+def reference_scale(x, a):
+    """a * x in float64: what scale, scale_rows and scale_rows_separately must compute."""
+    return a * np.asarray(x, dtype=np.float64)
+
+
+def reference_sum8(arrays):
+    """The element-wise sum of the arrays in float64: what sum8 must compute."""
+    return np.sum([np.asarray(a, dtype=np.float64) for a in arrays], axis=0)
 
 
 # --- Given: kernels whose launch is all they cost ------------------------------------------------
