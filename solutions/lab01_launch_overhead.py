@@ -143,7 +143,7 @@ def scale(x, a, out=None, block=DEFAULT_BLOCK):
 
 @cuda.jit
 def scale_row_kernel(x, row, a, out):
-    i = cuda.grid(1)
+    i = cuda.grid(1)          # the row is the offset, out.shape[1] its length: no slice needed
     if i < out.shape[1]:
         out[row, i] = a * x[row, i]     # 1 read, 1 write, in row `row` only
 
@@ -151,8 +151,9 @@ def scale_row_kernel(x, row, a, out):
 def scale_rows_separately(x, a, out=None, block=DEFAULT_BLOCK):
     """out = a * x for a (rows, n) batch, one launch per row: pays the launch cost `rows` times.
 
-    Each launch gets the whole batch and its row number, not `x[row]`: slicing a device array
-    builds a new array object in Python on every call, which would cost more than the launch.
+    Each launch gets the whole batch and its row number (the offset; the length is the batch's
+    row length), not `x[row]`: slicing a device array builds a new array object in Python on
+    every call, which costs more than the launch (experiments/lab01: `python_around_launch`).
     """
     if out is None:
         out = cuda.device_array_like(x)
