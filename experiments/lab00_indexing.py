@@ -23,29 +23,22 @@ from kernellab.gpu import checks, device, timing, traffic
 from kernellab.show import plots
 
 GPU_N = 1 << 26
-SIM_N = 1000
 BLOCKS_PER_SM = (1, 2, 4, 8, 16, 32, 64)
 BLOCK = 256
 A, B = 1.5, -0.25
 
 
 def validate(lab, seed: int = 0) -> list[str]:
-    """Every variant on fresh non-zero inputs into poisoned outputs, and the 2D kernel; their names."""
+    """The 2D kernel on a fresh non-zero matrix into a poisoned output (the `axpb` benchmark
+    validates lab.VARIANTS, at every size it runs); what was validated."""
     cuda = device.cuda()
     rng = np.random.default_rng(seed)
-    n = SIM_N if device.is_simulator() else 100_003
-    x = checks.nonzero(rng, n)
-    d_x = cuda.to_device(x)
-    for name, (launcher, _why) in lab.VARIANTS.items():
-        out = checks.poisoned(n)
-        launcher(d_x, A, B, out=out)
-        checks.assert_matches(out, lab.reference_axpb(x, A, B), rtol=1e-6, what=f"lab 00 {name}")
     matrix, bias = checks.nonzero(rng, (5, 45)), checks.nonzero(rng, 45)
     out = checks.poisoned(matrix.shape)
     lab.add_row_bias(cuda.to_device(matrix), cuda.to_device(bias), out=out)
     checks.assert_matches(out, lab.reference_add_row_bias(matrix, bias), rtol=1e-6,
                           what="lab 00 add_row_bias")
-    return [*lab.VARIANTS, "add_row_bias"]
+    return ["add_row_bias"]
 
 
 # --- the benchmark: both launches of a*x + b against n --------------------------------------------
