@@ -16,7 +16,7 @@ On a GPU (`kernellab bench 01`), in this order (the lab is declared once, in `LA
   its own beside the launch it surrounds.
 - time against size for one kernel (the floor) and for a batch of rows, one launch per row or
   one for all (the crossover where merging launches stops paying), through kernellab.course.bench.
-  These two benchmarks time the host's pacing (`hide_host=False`): their subject is the launch
+  These two benchmarks time the host's pacing (`host_paced=True`): their subject is the launch
   cost, which a hold kernel ahead of the window would hide.
 """
 
@@ -253,7 +253,7 @@ def size_benchmarks(lab, torch=None) -> list[harness.Benchmark]:
         name="scale_one_kernel", axis="n (float32 elements)",
         sizes=[1 << k for k in range(8, 27, 2)], sim_sizes=[300], tour_sizes=[1 << 8, 1 << 16, 1 << 22],
         make_inputs=lambda rng, n: {"x": checks.nonzero(rng, n)},
-        reference=lambda inputs: lab.reference_scale(inputs["x"], SCALE), hide_host=False,
+        reference=lambda inputs: lab.reference_scale(inputs["x"], SCALE), host_paced=True,
         variants=[harness.Variant("scale", lambda d, out: lab.scale(d["x"], SCALE, out=out),
                                   "one launch, one thread per element",
                                   ledger=lambda n: _elementwise_ledger("scale", (n,)))])
@@ -261,7 +261,7 @@ def size_benchmarks(lab, torch=None) -> list[harness.Benchmark]:
         name="merge_rows", axis=f"elements per row ({ROWS} rows)",
         sizes=[1 << k for k in range(4, 21, 2)], sim_sizes=[37], tour_sizes=[1 << 4, 1 << 10, 1 << 16],
         make_inputs=lambda rng, n: {"x": checks.nonzero(rng, (ROWS, n))},
-        reference=lambda inputs: lab.reference_scale(inputs["x"], SCALE), hide_host=False,
+        reference=lambda inputs: lab.reference_scale(inputs["x"], SCALE), host_paced=True,
         variants=[harness.Variant(name, lambda d, out, run=run: run(d["x"], SCALE, out=out), why,
                                   ledger=lambda n, name=name: _elementwise_ledger(name, (ROWS, n)))
                   for name, (run, why) in lab.VARIANTS.items()] + [

@@ -27,8 +27,6 @@ What `run` does, per size (the sweep axis) and per variant:
    the window; the median and p10/p90. When one input set
    (inputs + output) fits in L2, several sets are made and the calls rotate through them, so
    a variant is not timed on data a previous call left in cache (`input_sets`, `l2_resident`).
-   A benchmark whose subject is the host's pacing (`hide_host=False`: Lab 01's launch costs)
-   is timed without the hold, from the first submit to the last kernel's end.
 3. Reports ms, GB/s from the variant's requested bytes (`ledger(size).total_bytes`: what the code
    asks for, not DRAM traffic, which `kernellab profile` measures), % of the copy ceiling, and %
    of the ceiling of the row's own read:write mix (`ceiling_gbps`, `ceiling_mix` says how it was
@@ -51,7 +49,7 @@ timed alike, drawn dashed. `optional_torch()` imports torch only on a GPU, or re
 
 Result (JSON-ready; `reference.save` stores it per benchmark name, with `provenance`):
     {"benchmark", "axis", "sizes", "live", "ok", "provenance", "ceilings" (timing.ceilings),
-     "copy_gbps", "copy" (how it was measured), "launch_floor_ms", "bytes_kind", "hide_host",
+     "copy_gbps", "copy" (how it was measured), "launch_floor_ms", "bytes_kind",
      "instrument_errors",
      "variants": {name: {"why", "baseline"}},
      "rows": [{"size", "variant", "ok", "error", "rel_error", "launches", "bytes", "ledger",
@@ -123,8 +121,6 @@ class Benchmark:
     seed: int = 0
     profile_size: Any = None                        # the size `kernellab profile` runs (default: the largest)
     tour_sizes: Sequence[Any] | None = None         # the quick live sweep `kernellab tour` runs (default: sizes)
-    hide_host: bool = True                          # False where the host's pacing is the subject (launch
-                                                    # overhead): timing.time_gpu(hide_host=False)
 
     def __post_init__(self):
         names = [v.name for v in (*self.variants, *self.baselines)]
@@ -233,9 +229,8 @@ def _sets_for(set_bytes: int) -> int:
     return min(MAX_INPUT_SETS, math.ceil(ROTATE_L2_MULTIPLE * l2 / max(set_bytes, 1)))
 
 
-def _time(variant, sets, reps, hide_host: bool = True) -> dict:
-    """CUDA-event timing of `variant`, each call on the next input set (`hide_host`: see
-    `Benchmark.hide_host` and `timing.time_gpu`)."""
+def _time(variant, sets, reps) -> dict:
+    """CUDA-event timing of `variant`, each call on the next input set."""
     bound = []
     for s in sets:
         inputs, out = variant.setup(s.device, s.out) if variant.setup else (s.device, s.out)
@@ -246,9 +241,9 @@ def _time(variant, sets, reps, hide_host: bool = True) -> dict:
         inputs, out = next(cycle)
         variant.run(inputs, out)
 
-    probe = timing.time_gpu(call, warmup=2, reps=3, hide_host=hide_host)
+    probe = timing.time_gpu(call, warmup=2, reps=3)
     inner = int(min(MAX_INNER, max(1, round(SAMPLE_MS / max(probe.median_ms, 1e-6)))))
-    measured = timing.time_gpu(call, warmup=3, reps=reps, inner=inner, hide_host=hide_host)
+    measured = timing.time_gpu(call, warmup=3, reps=reps, inner=inner)
     set_bytes = _nbytes(sets[0].host) + sets[0].out.nbytes
     return {**measured.as_dict(), "inner": inner, "input_sets": len(sets),
             "l2_resident": len(sets) * set_bytes < device.facts().l2_bytes}
@@ -301,7 +296,6 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
         result["copy"], result["copy_gbps"] = ceilings["copy"], ceilings["copy_gbps"]
         result["launch_floor_ms"] = ceilings["launch_floor_ms"]
         result["bytes_kind"] = REQUESTED_BYTES
-        result["hide_host"] = benchmark.hide_host
     bar = progress_bar(total=len(sizes) * len(variants), desc=benchmark.name, unit="variant",
                        enabled=progress)
     for size in sizes:
@@ -317,7 +311,7 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
             bar.set_postfix_str(f"{benchmark.axis}={size} {variant.name}")
             row = _validate(benchmark, variant, sets[0], expected, size, use_meter=simulated)
             if row["ok"] and not simulated:
-                row.update(_time(variant, sets, reps, benchmark.hide_host))
+                row.update(_time(variant, sets, reps))
                 seconds = row["median_ms"] * 1e-3
                 if row.get("bytes"):
                     rate_against_ceilings(row, result["ceilings"])

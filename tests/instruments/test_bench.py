@@ -79,10 +79,9 @@ def test_simulator_validates_checks_ledgers_and_has_no_timing(tmp_path, capsys):
 def fake_gpu(monkeypatch):
     """bench.run's GPU path with a clock that charges 10 us per launch plus 1 ms per MB declared."""
     facts = dataclasses.replace(device.facts(), l2_bytes=8_000)
-    state = {"bytes": 0, "hide_host": set()}
+    state = {"bytes": 0}
 
-    def time_gpu(fn, *, warmup=5, reps=50, inner=1, stream=0, setup=None, hide_host=True):
-        state["hide_host"].add(hide_host)
+    def time_gpu(fn, *, warmup=5, reps=50, inner=1, stream=0, setup=None):
         with record_launches() as log:
             fn()
         ms = 0.01 * len(log) + state["bytes"] / 1e6
@@ -90,9 +89,9 @@ def fake_gpu(monkeypatch):
 
     real_time = bench._time
 
-    def traced_time(variant, sets, reps, hide_host=True):
+    def traced_time(variant, sets, reps):
         state["bytes"] = variant.ledger(sets[0].host["x"].size).total_bytes
-        return real_time(variant, sets, reps, hide_host)
+        return real_time(variant, sets, reps)
 
     monkeypatch.setattr(bench, "device", types.SimpleNamespace(is_simulator=lambda: False,
                                                                 facts=lambda: facts))
@@ -138,15 +137,6 @@ def test_a_failing_baseline_does_not_fail_the_benchmark(fake_gpu, tmp_path):
     assert result["ok"], bench.table(result)
     assert bench.failures(result) == ["broken_baseline at n=100: ZeroDivisionError: division by zero"]
     assert result["variants"]["broken_baseline"]["baseline"]
-
-
-def test_a_benchmark_of_the_hosts_pacing_is_timed_without_the_hold(fake_gpu):
-    """hide_host=False (Lab 01's launch costs) reaches time_gpu, and the record says so."""
-    held = bench.run(benchmark([GOOD], sizes=(100,)), progress=False)
-    assert fake_gpu["hide_host"] == {True} and held["hide_host"] is True
-    fake_gpu["hide_host"].clear()
-    paced = bench.run(dataclasses.replace(benchmark([GOOD], sizes=(100,)), hide_host=False), progress=False)
-    assert fake_gpu["hide_host"] == {False} and paced["hide_host"] is False
 
 
 def test_row_names_what_is_missing():
