@@ -120,12 +120,16 @@ def recorded(declared: Lab) -> dict:
 
 
 def measured(declared: Lab, name: str) -> dict | None:
-    """One of the lab's measurements live on a GPU (noted for the claims), else its recorded
-    reference record (None when none was recorded yet): what a notebook cell shows."""
-    measurement = next((m for m in declared.measurements if m.name == name), None)
-    if measurement is None:
-        raise ValueError(f"lab {declared.number} declares no measurement {name!r}")
-    return reference.live_or_recorded(declared.number, name, lambda: measurement.measure(declared.module()))
+    """One of the lab's measurements, or a benchmark at its `tour_sizes`, live on a GPU (noted
+    for the claims), else its recorded reference record (None when none was recorded yet): what
+    a notebook cell shows."""
+    declared_names = [m.name for m in declared.measurements]
+    declared_names += [b.name for b in declared.benchmarks(declared.module(), None)]
+    if name not in declared_names:
+        raise ValueError(f"lab {declared.number} declares no measurement or benchmark {name!r}")
+    if device.is_simulator():
+        return recorded(declared).get(name)
+    return measure_live(declared, declared.module(), name)
 
 
 def validate(declared: Lab, seed: int = 0) -> list[str]:
@@ -204,15 +208,7 @@ def measure_live(declared: Lab, lab: ModuleType, name: str) -> dict:
     for measurement in declared.measurements:
         if measurement.name == name:
             return reference.note_live(declared.number, name, measurement.measure(lab))
-    raise KeyError(f"lab {declared.number} declares no benchmark or measurement {name!r}")
-
-
-def measured(declared: Lab, name: str) -> dict | None:
-    """One record, as a notebook section shows it: on a GPU measured now (`measure_live`), in
-    the simulator the recorded one (None when nothing was recorded yet)."""
-    if device.is_simulator():
-        return recorded(declared).get(name)
-    return measure_live(declared, declared.module(), name)
+    raise ValueError(f"lab {declared.number} declares no measurement or benchmark {name!r}")
 
 
 def draw(declared: Lab, lab: ModuleType, records: dict, figures_dir: Path) -> list[Path]:
