@@ -35,6 +35,7 @@ import math
 
 import numpy as np
 
+from kernellab.gpu import device
 from kernellab.kernels import resources
 from kernellab.gpu.traffic import Ledger
 
@@ -77,6 +78,22 @@ def check_affine(x, gamma, beta):
     if tuple(gamma.shape) != (cols,) or tuple(beta.shape) != (cols,):
         raise ValueError(f"gamma and beta need one value per column, ({cols},); got "
                          f"{tuple(gamma.shape)} and {tuple(beta.shape)}")
+
+
+# --- The float64 NumPy references every form is checked against (tests, experiments, notebook) ---
+
+def softmax_reference(x):
+    """softmax along each row of a host matrix, in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def layernorm_reference(x, gamma, beta, eps=DEFAULT_EPS):
+    """layernorm along each row of a host matrix, in float64 (the variance about the mean)."""
+    x = np.asarray(x, dtype=np.float64)
+    mean = x.mean(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + eps) * gamma + beta
 
 
 # --- Given: block-wide reductions through shared memory ----------------------------------------------
@@ -140,7 +157,7 @@ def shuffle_block_reduce(value, scratch, take_max):
 
 
 # The simulator has no warp shuffles: there the tree runs; on a GPU, the shuffles.
-block_reduce = tree_block_reduce if kernellab.gpu.device.is_simulator() else shuffle_block_reduce
+block_reduce = tree_block_reduce if device.is_simulator() else shuffle_block_reduce
 
 
 @cuda.jit(device=True, inline="always")
