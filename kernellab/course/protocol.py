@@ -62,9 +62,15 @@ class Measurement:
     """A GPU measurement that is not a bytes-per-size benchmark (a sweep, a timeline, a probe)."""
 
     name: str                                   # its record's key in data/reference/<gpu>/labNN.json
-    measure: Callable[[ModuleType], dict]       # measure(lab) -> the record (GPU only)
+    measure: Callable[..., dict]                # measure(lab) -> the record (GPU only)
     why: str                                    # one line: what it shows
     in_tour: bool = True                        # cheap enough to run live in `kernellab tour`
+    needs: tuple[str, ...] = ()                 # records of the same run it reads: then
+                                                # measure(lab, {name: record}) (e.g. a benchmark's timings)
+
+    def run(self, lab: ModuleType, records: dict) -> dict:
+        return self.measure(lab, {name: records[name] for name in self.needs}) if self.needs \
+            else self.measure(lab)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +171,7 @@ def bench(declared: Lab, out_dir: Path | None = None) -> dict:
     for measurement in declared.measurements:
         started = time.perf_counter()
         print(f"== {measurement.name}: {measurement.why}")
-        records[measurement.name] = measurement.measure(lab)
+        records[measurement.name] = measurement.run(lab, records)
         reference.save(declared.number, {measurement.name: records[measurement.name]}, out_dir)
         print(f"   {measurement.name}: {time.perf_counter() - started:.0f} s")
     if declared.targets is not None:
@@ -207,7 +213,8 @@ def measure_live(declared: Lab, lab: ModuleType, name: str) -> dict:
             return reference.note_live(declared.number, name, result)
     for measurement in declared.measurements:
         if measurement.name == name:
-            return reference.note_live(declared.number, name, measurement.measure(lab))
+            records = {**recorded(declared), **reference.LIVE.get(declared.number, {})}  # its `needs`
+            return reference.note_live(declared.number, name, measurement.run(lab, records))
     raise ValueError(f"lab {declared.number} declares no measurement or benchmark {name!r}")
 
 
