@@ -270,15 +270,14 @@ def measure_batches(lab) -> dict:
 
 class PaddedToBucket:
     """Pad-to-bucket, the alternative to one graph per batch size: graphs only for the bucket
-    sizes (`buckets`, ascending), each batch copied into the smallest bucket that holds it (the
-    padding rows computed and thrown away). Fewer graphs to build and keep, more work per call.
-    Uses the lab's BatchedPipeline for the buckets' graphs; returns a view of the batch's rows."""
+    sizes (`buckets`, ascending), each batch copied into the static buffer of the smallest bucket
+    that holds it (the padding rows computed and thrown away). Fewer graphs to build and keep,
+    more work per call. The buckets' buffers and graphs are the lab's BatchedPipeline's; returns
+    a view of the batch's rows."""
 
     def __init__(self, lab, features, coeffs, buckets=BUCKETS):
-        cuda = device.cuda()
         self.buckets = tuple(buckets)
         self.dispatcher = lab.BatchedPipeline(features, coeffs)
-        self.padded = {b: cuda.device_array((b, features), dtype=np.float32) for b in self.buckets}
 
     def bucket(self, batch: int) -> int:
         fits = [b for b in self.buckets if b >= batch]
@@ -287,9 +286,10 @@ class PaddedToBucket:
         return fits[0]
 
     def __call__(self, x):
-        padded = self.padded[self.bucket(x.shape[0])]
-        padded[: x.shape[0]].copy_to_device(x)          # the rows past the batch keep old values
-        return self.dispatcher(padded)[: x.shape[0]]
+        static, graph = self.dispatcher.graphs[self.bucket(x.shape[0])]   # built on first use
+        static[: x.shape[0]].copy_to_device(x)          # the padding rows keep whatever they held
+        graph.replay()
+        return static[: x.shape[0]]
 
 
 class UpdatedInPlace:
@@ -312,7 +312,9 @@ class UpdatedInPlace:
         batch = x.shape[0]
         flat = self.buffer[: batch * self.features]
         if batch != self.batch:
-            builder = Device(device.cuda().get_current_device().id).create_graph_builder()
+            gpu = Device(device.cuda().get_current_device().id)
+            gpu.set_current()                       # the primary context, the one Numba uses
+            builder = gpu.create_graph_builder()
             builder.begin_building()
             self.lab.pipeline(flat, self.coeffs, stream=builder)
             builder.end_building()
@@ -356,7 +358,7 @@ def measure_batch_strategies(lab) -> dict:
                             "pad_to_bucket": lambda: call.dispatcher.graphs.builds,
                             "update_in_place": lambda: 1}[name]()
             static = {"per_size": lambda: sum(b for b in set(sizes)),
-                      "pad_to_bucket": lambda: sum(call.buckets) + sum(call.dispatcher.graphs.keys()),
+                      "pad_to_bucket": lambda: sum(call.dispatcher.graphs.keys()),
                       "update_in_place": lambda: LARGEST_BATCH}[name]() * BATCH_FEATURES * 4
             rows[f"{stream_name}/{name}"] = {
                 "calls": len(sizes), "distinct_sizes": len(set(sizes)), "per_call_ms": per_call_ms,
