@@ -119,10 +119,24 @@ def recorded(declared: Lab) -> dict:
     return (reference.load(declared.number) or {}).get("records") or {}
 
 
+def measured(declared: Lab, name: str) -> dict | None:
+    """One of the lab's measurements live on a GPU (noted for the claims), else its recorded
+    reference record (None when none was recorded yet): what a notebook cell shows."""
+    measurement = next((m for m in declared.measurements if m.name == name), None)
+    if measurement is None:
+        raise ValueError(f"lab {declared.number} declares no measurement {name!r}")
+    return reference.live_or_recorded(declared.number, name, lambda: measurement.measure(declared.module()))
+
+
 def validate(declared: Lab, seed: int = 0) -> list[str]:
     """Validate the lab's own checks, then every benchmark's variants at its simulator sizes
     (on a GPU the benchmarks validate themselves before they time)."""
     lab = declared.module()
+    undefined = [name for name in (*(k.name for k in declared.kernels), *declared.references)
+                 if not hasattr(lab, name)]
+    if undefined:
+        raise AssertionError(f"lab {declared.number} declares {', '.join(undefined)}, which "
+                             f"{lab.__name__} does not define")
     names = list(declared.validate(lab, seed))
     for benchmark in declared.benchmarks(lab, None) if device.is_simulator() else ():
         result = harness.run(benchmark, progress=False, out=lambda line: None)
@@ -157,6 +171,8 @@ def bench(declared: Lab, out_dir: Path | None = None) -> dict:
                               reference.provenance())
             reference.save(declared.number, {"targets": {"provenance": provenance, **goals}}, out_dir)
             records["targets"] = goals
+            for path, verdict in harness.targets_over_repeats([{"targets": goals}])["targets"].items():
+                print(f"   {path}: {'met' if verdict['met'] else 'MISSED'}")
         else:
             print("some versions failed validation: no targets checked")
     draw(declared, lab, {**recorded(declared), **records}, Path(out_dir) if out_dir else plots.FIGURES)
