@@ -34,9 +34,11 @@ from kernellab.gpu import device, hooks, launches
 
 cuda = device.cuda()
 
-ALLOCATION = ("allocation cannot be captured: a graph replays the launches it saw, so memory "
-              "allocated during capture would be allocated once and its address baked in. "
-              "Allocate every buffer before capture() and pass it to the captured function.")
+ALLOCATION = ("Numba's allocation cannot be captured: it calls cuMemAlloc, which runs at once "
+              "instead of being recorded, so the graph would bake in an address it never allocates "
+              "again (stream-ordered allocation, cuMemAllocAsync, can be captured as a memory "
+              "node, but numba-cuda does not allocate that way). Allocate every buffer before "
+              "capture() and pass it to the captured function.")
 SYNCHRONIZATION = ("synchronization cannot be captured: capture records kernels without running "
                    "them, so there is nothing to wait for or to read back yet. Synchronize or "
                    "copy results to the host after replay().")
