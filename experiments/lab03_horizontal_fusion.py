@@ -231,7 +231,9 @@ def _argument_values(records):
     extra = MERGED_ARRAYS - SCALE_ARRAYS
     return {**values, "per_array": per_array, "arrays": MERGED_ARRAYS, "extra": extra,
             "extra_us": extra * per_array,
-            "rest_us": values["merged_us"] - values["launch_us"] - extra * per_array}
+            "rest_us": values["merged_us"] - values["launch_us"] - extra * per_array,
+            "rest_over_launch": (values["merged_us"] - values["launch_us"] - extra * per_array)
+                                / values["launch_us"]}
 
 
 def _slicing_values(records):
@@ -258,9 +260,14 @@ CLAIMS = [
           "The merged call takes {merged_us:.0f} us at {n:,} elements, {over_launch:.1f}x one launch of "
           "the scale kernel ({launch_us:.1f} us): its {extra} array arguments beyond that launch's two "
           "cost about {extra_us:.0f} us at the {per_array:.1f} us per array Lab 01 measured, which "
-          "leaves {rest_us:.0f} us for the Python in the launcher (two small tables, no slices).",
+          "leaves {rest_us:.0f} us ({rest_over_launch:.1f}x a launch) for the Python in the launcher "
+          "(two small tables, no slices): a merged launcher is not free, yet it still beats four "
+          "launches ({separate_us:.0f} us).",
           values=_argument_values,
-          holds=lambda v: v["merged_us"] < 4 * v["launch_us"] and v["rest_us"] < v["launch_us"]),
+          holds=lambda v: v["merged_us"] < v["separate_us"],
+          explains="the first form of this claim expected the launcher's Python to cost less than one "
+                   "launch; the 2026-12-01 recording (3 repeats, host-paced) measured more, so the "
+                   "claim states the measured split instead"),
     Claim("slicing_is_its_own_cost",
           "Slicing `out` into the four views the first version of this lab launched on costs "
           "{slicing_us:.0f} us per call at {n:,} elements (about {per_view_us:.0f} us per view): the "
