@@ -148,6 +148,24 @@ class ReferenceImplementationUsed(RuntimeError):
     """Graded code called one of kernellab's reference implementations of its own stubs."""
 
 
+def given_references(module, lab: str):
+    """A submission graded from KERNELLAB_LABS_DIR runs with the course's own float64 NumPy
+    references (the given functions whose names hold "reference", in the pristine starter under
+    labs/): the tests check against those, so a student who edits one in their file to match a
+    broken kernel changes nothing. Returns the module."""
+    if not settings.labs_dir():
+        return module
+    number = lab_number(lab)
+    spec = importlib.util.spec_from_file_location(f"kernellab_given_lab{number}",
+                                                  ROOT / "labs" / f"{labs()[number]}.py")
+    pristine = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pristine)
+    for name, value in vars(pristine).items():
+        if "reference" in name and callable(value) and not name.startswith("_"):
+            setattr(module, name, value)
+    return module
+
+
 def forbid_references(module, lab: str):
     """Make each function of a graded lab that uses a reference implementation fail when called,
     saying where (found in the lab's source, and by identity among its globals); a use at module

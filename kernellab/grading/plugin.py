@@ -120,7 +120,7 @@ def lab(request):
     except ValueError as exc:
         raise RuntimeError(f"the `lab` fixture works in tests/labs/test_labNN_*.py files only "
                            f"({exc})") from None
-    return target.forbid_references(target.load(number), number)
+    return target.forbid_references(target.given_references(target.load(number), number), number)
 
 
 @pytest.fixture

@@ -113,3 +113,14 @@ def test_labs_may_not_import_solutions(tmp_path):
     root = submission(tmp_path, prepend="from solutions.lab00_indexing import *  # noqa\n")
     tests = grade(root)
     assert all(t["score"] == 0 and "may not import solutions" in t["output"] for t in tests.values())
+
+
+def test_an_edited_reference_changes_nothing(tmp_path):
+    """A submission's copy of a given reference is replaced by the course's own: a kernel that
+    computes a + x + b, with the reference edited to match it, still loses the axpb tests."""
+    root = submission(tmp_path,
+                      ("    return a * np.asarray(x, dtype=np.float64) + b",
+                       "    return a + np.asarray(x, dtype=np.float64) + b"),
+                      ("        out[i] = a * x[i] + b  # 1 read", "        out[i] = a + x[i] + b  # 1 read"))
+    tests = grade(root, timeout=30)
+    assert {"test_axpb_matches_numpy", "test_axpb_allocates_and_chooses_the_grid"} <= lost(tests)
