@@ -38,7 +38,7 @@ import numpy as np
 from kernellab.gpu import checks, device, timing
 from kernellab.show import plots
 from kernellab.course import reference, target
-from kernellab.kernels import resources
+from kernellab.kernels import driver, jit, resources
 from kernellab import occupancy as occ
 from kernellab.course.claims import Claim, Missing, need
 from kernellab.show.progress import printing, progress_bar
@@ -370,7 +370,7 @@ def padding_for(blocks_per_sm: int, registers: int, static: int, carveout: int, 
 
 def cufunction(kernel, signature_or_args):
     """numba-cuda's loaded function for one overload (its `.handle` is the CUkernel launches use)."""
-    return resources.compiled_overload(kernel, signature_or_args)._codelibrary.get_cufunc()
+    return driver.compiled_overload(kernel, signature_or_args)._codelibrary.get_cufunc()
 
 
 def get_attribute(cufunc, name: str) -> int:
@@ -437,7 +437,7 @@ def sweep_kernel(live: int, shared_bytes: int = 0, max_registers: int | None = N
     namespace = {"cuda": cuda, "float32": float32, "ONE": np.float32(1.0)}
     exec("\n".join(lines), namespace)
     options = {} if max_registers is None else {"max_registers": max_registers}
-    return name, resources.jit(**options)(namespace[name])
+    return name, jit.jit(**options)(namespace[name])
 
 
 def dynamic_values(static: int, max_dynamic: int, arch) -> list[int]:
@@ -518,7 +518,7 @@ def lab_kernels() -> tuple[list, list]:
         module = target.load(number, "solutions")
         for name, value in sorted(vars(module).items()):
             try:
-                signatures = resources.declared_signatures(value)
+                signatures = jit.declared_signatures(value)
             except TypeError:                          # not a kernel, or a device function
                 continue
             if id(value) in seen:
@@ -541,7 +541,7 @@ def resources_vs_driver(kernels, undeclared) -> dict:
     out = []
     for label, kernel, sig in kernels:
         try:
-            (row,) = resources.driver_comparison([(kernel, sig)])
+            (row,) = driver.driver_comparison([(kernel, sig)])
         except Exception as exc:  # one kernel that fails to build must not end the run
             out.append({"kernel": label, "signature": str(sig), "agree": False,
                         "error": f"{type(exc).__name__}: {exc}"})
@@ -629,7 +629,7 @@ def renamed_copy(kernel, name: str, **options):
     fn = kernel.py_func
     copy = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
     copy.__qualname__ = name
-    return resources.jit(**options)(copy)
+    return jit.jit(**options)(copy)
 
 
 def measure_register_caps(lab, reps: int = 20) -> dict:
@@ -678,7 +678,7 @@ def measure_linear_relu(lab, configs, reps: int = 20) -> dict:
                "registers": on_driver.registers_per_thread, "local_bytes": on_driver.local_bytes,
                "spill_stores": on_ptxas.spill_stores_bytes, "spill_loads": on_ptxas.spill_loads_bytes,
                "occupancy": calc.occupancy, "limiters": list(calc.limiters),
-               "driver_blocks": occ.driver_active_blocks(kernel, sig, config.block_size),
+               "driver_blocks": driver.driver_active_blocks(kernel, sig, config.block_size),
                "calculator_blocks": calc.active_blocks, **t.as_dict(),
                "tflops": flops / (t.median_ms * 1e-3) / 1e12}
         rows.append(row)
