@@ -107,7 +107,7 @@ def first_lost(mutant: Mutant, graded: dict, seed: int, timeout: float) -> str:
         run = runner.run_lab(mutant.lab, env, Path(tmp), timeout, 2000, graded=graded,
                              first_failure=True, compile_check=False, probe=False)
         if all(o["outcome"] == "passed" for o in run.outcomes.values()):
-            run.check_compiles()   # only here: compiling every kernel of every mutant costs minutes
+            runner.check_compiles([run])   # only here: compiling every kernel of every mutant costs minutes
     failed = [n for n, o in run.outcomes.items() if o["outcome"] != "passed"]
     return failed[0].split("::")[-1] if failed else ""
 
@@ -135,10 +135,8 @@ def run(labs=None, jobs: int = 2, seeds: int = DEFAULT_SEEDS, first_seed: int | 
     todo = [m for lab in numbers for m in load(lab)]
     for mutant in todo:
         mutated_source(mutant)   # a stale mutant is an error before minutes of grading
-    manifests = {}
     with tempfile.TemporaryDirectory(prefix="kernellab-mutants-") as tmp:
-        for lab in numbers:
-            manifests[lab] = runner.collect(lab, runner.child_env("labs", None, first_seed), Path(tmp))
+        manifests = runner.collect(numbers, runner.child_env("labs", None, first_seed), Path(tmp))
     verdicts: dict[str, list[Verdict]] = {lab: [] for lab in numbers}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for verdict in pool.map(lambda m: judge(m, manifests[m.lab], seed_list, timeout), todo):

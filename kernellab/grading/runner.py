@@ -51,23 +51,29 @@ class LabRun:
         self.outcomes[event["nodeid"]] = {"outcome": event["outcome"], "output": event["output"]}
         self.kernels[event["nodeid"]] = event.get("kernels", [])
 
-    def check_compiles(self):
-        """A test passes only if every lab kernel it launched also compiles for a real GPU."""
-        from kernellab.grading import compile_check
-        unique = {json.dumps(r, sort_keys=True): r for reqs in self.kernels.values() for r in reqs}
-        if not unique:
-            return
-        try:
-            errors = dict(zip(unique, compile_check.gpu_compile_errors(list(unique.values()))))
-        except Exception as exc:  # the check itself broke: say so, cost nothing
-            for outcome in self.outcomes.values():
+
+
+def check_compiles(runs: list[LabRun]):
+    """A test passes only if every lab kernel it launched also compiles for a real GPU: the
+    kernels of all `runs` are compiled in one child (one numba import for the whole grade)."""
+    from kernellab.grading import compile_check
+    unique = {json.dumps(r, sort_keys=True): r for run in runs
+              for reqs in run.kernels.values() for r in reqs}
+    if not unique:
+        return
+    try:
+        errors = dict(zip(unique, compile_check.gpu_compile_errors(list(unique.values()))))
+    except Exception as exc:  # the check itself broke: say so, cost nothing
+        for run in runs:
+            for outcome in run.outcomes.values():
                 outcome["output"] += f"\n(compile check unavailable: {exc})"
-            return
-        for nodeid, requests in self.kernels.items():
+        return
+    for run in runs:
+        for nodeid, requests in run.kernels.items():
             failures = [errors[json.dumps(r, sort_keys=True)] for r in requests]
             failures = [f for f in failures if f]
             if failures:
-                outcome = self.outcomes[nodeid]
+                outcome = run.outcomes[nodeid]
                 outcome["outcome"] = "failed"
                 outcome["output"] = (
                     "fails the compile check for a real GPU (sm_"
@@ -94,17 +100,20 @@ def test_file(lab: str) -> Path:
     return matches[0]
 
 
-def collect(lab: str, env: dict, workdir: Path) -> dict:
-    """The graded tests of a lab and their points, read from the pristine tests/ (no student code runs)."""
-    manifest = workdir / f"manifest-{lab}.json"
+def collect(labs: list[str], env: dict, workdir: Path) -> dict[str, dict]:
+    """{lab: its graded tests and their points}, read from the pristine tests/ in one child
+    (no student code runs)."""
+    manifest = workdir / f"manifest-{'-'.join(labs)}.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                           str(test_file(lab)), f"--kl-manifest={manifest}",
-                           f"--results={workdir / f'collected-{lab}.json'}"],  # not into the course folder
+                           *(str(test_file(lab)) for lab in labs), f"--kl-manifest={manifest}",
+                           f"--results={workdir / 'collected.json'}"],  # not into the course folder
                           cwd=target.ROOT, env=env, capture_output=True, text=True, timeout=300)
     if not manifest.exists():
-        raise RuntimeError(f"could not collect the tests of lab {lab}:\n{proc.stdout[-2000:]}"
-                           f"{proc.stderr[-2000:]}")
-    return json.loads(manifest.read_text())
+        raise RuntimeError(f"could not collect the tests of lab(s) {', '.join(labs)}:\n"
+                           f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    graded = json.loads(manifest.read_text())
+    return {lab: {nodeid: info for nodeid, info in graded.items()
+                  if Path(nodeid.split("::")[0]).name == test_file(lab).name} for lab in labs}
 
 
 def probe_import(lab: str, env: dict, timeout: float) -> str | None:
@@ -178,7 +187,7 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int,
     one failure per mutant, not all of them); `probe=False` skips the import probe for code
     known to import (the mutants of a solution); `stress=False` runs the simulator plainly.
     """
-    graded = graded if graded is not None else collect(lab, env, workdir)
+    graded = graded if graded is not None else collect([lab], env, workdir)[lab]
     run = LabRun(lab, graded, {})
     why_not = probe and probe_import(lab, env, IMPORT_TIMEOUT)
     if why_not:
@@ -209,7 +218,7 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int,
         if run.stops(first_failure):
             break
     if compile_check:
-        run.check_compiles()
+        check_compiles([run])
     return run
 
 
@@ -308,11 +317,15 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
     timeout = timeout or DEFAULT_TIMEOUT
     env = child_env(target_name, labs_dir_of(root), seed)
     graded, outcomes = {}, {}
+    numbers = resolve_labs(labs)
     with tempfile.TemporaryDirectory(prefix="kernellab-grade-") as tmp, \
             concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for run in pool.map(lambda lab: run_lab(lab, env, Path(tmp), timeout, output_cap,
-                                                stress=stress),
-                            resolve_labs(labs)):
+        collected = collect(numbers, env, Path(tmp))
+        runs = list(pool.map(lambda lab: run_lab(lab, env, Path(tmp), timeout, output_cap,
+                                                 graded=collected[lab], compile_check=False,
+                                                 stress=stress), numbers))
+        check_compiles(runs)
+        for run in runs:
             graded.update(run.graded)
             outcomes.update(run.outcomes)
     header = f"target={target_name} seed={seed} (replay with --seed {seed})"

@@ -199,6 +199,8 @@ spec.loader.exec_module(dev)
 facts = dev.DeviceFacts(**dict(payload["facts"], cc=tuple(payload["facts"]["cc"])))
 dev.mode = lambda: "gpu"
 dev.facts = lambda: facts
+import kernellab.gpu
+kernellab.gpu.device = dev   # a module found in sys.modules is not set on its package by import
 from kernellab.kernels import ptxas
 ptxas.serve(payload["requests"])
 """

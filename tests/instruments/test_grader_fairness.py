@@ -47,7 +47,7 @@ def test_on_a_gpu_the_simulator_tests_run_in_a_simulator_child(tmp_path, monkeyp
     children = record_children(monkeypatch)
     root = submission(tmp_path, "lab00_indexing.py", (SOLUTIONS / "lab00_indexing.py").read_text())
     document = runner.grade(["00"], root=root, results=tmp_path / "r.json", seed=5, out=None)
-    manifest = runner.collect("00", runner.child_env("labs", None, 5), tmp_path)
+    manifest = runner.collect(["00"], runner.child_env("labs", None, 5), tmp_path)["00"]
     simulated = {n for n, info in manifest.items() if info["simulator"]}
     assert simulated and len(simulated) < len(manifest)
     assert {(d, n) for d, nodeids, _ in children for n in nodeids} == (
@@ -77,7 +77,7 @@ def test_a_compile_check_that_cannot_compile_anything_costs_nothing(monkeypatch)
         {"kind": "compile", "error": "LinkerError: CUDA_ERROR_INVALID_CONTEXT"}] * len(requests))
     run = runner.LabRun("00", {"t": {}}, {"t": {"outcome": "passed", "output": ""}},
                         {"t": [{"name": "axpb_kernel"}]})
-    run.check_compiles()
+    runner.check_compiles([run])
     assert run.outcomes["t"]["outcome"] == "passed"
     assert "compile check unavailable: a kernel known to compile did not" in run.outcomes["t"]["output"]
 
@@ -141,7 +141,7 @@ def test_lab06_may_not_use_kernellabs_reference_implementation(tmp_path):
     root = submission(tmp_path, "lab06_occupancy.py", source)
     results = tmp_path / "results.json"
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    str(target.ROOT / "tests" / "test_lab06_occupancy.py"), "-k", "not linear_relu",
+                    str(target.ROOT / "tests" / "labs" / "test_lab06_occupancy.py"), "-k", "not linear_relu",
                     f"--results={results}"], cwd=target.ROOT, capture_output=True,
                    env={**os.environ, "KERNELLAB_DEVICE": "sim", "KERNELLAB_TARGET": "labs",
                         "KERNELLAB_LABS_DIR": str(root / "labs")})
@@ -216,7 +216,7 @@ def test_the_classroom_workflow_grades_every_lab_in_its_own_step(tmp_path):
     assert sorted(graded) == [f"lab{n}" for n in target.labs()]
     manifest = tmp_path / "manifest.json"
     subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                    *map(str, sorted((target.ROOT / "tests").glob("test_lab*_*.py"))),
+                    *map(str, sorted((target.ROOT / "tests" / "labs").glob("test_lab*_*.py"))),
                     f"--kl-manifest={manifest}"], cwd=target.ROOT, capture_output=True)
     points = {}
     for info in json.loads(manifest.read_text()).values():

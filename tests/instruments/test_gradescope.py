@@ -28,7 +28,7 @@ SOLUTION = target.ROOT / "solutions" / "lab00_indexing.py"
 PLANT = """
 import pathlib
 try:
-    (pathlib.Path.cwd() / "tests" / "planted.py").write_text("")
+    (pathlib.Path.cwd() / "tests" / "labs" / "planted.py").write_text("")
 except OSError:
     pass
 """
@@ -87,8 +87,8 @@ def test_flat_submission_gets_full_marks_without_touching_the_tests(autograder):
     results = run_autograder(autograder, {"lab00_indexing.py": SOLUTION.read_text() + PLANT})
     assert results["score"] == results["max_score"] > 0, results["log"][-3000:]
     assert "WARNING" not in results["output"], results["output"]   # the bundle's tests verify
-    planted = autograder[0] / "source" / "tests" / "planted.py"
-    if autograder[2]:   # the grader dropped to `nobody`, who cannot write to source/tests
+    planted = autograder[0] / "source" / "tests" / "labs" / "planted.py"
+    if autograder[2]:   # the grader dropped to `nobody`, who cannot write to source/tests/labs
         assert not planted.exists()
     planted.unlink(missing_ok=True)
 
@@ -113,7 +113,7 @@ def test_bundle_holds_no_solutions_and_its_tests_verify(tmp_path):
         zf.extractall(tmp_path / "source")
     assert {"setup.sh", "run_autograder", "constraints.txt", "pyproject.toml"} <= set(names)
     assert not [n for n in names if n.startswith(("solutions/", "tests/mutants/"))]
-    tests = tmp_path / "source" / "tests"
+    tests = tmp_path / "source" / "tests" / "labs"
     assert integrity.changes(tests, tests / "CHECKSUMS.sha256") == []
 
 

@@ -21,7 +21,7 @@ def test_every_lab_has_mutants_that_apply_to_its_solution(lab):
 
 def test_a_bug_is_killed_on_every_seed_and_an_alternative_passes(tmp_path):
     env = runner.child_env("labs", None, 5)
-    graded = runner.collect("00", env, tmp_path)
+    graded = runner.collect(["00"], env, tmp_path)["00"]
     bug = mutants.Mutant("00", "off-by-one in the guard", "if i < out.size:          # the guard",
                           "if i <= out.size - 2:    # the guard")
     harmless = mutants.Mutant("00", "a comment", "# the guard: the last block", "# the check: the last block",

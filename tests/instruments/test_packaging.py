@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 
 from kernellab.grading import gradescope, release
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONDA_ONLY = {"python", "pip", "cuda-version"}   # conda's way of saying what pip's extras say
 
 

@@ -50,7 +50,7 @@ def test_release_leaves_the_answers_out(student_release):
     assert not [n for n in names if n.startswith(("solutions", "tests/mutants"))]
     assert {"labs/lab00_indexing.py", "tests/labs/test_lab00_indexing.py", "Makefile", "README.md",
             "constraints.txt", "data/reference/h200/lab02.json"} <= names
-    tests = student_release / "tests"
+    tests = student_release / "tests" / "labs"
     assert integrity.changes(tests, tests / "CHECKSUMS.sha256") == []
     for notebook in (student_release / "notebooks").glob("*.ipynb"):
         cells = json.loads(notebook.read_text())["cells"]
