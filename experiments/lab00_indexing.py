@@ -15,7 +15,7 @@ from kernellab.gpu import checks, device, timing
 from kernellab.show import plots
 from kernellab.course import reference, target
 from kernellab.course.claims import Claim, Missing, need
-from kernellab.course.tour import TourResult
+from kernellab.course.protocol import TourResult
 
 LAB = "00"
 GPU_N = 1 << 26

@@ -31,7 +31,7 @@ from kernellab.show import plots
 from kernellab.course import reference, target
 from kernellab.course.claims import Claim, need, row
 from kernellab.gpu.launches import record_launches
-from kernellab.course.tour import TourResult
+from kernellab.course.protocol import TourResult
 
 LAB = "01"
 KERNELS = 100                                  # kernels in a captured chain

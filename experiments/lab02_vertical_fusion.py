@@ -21,7 +21,7 @@ from kernellab.gpu import checks, device
 from kernellab.show import plots
 from kernellab.course import reference, target
 from kernellab.course.claims import Claim, need, row
-from kernellab.course.tour import TourResult
+from kernellab.course.protocol import TourResult
 from kernellab.gpu.traffic import Ledger
 
 LAB = "02"

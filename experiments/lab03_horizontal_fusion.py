@@ -16,7 +16,7 @@ from kernellab.gpu import checks, device
 from kernellab.show import plots
 from kernellab.course import reference, target
 from kernellab.course.claims import Claim, Missing, need
-from kernellab.course.tour import TourResult
+from kernellab.course.protocol import TourResult
 
 LAB = "03"
 ALPHA = 2.5

@@ -23,7 +23,7 @@ from kernellab.show import plots
 from kernellab.course import reference, target
 from kernellab.kernels import resources
 from kernellab.course.claims import Claim, Missing, need, row
-from kernellab.course.tour import TourResult
+from kernellab.course.protocol import TourResult
 
 LAB = "04"
 P = 0.1                                   # dropout probability in every measurement

@@ -42,7 +42,7 @@ from kernellab.kernels import driver, jit, resources
 from kernellab import occupancy as occ
 from kernellab.course.claims import Claim, Missing, need
 from kernellab.show.progress import printing, progress_bar
-from kernellab.course.tour import TourResult
+from kernellab.course.protocol import TourResult
 from numba import float32  # after kernellab, which chooses GPU or simulator before Numba loads
 
 LAB = "06"

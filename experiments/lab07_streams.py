@@ -45,7 +45,7 @@ from kernellab.kernels import resources
 from kernellab import scheduler
 from kernellab.show.progress import progress_bar
 from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantt
-from kernellab.course.tour import TourResult
+from kernellab.course.protocol import TourResult
 
 LAB = "07"
 KERNELS = 16

@@ -27,9 +27,9 @@ from matplotlib.ticker import NullFormatter
 from kernellab.course import bench as harness
 from kernellab.gpu import checks, device, graphs, timing
 from kernellab.show import plots
-from kernellab.course import profile, reference, target
+from kernellab.course import reference, target
 from kernellab.gpu.traffic import Ledger
-from kernellab.course.tour import TourResult
+from kernellab.course.protocol import TourResult
 
 
 LAB = "08"
@@ -185,7 +185,7 @@ NCU = ("Nsight Compute gpu__time_duration of affine_step_kernel (recorded profil
 def ncu_duration(n: int) -> tuple | None:
     """(low, median, high) ms of affine_step_kernel at `n` over the recorded profile's launches,
     and the profile's date; None when no profile of lab 08 at that size is recorded."""
-    found = [r["gpu_time_ns"] * 1e-6 for r in profile.rows(LAB)
+    found = [r["gpu_time_ns"] * 1e-6 for r in reference.profile_rows(LAB)
              if r["kernel"] == "affine_step_kernel" and r["size"] == n]
     if not found:
         return None

@@ -17,7 +17,7 @@
 Lab 09's own scale_rows points join the plot: measured live on a GPU (marked "live"), from lab
 09's record in the simulator once one is recorded (marked "recorded"); the other labs' points
 come from their recorded data, and the figure says so. Profile rows are read through
-`kernellab.course.profile` (`rows`, `variant_dram_bytes`), the ceilings from each record's "ceilings"
+`kernellab.course.reference` (`profile_rows`, `variant_dram_bytes`), the ceilings from each record's "ceilings"
 (`timing.ceilings` of its run).
 """
 
@@ -34,8 +34,8 @@ import numpy as np
 from kernellab.course import bench as harness
 from kernellab.gpu import checks, device, timing
 from kernellab.show import plots
-from kernellab.course import profile, reference, target
-from kernellab.course.tour import TourResult
+from kernellab.course import reference, target
+from kernellab.course.protocol import TourResult
 from kernellab.gpu.traffic import Ledger, buffer_address
 
 LAB = "09"
@@ -339,18 +339,18 @@ def roofline_points(lab=None, own: list[dict] | None = None) -> list[dict]:
     """One point per main kernel (recorded data), plus lab 09's own rows (`own_rows`) when given.
 
     Each point's bytes are the DRAM bytes (read + write) of the variant's profile rows at its
-    size where `kernellab profile` recorded them (`profile.variant_dram_bytes`), else the bytes
+    size where `kernellab profile` recorded them (`reference.variant_dram_bytes`), else the bytes
     its record requested, and `bytes_kind` says which."""
     lab = lab or target.load(LAB, "solutions")
     points = []
     for kernel in MAIN_KERNELS:
         record = reference.load(kernel.lab)["records"][kernel.record]
         measured = _measured(kernel, record)
-        dram = profile.variant_dram_bytes(kernel.lab, kernel.record, kernel.variant, measured["size"])
+        dram = reference.variant_dram_bytes(kernel.lab, kernel.record, kernel.variant, measured["size"])
         points.append(_point(lab, kernel.label, kernel.lab, measured, dram, ceilings_of(record),
                              record, kernel.counted))
     for entry in own or ():
-        dram = profile.variant_dram_bytes(LAB, entry["benchmark"], entry["variant"], entry["size"])
+        dram = reference.variant_dram_bytes(LAB, entry["benchmark"], entry["variant"], entry["size"])
         name = f"09 {entry['variant']} ({'live' if entry['live'] else 'recorded'})"
         points.append(_point(lab, name, LAB, entry, dram, entry["ceilings"], entry,
                              "one multiply per element"))

@@ -6,7 +6,6 @@ returns a `TourResult`; nothing here lists them by hand.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import time
@@ -15,13 +14,7 @@ from pathlib import Path
 
 from kernellab.gpu import device
 from kernellab.course import target
-
-
-@dataclasses.dataclass(frozen=True)
-class TourResult:
-    ok: bool
-    key_figure: str          # one line: the number that matters, or why there is none
-    figures: tuple[str, ...] = ()
+from kernellab.course.protocol import TourResult
 
 
 def lab_tour(number: str, figures_dir: Path) -> TourResult:
