@@ -113,10 +113,23 @@ def test_no_import_cycles():
     assert cycles(GRAPH) == []
 
 
+def test_kernellab_imports_no_course_content_by_name():
+    """labs/, solutions/ and experiments/ are loaded through course.target and course.protocol."""
+    content = ("labs", "solutions", "experiments", "tests")
+    found = [f"{path.relative_to(PACKAGE.parent)}: {name}" for path in sorted(PACKAGE.rglob("*.py"))
+             for name in top_level_imports(ast.parse(path.read_text())) if name.split(".")[0] in content]
+    assert found == []
+
+
+def top_level_imports(tree: ast.AST) -> set[str]:
+    """Every absolute module name `tree` imports, anywhere in it."""
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    return names | {node.module for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+
+
 def test_the_occupancy_model_is_pure():
     """The published calculator imports nothing from kernellab and no Numba: it runs anywhere."""
-    tree = ast.parse((PACKAGE / "occupancy.py").read_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported = top_level_imports(ast.parse((PACKAGE / "occupancy.py").read_text()))
     assert not {name for name in imported if name.split(".")[0] in ("kernellab", "numba")}
