@@ -128,6 +128,15 @@ def recorded(declared: Lab) -> dict:
     return (reference.load(declared.number) or {}).get("records") or {}
 
 
+def measured(declared: Lab, name: str) -> dict | None:
+    """One of the lab's measurements live on a GPU (noted for the claims), else its recorded
+    reference record (None when none was recorded yet): what a notebook cell shows."""
+    measurement = next((m for m in declared.measurements if m.name == name), None)
+    if measurement is None:
+        raise ValueError(f"lab {declared.number} declares no measurement {name!r}")
+    return reference.live_or_recorded(declared.number, name, lambda: measurement.measure(declared.module()))
+
+
 def validate(declared: Lab, seed: int = 0) -> list[str]:
     """Validate the lab's own checks, then every benchmark's variants at its simulator sizes
     (on a GPU the benchmarks validate themselves before they time)."""
