@@ -1,15 +1,16 @@
 """Lab 02's experiments: the fused chain against the unfused one, the copy ceiling and torch.
 
-`bench(out_dir)` (on a GPU: `kernellab bench 02 --out DIR`) validates every version, then times
-them over n = 4K .. 64M float32 elements, with torch eager and torch.compile where torch is
-importable, and checks the lab's targets at n = 2^26 within the same run:
+Declared once, in `LAB` at the end (kernellab.course.protocol): `kernellab bench 02` (on a GPU)
+validates every version, then times them over n = 4K .. 64M float32 elements, with torch eager
+and torch.compile where torch is importable, and checks the lab's targets at n = 2^26 within the
+same run:
 - the fused chain reaches >= 90% of the bandwidth ceiling of its own read:write mix (about 4:1:
   x, w, b, r and the mask read, out written), measured in the same run (`timing.ceiling_for_mix`);
   a 4:1 stream outruns a 1:1 copy on HBM, so the copy is not this kernel's ceiling;
 - unfused time / fused time >= the ledgers' byte ratio (the predicted speed-up);
 - the fused Numba kernel is at least as fast as torch.compile.
 Each fused version is reported; the first and last targets count the best of them.
-`tour(figures_dir)` validates the versions on this device and draws the figures.
+`kernellab tour 02` validates the versions on this device and draws the figures.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernellab.course import bench as harness
-from kernellab.gpu import checks, device
-from kernellab.show import plots
-from kernellab.course import reference, target
+from kernellab.course import protocol, target
 from kernellab.course.claims import Claim, need, row
-from kernellab.course.protocol import TourResult
+from kernellab.gpu import checks, device
 from kernellab.gpu.traffic import Ledger
+from kernellab.show import plots
 
-LAB = "02"
+NUMBER = "02"
 P = 0.1                                  # dropout probability in every measurement
 HEADLINE_N = 2**26                       # the size the targets are stated at
 SIZES = [2**k for k in range(12, 27, 2)]  # 4K .. 64M elements: launch-bound to bandwidth-bound
@@ -33,6 +33,23 @@ SIM_SIZES = [517]                        # awkward and tiny: the simulator runs 
 SIM_GRID_STRIDE_BLOCKS = 2               # the default 4 blocks per SM is far too many to simulate
 INPUTS = ("x", "w", "b", "r")
 TARGET_PCT_OF_CEILING = 90.0
+BLOCK = 256                              # every launcher's default block (the lab's DEFAULT_BLOCK)
+
+
+def chain_inputs(lab, rng, n: int) -> dict:
+    """Host inputs of the chain: x, w, b, r (nonzero float32), a dropout seed, and the keep-mask
+    the kernels' generator draws from that seed (so a version that reads the mask and one that
+    draws it compute the same result)."""
+    seed = int(rng.integers(0, 2**32))
+    host = {name: checks.nonzero(rng, n) for name in INPUTS}
+    host["mask"] = lab.keep_mask(n, P, seed)
+    host["seed"] = seed
+    return host
+
+
+def chain_reference(lab, host: dict):
+    """The float64 result every version must compute, from `chain_inputs` (the lab's reference)."""
+    return lab.reference_chain(*(host[k] for k in INPUTS), P, host["seed"], host["mask"])
 
 
 def ledger_for(lab, variant: str, with_mask: bool = True):
@@ -74,19 +91,9 @@ def torch_baselines(torch, lab):
     ]
 
 
-def chain_benchmark(lab, sizes=SIZES, torch=None) -> harness.Benchmark:
+def chain_benchmark(lab, torch=None) -> harness.Benchmark:
     """Every version of the chain on the same inputs; the mask is the one the generator draws,
     so the version that draws it in the kernel computes the same result without reading it."""
-
-    def make_inputs(rng, n):
-        seed = int(rng.integers(0, 2**32))
-        host = {name: checks.nonzero(rng, n) for name in INPUTS}
-        host["mask"] = lab.keep_mask(n, P, seed)
-        host["seed"] = seed
-        return host
-
-    def reference_chain(host):
-        return lab.reference_chain(*(host[k] for k in INPUTS), P, host["seed"], host["mask"])
 
     def runner(launcher, with_mask=True):
         extra = {"blocks": SIM_GRID_STRIDE_BLOCKS} if \
@@ -114,9 +121,28 @@ def chain_benchmark(lab, sizes=SIZES, torch=None) -> harness.Benchmark:
         "fused, the dropout mask drawn in the kernel from (seed, index): no mask to read",
         ledger=ledger_for(lab, "fused", with_mask=False)))
     return harness.Benchmark(
-        name="chain", axis="n (float32 elements)", sizes=sizes, sim_sizes=SIM_SIZES,
-        make_inputs=make_inputs, reference=reference_chain, variants=variants, rtol=1e-5,
+        name="chain", axis="n (float32 elements)", sizes=SIZES, sim_sizes=SIM_SIZES,
+        tour_sizes=TOUR_SIZES, make_inputs=lambda rng, n: chain_inputs(lab, rng, n),
+        reference=lambda host: chain_reference(lab, host), variants=variants, rtol=1e-5,
         baselines=torch_baselines(torch, lab) if torch is not None else ())
+
+
+def benchmarks(lab, torch) -> list[harness.Benchmark]:
+    return [chain_benchmark(lab, torch)]
+
+
+def validate(lab, seed: int) -> list[str]:
+    """What the benchmark's validation does not cover: the block the declaration states is the
+    launchers' default, and the host's keep-mask, which every benchmark reference reads, keeps
+    about 1 - p of the elements and changes with the seed."""
+    if lab.DEFAULT_BLOCK != BLOCK:
+        raise AssertionError(f"the launchers' DEFAULT_BLOCK is {lab.DEFAULT_BLOCK}; LAB declares {BLOCK}")
+    n = 100_000
+    keep = lab.keep_mask(n, P, seed)
+    if abs(keep.mean() - (1 - P)) > 0.01 or (keep == lab.keep_mask(n, P, (seed + 1) % 2**32)).all():
+        raise AssertionError(f"keep_mask(p={P}, seed={seed}) keeps {keep.mean():.1%} of the "
+                             f"elements (want about {1 - P:.0%}), or ignores the seed")
+    return ["declared block", "keep_mask"]
 
 
 def size_label(n: int) -> str:
@@ -128,19 +154,25 @@ def headline_size(result: dict) -> int:
     return HEADLINE_N if HEADLINE_N in result["sizes"] else max(result["sizes"])
 
 
-def targets(lab, result: dict) -> dict:
-    """The lab's performance targets, measured within one run (a result of `chain_benchmark`).
+def predicted(lab, n: int) -> float:
+    """The unfused/fused speed-up the ledgers predict at n (with the mask, as benchmarked)."""
+    return lab.predicted_speedup(lab.unfused_chain_ledger(n, with_mask=True),
+                                 lab.fused_chain_ledger(n, with_mask=True))
+
+
+def targets(lab, records: dict) -> dict:
+    """The lab's performance targets, measured within one run (the `chain` record).
 
     Each fused Numba version is reported; a target is met when the best of them meets it
     ("fused" is the one-element-per-thread kernel students write).
     """
+    result = records["chain"]
     n = headline_size(result)
     fused = {name: harness.row(result, name, n) for name in result["variants"]
              if name.startswith("fused") and harness.row(result, name, n).get("median_ms")}
     best = min(fused, key=lambda name: fused[name]["median_ms"])
     unfused_ms = harness.row(result, "unfused", n)["median_ms"]
-    predicted = lab.predicted_speedup(lab.unfused_chain_ledger(n, with_mask=True),
-                                      lab.fused_chain_ledger(n, with_mask=True))
+    speedup = predicted(lab, n)
     out = {
         "n": n,
         "copy_gbps": result["copy_gbps"],
@@ -152,9 +184,9 @@ def targets(lab, result: dict) -> dict:
         "best_fused": best,
         "best_fused_reaches_90pct_of_ceiling": max(r["pct_of_ceiling"] for r in fused.values())
         >= TARGET_PCT_OF_CEILING,
-        "predicted_speedup": predicted,
+        "predicted_speedup": speedup,
         "measured_speedup": unfused_ms / fused["fused"]["median_ms"],
-        "speedup_at_least_predicted": unfused_ms / fused["fused"]["median_ms"] >= predicted,
+        "speedup_at_least_predicted": unfused_ms / fused["fused"]["median_ms"] >= speedup,
     }
     for name in ("torch_eager", "torch_compile"):
         if name in result["variants"]:
@@ -165,50 +197,23 @@ def targets(lab, result: dict) -> dict:
     return out
 
 
-def report(goals: dict) -> str:
-    def verdict(ok):
-        return "PASS" if ok else "FAIL"
-
-    lines = [f"Lab 02 targets at n = {goals['n']:,} (one run; copy ceiling {goals['copy_gbps']:.0f} GB/s; "
-             f"each version against the ceiling of its own read:write mix):"]
-    for name, v in goals["fused_versions"].items():
-        lines.append(f"  {name:<20} {v['ms']:.4f} ms  {v['gbps']:6.0f} GB/s  {v['pct_of_ceiling']:5.1f}% of "
-                     f"{v['ceiling_gbps']:.0f} GB/s ({v['ceiling_mix']})  "
-                     f"{v['speedup_over_unfused']:.2f}x over unfused")
-    lines += [f"  best fused version ({goals['best_fused']}) >= {TARGET_PCT_OF_CEILING:.0f}% of its mix's ceiling: "
-              f"{verdict(goals['best_fused_reaches_90pct_of_ceiling'])}",
-              f"  unfused / fused = {goals['measured_speedup']:.2f}x >= predicted from bytes "
-              f"{goals['predicted_speedup']:.2f}x: {verdict(goals['speedup_at_least_predicted'])}"]
-    if "best_fused_at_least_as_fast_as_torch_compile" in goals:
-        lines.append(f"  torch eager {goals.get('torch_eager_ms') or float('nan'):.4f} ms, torch.compile "
-                     f"{goals['torch_compile_ms']:.4f} ms; best fused at least as fast as torch.compile: "
-                     f"{verdict(goals['best_fused_at_least_as_fast_as_torch_compile'])}")
-    else:
-        lines.append("  no torch.compile timing in this run (torch or Triton not usable here)")
-    return "\n".join(lines)
-
-
-def bench(out_dir: Path | None = None) -> dict:
-    """On a GPU: validate, time, check the targets and save; in the simulator: validate only."""
-    lab = target.load(LAB)
-    result = harness.run(chain_benchmark(lab, torch=harness.optional_torch()),
-                              lab=LAB, out_dir=out_dir)
-    if device.is_simulator():
-        return {}
-    if not result["ok"]:
-        print("some versions failed validation: no targets checked")
-        return result
-    goals = targets(lab, result)
-    reference.save(LAB, {"targets": {"provenance": result["provenance"], **goals}}, out_dir)
-    print(report(goals))
-    return {**result, "targets": goals}
-
+def key_figure(lab, records: dict) -> str:
+    """The tour's one line: measured against predicted speed-up, and the fused kernel's bandwidth."""
+    result = records["chain"]
+    n = headline_size(result)
+    unfused, fused = harness.row(result, "unfused", n), harness.row(result, "fused", n)
+    # a recording from before the temporaries were preallocated timed their allocation too
+    allocating = "" if "unfused_allocating" in result["variants"] else "; unfused allocating per call"
+    return (f"fused {unfused['median_ms'] / fused['median_ms']:.2f}x faster than unfused "
+            f"(predicted {predicted(lab, n):.2f}x), {fused['pct_of_copy']:.0f}% of copy bandwidth "
+            f"at n = {size_label(n)}{allocating}")
 
 
 # --- figures -------------------------------------------------------------------------------------
 
-def traffic_figure(lab, figures_dir: Path, n: int = HEADLINE_N) -> Path:
+def traffic_figure(lab, records: dict, figures_dir: Path) -> Path:
     """Bytes per op, unfused vs fused, stacked: from the ledgers (checked by the meter in tests)."""
+    n = HEADLINE_N
     ledgers = {"unfused\n(4 kernels)": lab.unfused_chain_ledger(n, with_mask=True),
                "fused\n(mask)": lab.fused_chain_ledger(n, with_mask=True),
                "fused\n(generator)": lab.fused_chain_ledger(n, with_mask=False)}
@@ -219,7 +224,10 @@ def traffic_figure(lab, figures_dir: Path, n: int = HEADLINE_N) -> Path:
     return plots.save(fig, "lab02_traffic", figures_dir)
 
 
-def measured_figures(result: dict, figures_dir: Path, n: int) -> list[Path]:
+def bandwidth_figure(lab, records: dict, figures_dir: Path) -> Path:
+    """Each version's GB/s at the headline size, against the copy and the fused kernel's mix ceiling."""
+    result = records["chain"]
+    n = headline_size(result)
     fig, (ax,) = plots.new_figure("Achieved bandwidth of the chain against its ceilings (labels: % of copy)",
                                   result)
     plots.bandwidth_bars(ax, result, n)
@@ -229,36 +237,14 @@ def measured_figures(result: dict, figures_dir: Path, n: int) -> list[Path]:
                    label=f"ceiling of the fused kernel's read:write mix ({fused['ceiling_gbps']:.0f} GB/s)")
         ax.set_ylim(top=1.3 * max(fused["ceiling_gbps"], result["copy_gbps"]))
         ax.legend(fontsize=7, loc="upper left")
-    bars = plots.save(fig, "lab02_bandwidth", figures_dir)
+    return plots.save(fig, "lab02_bandwidth", figures_dir)
+
+
+def time_figure(lab, records: dict, figures_dir: Path) -> Path:
+    result = records["chain"]
     fig, (ax,) = plots.new_figure("Time per call against n: the launch floor, then bandwidth", result)
     plots.time_vs_size(ax, result)
-    return [bars, plots.save(fig, "lab02_time_vs_size", figures_dir)]
-
-
-def tour(figures_dir: Path) -> TourResult:
-    lab = target.load(LAB)
-    validated = harness.run(chain_benchmark(lab, sizes=TOUR_SIZES), progress=False,
-                                 out=lambda line: None)
-    if not validated["ok"]:
-        return TourResult(False, "validation failed: " + "; ".join(harness.failures(validated)))
-    figures = [traffic_figure(lab, figures_dir)]
-    predicted = lab.predicted_speedup(lab.unfused_chain_ledger(HEADLINE_N, with_mask=True),
-                                      lab.fused_chain_ledger(HEADLINE_N, with_mask=True))
-    result = reference.live_or_recorded(LAB, "chain", lambda: validated)
-    source = "live" if validated["live"] else "H200 reference"
-    if result is None:
-        return TourResult(True, f"fused predicted {predicted:.2f}x faster than unfused (from bytes); "
-                                "no reference data yet: run `kernellab bench 02` on a GPU",
-                          tuple(map(str, figures)))
-    n = headline_size(result)
-    figures += measured_figures(result, figures_dir, n)
-    unfused, fused = harness.row(result, "unfused", n), harness.row(result, "fused", n)
-    # a recording from before the temporaries were preallocated timed their allocation too
-    allocating = "" if "unfused_allocating" in result["variants"] else ", unfused allocating per call"
-    return TourResult(True, f"fused {unfused['median_ms'] / fused['median_ms']:.2f}x faster than "
-                            f"unfused (predicted {predicted:.2f}x), {fused['pct_of_copy']:.0f}% of copy "
-                            f"bandwidth at n = {size_label(n)} ({source}{allocating})",
-                      tuple(map(str, figures)))
+    return plots.save(fig, "lab02_time_vs_size", figures_dir)
 
 
 # --- claims: what the discussion says, checked against the records -----------------------------
@@ -266,15 +252,14 @@ def tour(figures_dir: Path) -> TourResult:
 
 def _chain_values(records):
     chain = need(records, "chain")
-    lab = target.load(LAB, "solutions")
+    lab = target.load(NUMBER, "solutions")
     n = headline_size(chain)
     small = min(chain["sizes"])
     fused, unfused = row(chain, "fused", n), row(chain, "unfused", n)
     allocating = row(chain, "unfused_allocating", n)
     return {"n": size_label(n), "small": size_label(small), "fused": fused["median_ms"],
             "unfused": unfused["median_ms"], "measured": unfused["median_ms"] / fused["median_ms"],
-            "predicted": lab.predicted_speedup(lab.unfused_chain_ledger(n, with_mask=True),
-                                               lab.fused_chain_ledger(n, with_mask=True)),
+            "predicted": predicted(lab, n),
             "unfused_pct": unfused.get("pct_of_ceiling"), "fused_pct": fused.get("pct_of_ceiling"),
             "alloc_ms": allocating["median_ms"] - unfused["median_ms"],
             "alloc_small_us": 1e3 * (row(chain, "unfused_allocating", small)["median_ms"]
@@ -348,3 +333,28 @@ CLAIMS = [
           "the same bytes at the same bandwidth (ratio {vs_compiled:.2f}).",
           values=_torch_values, holds=lambda v: abs(v["vs_compiled"] - 1) < 0.05),
 ]
+
+
+LAB = protocol.Lab(
+    number=NUMBER, title="vertical fusion",
+    kernels=(
+        protocol.Kernel("affine_kernel", "1-D: one thread per element (unfused, 1 of 4)", block_size=BLOCK),
+        protocol.Kernel("relu_kernel", "1-D: one thread per element (unfused, 2 of 4)", block_size=BLOCK),
+        protocol.Kernel("dropout_kernel", "1-D: one thread per element (unfused, 3 of 4)", block_size=BLOCK),
+        protocol.Kernel("add_kernel", "1-D: one thread per element (unfused, 4 of 4)", block_size=BLOCK),
+        protocol.Kernel("fused_chain_kernel", "1-D: one thread per element, the whole chain", block_size=BLOCK),
+        protocol.Kernel("fused_chain_grid_stride_kernel",
+                        "1-D: a fixed grid of 4 blocks per SM, each thread looping", block_size=BLOCK),
+        protocol.Kernel("fused_chain_4_per_thread_kernel",
+                        "1-D: 4 elements per thread, a grid stride apart", block_size=BLOCK),
+    ),
+    references=("reference_chain",),
+    validate=validate,
+    benchmarks=benchmarks,
+    figures=(protocol.Figure("lab02_traffic", traffic_figure),
+             protocol.Figure("lab02_bandwidth", bandwidth_figure, needs=("chain",)),
+             protocol.Figure("lab02_time_vs_size", time_figure, needs=("chain",))),
+    claims=CLAIMS,
+    targets=targets,
+    key_figure=key_figure,
+)

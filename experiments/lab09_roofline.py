@@ -6,39 +6,42 @@
    l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / ..._requests_..., in the profile rows that
    `kernellab profile 09` records; where none are recorded, this module says so.
 2. The roofline of every lab's main kernels (`MAIN_KERNELS`, declared here as data) on one H200
-   plot: intensity from DRAM bytes (profile rows), attained FLOP/s from the bench timings of the
-   records, the roof from the ceilings of the same record. Where no profile rows are recorded
-   the point uses the requested bytes (the ledger) and the label says so: never a DRAM figure
-   that was not measured. A second panel shows the small sizes, where the launch floor, not the
-   roof, bounds a kernel.
+   plot: intensity from DRAM bytes (profile rows), attained FLOP/s from the timings of the
+   records (benchmark rows, or a timeline's kernel alone), the roof from the ceilings of the same
+   record. Where no profile rows are recorded the point uses the requested bytes (the ledger) and
+   the label says so: never a DRAM figure that was not measured. A second panel shows the small
+   sizes, where the launch floor, not the roof, bounds a kernel.
 3. The verdict on the seed article's closing advice (compute-bound work gains from aggressive
-   fusion, memory-bound work needs careful occupancy), printed from the same points.
+   fusion, memory-bound work needs careful occupancy), as claims (`CLAIMS`) read from the same
+   points.
 
-Lab 09's own scale_rows points join the plot: measured live on a GPU (marked "live"), from lab
-09's record in the simulator once one is recorded (marked "recorded"); the other labs' points
-come from their recorded data, and the figure says so. Profile rows are read through
-`kernellab.course.reference` (`profile_rows`, `variant_dram_bytes`), the ceilings from each record's "ceilings"
-(`timing.ceilings` of its run).
+Lab 09's own scale_rows points join the plot from its `scale_rows` record: live on a GPU (the
+tour and bench time it, marked "live"), recorded in the simulator (marked "recorded"); the other
+labs' points come from their recorded data (a claim reads them live where this process measured
+them), and the figure says so. Profile rows are read through `kernellab.course.reference` (`profile_rows`,
+`variant_dram_bytes`), the ceilings from each record's "ceilings" (`timing.ceilings` of its run).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from matplotlib import colormaps
 
 from kernellab.course import bench as harness
+from kernellab.course import protocol, reference
+from kernellab.course.claims import Claim, Missing, need
 from kernellab.gpu import checks, device, timing
-from kernellab.show import plots
-from kernellab.course import reference, target
-from kernellab.course.protocol import TourResult
 from kernellab.gpu.traffic import Ledger, buffer_address
+from kernellab.show import plots
 
-LAB = "09"
+NUMBER = "09"
 SECTOR_BYTES = 32
 WARP = 32
 SIM_SHAPE = (35, 45)             # rows, cols: neither a multiple of 32, not square
@@ -155,10 +158,10 @@ def transpose_ledger(rows: int) -> Ledger:
     return Ledger("transpose").add("transpose", "x", reads=n).add("transpose", "out", writes=n)
 
 
-def access_pattern_benchmarks(lab=None) -> list[harness.Benchmark]:
-    """The lab's two pairs: strided against coalesced scaling, naive against tiled transpose
-    (named `*_benchmarks`, so `kernellab bench 09` and `kernellab profile 09` find them)."""
-    lab = lab or target.load(LAB)
+def access_pattern_benchmarks(lab, torch=None) -> list[harness.Benchmark]:
+    """The lab's two pairs: strided against coalesced scaling, naive against tiled transpose,
+    each checked against the lab's float64 reference (no torch baseline: the lesson is the
+    access pattern, not a library)."""
     sizes = dict(sizes=GPU_SIZES, sim_sizes=SIM_SIZES)
 
     def matrix(rng, rows):
@@ -167,56 +170,65 @@ def access_pattern_benchmarks(lab=None) -> list[harness.Benchmark]:
     def scaled(rng, rows):
         return {**matrix(rng, rows), "scale": checks.nonzero(rng, rows)}
 
+    def variant(name, call, ledger):
+        run, why = lab.VARIANTS[name]
+        return harness.Variant(name, lambda d, out, run=run: call(run, d, out), why, ledger=ledger)
+
     scale = harness.Benchmark(
         name="scale_rows", axis="rows", **sizes, make_inputs=scaled,
-        reference=lambda h: h["x"].astype(np.float64) * h["scale"][:, None],
-        variants=[harness.Variant(name, lambda d, out, run=lab.VARIANTS[name][0]:
-                                  run(d["x"], d["scale"], out=out),
-                                  lab.VARIANTS[name][1], ledger=scale_rows_ledger)
+        reference=lambda h: lab.scale_rows_reference(h["x"], h["scale"]),
+        variants=[variant(name, lambda run, d, out: run(d["x"], d["scale"], out=out), scale_rows_ledger)
                   for name in ("scale_rows_strided", "scale_rows")],
         flops=lambda rows: float(rows * _shape(rows)[1]))        # one multiply per element
     transpose = harness.Benchmark(
         name="transpose", axis="rows", **sizes, make_inputs=matrix,
-        reference=lambda h: h["x"].astype(np.float64).T,
-        variants=[harness.Variant(name, lambda d, out, run=lab.VARIANTS[name][0]: run(d["x"], out=out),
-                                  lab.VARIANTS[name][1], ledger=transpose_ledger)
+        reference=lambda h: lab.transpose_reference(h["x"]),
+        variants=[variant(name, lambda run, d, out: run(d["x"], out=out), transpose_ledger)
                   for name in ("transpose_naive", "transpose")])
     return [scale, transpose]
 
 
-def access_patterns(seed: int = 0) -> list[dict]:
-    """Simulator: each pattern of lab.VARIANTS at SIM_SHAPE, validated, with its sectors per
-    request for the loads of its input and the stores of its output."""
-    lab = target.load(LAB)
+def access_patterns(lab, seed: int = 0) -> list[dict]:
+    """Each pattern of lab.VARIANTS at SIM_SHAPE into a poisoned output, validated against the
+    lab's float64 reference; in the simulator with its sectors per request for the loads of its
+    input and the stores of its output (None on a GPU, where the profile rows measure them)."""
     cuda = device.cuda()
     rng = np.random.default_rng(seed)
     x = checks.nonzero(rng, SIM_SHAPE)
     scale = checks.nonzero(rng, SIM_SHAPE[0])
     d_x, d_flat, d_scale = cuda.to_device(x), cuda.to_device(x.ravel()), cuda.to_device(scale)
-    x64 = x.astype(np.float64)
     # pattern: (its input, how to call it, the expected output)
     calls = {
         "scale_rows_strided": (d_x, lambda out: lab.scale_rows_strided(d_x, d_scale, out=out),
-                               x64 * scale[:, None]),
-        "scale_rows": (d_x, lambda out: lab.scale_rows(d_x, d_scale, out=out), x64 * scale[:, None]),
-        "copy4_consecutive": (d_flat, lambda out: lab.copy4_consecutive(d_flat, out=out), x64.ravel()),
-        "transpose_naive": (d_x, lambda out: lab.transpose_naive(d_x, out=out), x64.T),
-        "transpose": (d_x, lambda out: lab.transpose(d_x, out=out), x64.T),
+                               lab.scale_rows_reference(x, scale)),
+        "scale_rows": (d_x, lambda out: lab.scale_rows(d_x, d_scale, out=out), lab.scale_rows_reference(x, scale)),
+        "copy4_consecutive": (d_flat, lambda out: lab.copy4_consecutive(d_flat, out=out),
+                              lab.copy_reference(x.ravel())),
+        "transpose_naive": (d_x, lambda out: lab.transpose_naive(d_x, out=out), lab.transpose_reference(x)),
+        "transpose": (d_x, lambda out: lab.transpose(d_x, out=out), lab.transpose_reference(x)),
     }
+    counted = device.is_simulator()
     rows = []
     for name, (_launcher, why) in lab.VARIANTS.items():
         source, call, expected = calls[name]
         out = checks.poisoned(expected.shape)
-        with sector_meter(x=source, out=out) as sectors:
+        with sector_meter(x=source, out=out) if counted else contextlib.nullcontext() as sectors:
             call(out)
         checks.assert_matches(out, expected, rtol=1e-6, what=f"lab 09 {name}")
-        rows.append({"pattern": name, "why": why, "x_sectors_per_load": sectors["x"].per_load,
-                     "out_sectors_per_store": sectors["out"].per_store,
-                     "x_load_requests": sectors["x"].load_requests})
+        rows.append({"pattern": name, "why": why,
+                     "x_sectors_per_load": sectors["x"].per_load if counted else None,
+                     "out_sectors_per_store": sectors["out"].per_store if counted else None,
+                     "x_load_requests": sectors["x"].load_requests if counted else None})
     return rows
 
 
-def pattern_table(rows: list[dict]) -> str:
+@functools.lru_cache(maxsize=4)
+def _patterns(lab, seed: int) -> tuple[dict, ...]:
+    """access_patterns once per lab module and seed: validate and the tour's key line share it."""
+    return tuple(access_patterns(lab, seed))
+
+
+def pattern_table(rows) -> str:
     lines = [f"{'pattern':<20} {'load requests':>13} {'sectors/load':>13} {'sectors/store':>14}  why"]
     lines += [f"{r['pattern']:<20} {r['x_load_requests']:>13} {r['x_sectors_per_load']:>13.2f} "
               f"{r['out_sectors_per_store']:>14.2f}  {r['why']}" for r in rows]
@@ -234,15 +246,22 @@ class MainKernel:
     record: str                       # the record name in data/reference/h200/labNN.json
     variant: str
     size: int | None                  # the sweep value (None: the record has one size)
-    flops: Callable[[int], float]     # FLOPs per call at `size`
+    flops: Callable[[int], float] | None   # FLOPs per call at `size` (None: the record's GFLOP/s x time)
     counted: str                      # how the FLOPs were counted
     compulsory_bytes: Callable[[int], int] | None = None   # where the record has no ledger
+    fallback: MainKernel | None = None   # placed instead while `record` awaits its GPU run
 
 
 ELEMENTWISE = 1 << 26
+AXPB_SWEEP = MainKernel("00 axpb", "00", "grid_size_sweep", "one_thread_per_element", ELEMENTWISE,
+                        lambda n: 2.0 * n, "a*x + b: 2 per element")
+FMA_SWEEP = MainKernel("06 FMA probe", "06", "occupancy_vs_speed", "compute_bound_ilp4", None, None,
+                       "from the record's GFLOP/s and time")
+AXPY_SWEEP = MainKernel("06 axpy probe", "06", "occupancy_vs_speed", "memory_bound_ilp4", None, None,
+                        "from the record's GFLOP/s and time")
 MAIN_KERNELS = (
-    MainKernel("00 axpb", "00", "grid_size_sweep", "one_thread_per_element", ELEMENTWISE, lambda n: 2.0 * n,
-               "a*x + b: 2 per element"),
+    MainKernel("00 axpb", "00", "axpb", "one_thread_per_element", ELEMENTWISE, lambda n: 2.0 * n,
+               "a*x + b: 2 per element", fallback=AXPB_SWEEP),
     MainKernel("01 scale", "01", "scale_one_kernel", "scale", ELEMENTWISE, lambda n: 1.0 * n, "a*x: 1 per element"),
     MainKernel("02 chain unfused", "02", "chain", "unfused", ELEMENTWISE, lambda n: 5.0 * n,
                "x*w, +b, relu, dropout scale, +r: 5 per element"),
@@ -254,36 +273,46 @@ MAIN_KERNELS = (
                "max, subtract, exp, sum, divide: 5 per element of 8192 rows"),
     MainKernel("05 layernorm fused", "05", "layernorm", "fused", 8192, lambda cols: 8.0 * 8192 * cols,
                "sum, square-sum (2), subtract, multiply, scale, shift: 8 per element"),
-    MainKernel("06 FMA probe", "06", "occupancy_vs_speed", "compute_bound_ilp4", None, lambda _n: 0.0,
-               "from the record's GFLOP/s and time"),
-    MainKernel("06 axpy probe", "06", "occupancy_vs_speed", "memory_bound_ilp4", None, lambda _n: 0.0,
-               "from the record's GFLOP/s and time"),
+    MainKernel("06 FMA probe", "06", "compute_probe", "compute_bound_ilp4", 1 << 24, None,
+               "the benchmark's own count (GFLOP/s x time)", fallback=FMA_SWEEP),
+    MainKernel("06 axpy probe", "06", "memory_probe", "memory_bound_ilp4", ELEMENTWISE, None,
+               "the benchmark's own count (GFLOP/s x time)", fallback=AXPY_SWEEP),
+    MainKernel("07 busy kernel", "07", "concurrency", "fills_gpu", None, None,
+               "a*v + b per iteration: 2 x iters per thread (the record's kernel alone)"),
+    MainKernel("08 chain eager", "08", "chain", "eager", 1 << 25, lambda n: 2.0 * 4 * n,
+               "a*x + b per element and step, 4 steps"),
 )
 # Labs with no kernel on the FLOP roofline, and why (they appear on the small-size panel).
 OFF_THE_ROOF = {
     "03": "four small tasks in one launch: launch-bound by design (small-size panel)",
-    "07": "spin kernels timed for stream overlap: no FLOP or byte count to place",
-    "08": "100 tiny kernels replayed as a graph: launch-bound by design (small-size panel)",
 }
 SMALL_SIZES = (("01", "scale_one_kernel", "scale"), ("03", "tasks", "horizontal"),
                ("03", "tasks", "separate"))
 
 
-def ceilings_of(record: dict) -> dict:
-    """The ceilings of the run that made `record` (a bench result): its own "ceilings" when the
-    bench stored them. Otherwise what it stored (copy bandwidth, launch floor), the launch floor
-    of Lab 01's record where it stored none, and the FP32 peak of Lab 06's record (computed
-    from the clock attribute, not measured); "source" says which."""
+def recorded(lab_number: str) -> dict:
+    """A lab's recorded records (empty when none): what the roofline reads outside a claim."""
+    return (reference.load(lab_number) or {}).get("records") or {}
+
+
+def ceilings_of(record: dict, records_of: Callable[[str], dict] = recorded) -> dict:
+    """The ceilings of the run that made `record`: its own "ceilings" when the bench stored them.
+    Otherwise what it stored (copy bandwidth, launch floor), and from the records of its session
+    what it lacks: Lab 06's copy where it stored none, Lab 01's launch floor, the FP32 peak of
+    Lab 06's record (computed from the clock attribute, not measured); "source" says which."""
     if record.get("ceilings", {}).get("fp32_fma_tflops"):
         return with_memory_roof({**record["ceilings"],
                                  "source": f"measured in the same run ({plots.source_label(record)})"})
-    lab06 = reference.load("06")["records"]["occupancy_vs_speed"]
+    lab06 = records_of("06")["occupancy_vs_speed"]
     source = "copy bandwidth from the same run"
+    copy = record.get("copy_gbps") or record.get("copy_ceiling", {}).get("gbps")
+    if copy is None:
+        copy = lab06["copy_ceiling"]["gbps"]
+        source = "copy bandwidth from Lab 06's record of the same session"
     floor = record.get("launch_floor_ms")
     if floor is None:
-        floor = reference.load("01")["records"]["scale_one_kernel"]["launch_floor_ms"]
+        floor = records_of("01")["scale_one_kernel"]["launch_floor_ms"]
         source += ", launch floor from Lab 01's record"
-    copy = record.get("copy_gbps") or record.get("copy_ceiling", {}).get("gbps")
     return with_memory_roof({"copy_gbps": copy, "launch_floor_ms": floor,
                              "fp32_fma_tflops": lab06["fp32_peak_gflops"] / 1e3,
                              "source": f"{source}; FP32 peak = SMs x lanes x 2 x clock (Lab 06 "
@@ -322,11 +351,19 @@ def _measured(kernel: MainKernel, record: dict) -> dict:
                 "requested_bytes": round(row["gbps"] * 1e9 * seconds),
                 "bytes_kind": "requested (the record's GB/s x time)",
                 "note": f"best of its occupancy sweep ({row['blocks_per_sm']} blocks/SM)"}
+    if kernel.record == "concurrency":
+        shape = record["shapes"][kernel.variant]
+        threads = shape["blocks"] * record["block"]
+        return {"seconds": shape["kernel_alone"]["median_ms"] * 1e-3, "size": None,
+                "flops": 2.0 * record["iters"] * threads, "requested_bytes": 8 * threads,
+                "bytes_kind": "requested (1 read + 1 write of float32 per thread; no ledger)",
+                "note": f"{shape['blocks']} blocks of {record['block']}, {record['iters']} iterations"}
     row = harness.row(record, kernel.variant, kernel.size)
+    seconds = row["median_ms"] * 1e-3
+    flops = row["gflops"] * 1e9 * seconds if kernel.flops is None else kernel.flops(kernel.size)
     if "bytes" in row:
-        return {"seconds": row["median_ms"] * 1e-3, "size": kernel.size,
-                "flops": kernel.flops(kernel.size), "requested_bytes": row["bytes"]}
-    return {"seconds": row["median_ms"] * 1e-3, "size": kernel.size, "flops": kernel.flops(kernel.size),
+        return {"seconds": seconds, "size": kernel.size, "flops": flops, "requested_bytes": row["bytes"]}
+    return {"seconds": seconds, "size": kernel.size, "flops": flops,
             "requested_bytes": kernel.compulsory_bytes(kernel.size),
             "bytes_kind": "compulsory (A, B read, C written once; no ledger)"}
 
@@ -335,26 +372,65 @@ DRAM_BYTES = "DRAM (Nsight Compute)"
 REQUESTED_BYTES = "requested (ledger)"
 
 
-def roofline_points(lab=None, own: list[dict] | None = None) -> list[dict]:
-    """One point per main kernel (recorded data), plus lab 09's own rows (`own_rows`) when given.
+def placed(kernel: MainKernel, records_of: Callable[[str], dict] = recorded) -> tuple[MainKernel, dict] | None:
+    """The kernel (or its fallback, while its own record awaits a GPU run) and its record, or
+    None when neither is recorded."""
+    for candidate in (kernel, kernel.fallback):
+        if candidate is not None and candidate.record in records_of(candidate.lab):
+            return candidate, records_of(candidate.lab)[candidate.record]
+    return None
+
+
+def awaiting(records_of: Callable[[str], dict] = recorded) -> list[str]:
+    """One line per main kernel whose own record is not recorded yet (what it shows meanwhile)."""
+    lines = []
+    for kernel in MAIN_KERNELS:
+        if kernel.record not in records_of(kernel.lab):
+            found = placed(kernel, records_of)
+            meanwhile = (f"placed from {found[0].record} meanwhile" if found else "not placed")
+            lines.append(f"{kernel.label}: awaits lab {kernel.lab}'s {kernel.record!r} record "
+                         f"(a GPU bench, then `kernellab profile {kernel.lab}`); {meanwhile}")
+    return lines
+
+
+def roofline_points(lab, own: dict | None = None, records_of: Callable[[str], dict] = recorded) -> list[dict]:
+    """One point per main kernel (the records of `records_of`, recorded by default), plus lab
+    09's own scale_rows variants from its records `own` (live or recorded) when they hold one.
 
     Each point's bytes are the DRAM bytes (read + write) of the variant's profile rows at its
     size where `kernellab profile` recorded them (`reference.variant_dram_bytes`), else the bytes
-    its record requested, and `bytes_kind` says which."""
-    lab = lab or target.load(LAB, "solutions")
+    its record requested, and `bytes_kind` says which. `lab` gives roofline_point and bound."""
     points = []
     for kernel in MAIN_KERNELS:
-        record = reference.load(kernel.lab)["records"][kernel.record]
-        measured = _measured(kernel, record)
-        dram = reference.variant_dram_bytes(kernel.lab, kernel.record, kernel.variant, measured["size"])
-        points.append(_point(lab, kernel.label, kernel.lab, measured, dram, ceilings_of(record),
-                             record, kernel.counted))
-    for entry in own or ():
-        dram = reference.variant_dram_bytes(LAB, entry["benchmark"], entry["variant"], entry["size"])
+        found = placed(kernel, records_of)
+        if found is None:
+            continue
+        chosen, record = found
+        measured = _measured(chosen, record)
+        dram = reference.variant_dram_bytes(chosen.lab, chosen.record, chosen.variant, measured["size"])
+        points.append(_point(lab, chosen.label, chosen.lab, measured, dram, ceilings_of(record, records_of),
+                             record, chosen.counted))
+    for entry in own_rows(own or {}, records_of):
+        dram = reference.variant_dram_bytes(NUMBER, entry["benchmark"], entry["variant"], entry["size"])
         name = f"09 {entry['variant']} ({'live' if entry['live'] else 'recorded'})"
-        points.append(_point(lab, name, LAB, entry, dram, entry["ceilings"], entry,
+        points.append(_point(lab, name, NUMBER, entry, dram, entry["ceilings"], entry,
                              "one multiply per element"))
     return points
+
+
+def own_rows(records: dict, records_of: Callable[[str], dict] = recorded) -> list[dict]:
+    """Lab 09's scale_rows points from its `scale_rows` record (none until one is recorded), as
+    entries roofline_points takes: FLOPs are the row's GFLOP/s x time, the benchmark's own count
+    at the size that was timed; the ceilings are the record's (`timing.ceilings` of its run)."""
+    result = records.get("scale_rows")
+    if result is None:
+        return []
+    ceilings = ceilings_of(result, records_of)
+    return [{"benchmark": result["benchmark"], "variant": r["variant"], "seconds": r["median_ms"] * 1e-3,
+             "size": r["size"], "flops": r["gflops"] * 1e9 * r["median_ms"] * 1e-3,
+             "requested_bytes": r["bytes"], "ceilings": ceilings, "provenance": result["provenance"],
+             "live": result.get("live", False)}
+            for r in result["rows"] if r["ok"] and "median_ms" in r]
 
 
 def _point(lab, name, lab_number, measured, dram_bytes, ceilings, record, counted) -> dict:
@@ -373,7 +449,7 @@ def small_size_rows() -> list[dict]:
     """Time against size for the small-size panel, with each record's launch floor and copy."""
     rows = []
     for lab_number, name, variant in SMALL_SIZES:
-        record = reference.load(lab_number)["records"][name]
+        record = recorded(lab_number)[name]
         for r in harness.rows_for(record, variant):
             rows.append({"kernel": f"{lab_number} {variant}", "size": r["size"], "bytes": r["bytes"],
                          "ms": r["median_ms"], "launch_floor_ms": record["launch_floor_ms"],
@@ -413,21 +489,23 @@ def bytes_line(points: list[dict]) -> str:
 
 def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> Path:
     """Left: every main kernel under the roof, labelled with its % of roof. Right: small sizes."""
-    reference_record = reference.load("02")["records"]["chain"]
+    reference_record = recorded("02")["chain"]
     live = [p["source"] for p in points if p["source"].startswith("measured live")]
     title = "The roofline of the course's main kernels" + (
         f" (lab 09 points {live[0]}; the others recorded)" if live else "")
     fig, (ax, ax_small) = plots.new_figure(title, reference_record, ncols=2, width=6.5, height=7.0)
-    ceilings = points[0]["ceilings"]
+    drawn = next((p for p in points if p["ceilings"].get("streams")), points[0])   # a run with every mix
+    ceilings = drawn["ceilings"]
     peak, bandwidth = ceilings["fp32_fma_tflops"] * 1e12, ceilings["memory_roof_gbps"] * 1e9
-    xs = np.logspace(-2, 4, 200)
+    widest = np.log10(max(p["intensity"] for p in points))
+    xs = np.logspace(-2, max(4.0, np.ceil(widest + 0.3)), 200)
     ax.plot(xs, np.minimum(peak, xs * bandwidth) / 1e12, "k-", lw=1.2,
-            label=f"roof of {points[0]['name']}'s run: memory {ceilings['memory_roof_gbps']:.0f} GB/s "
+            label=f"roof of {drawn['name']}'s run: memory {ceilings['memory_roof_gbps']:.0f} GB/s "
                   f"({ceilings['memory_roof']}; copy {ceilings['copy_gbps']:.0f}), "
                   f"{ceilings['fp32_fma_tflops']:.1f} TFLOP/s FP32 (each % uses its own run's)")
     for i, p in enumerate(points):
         marker = "o" if p["bytes_kind"] == DRAM_BYTES else "s"
-        ax.plot(p["intensity"], p["attained"] / 1e12, marker, color=f"C{i % 10}",
+        ax.plot(p["intensity"], p["attained"] / 1e12, marker, color=colormaps["tab20"](i % 20),
                 label=f"{p['name']}: {p['pct_of_roof']:.0f}% of roof")
         ax.annotate(f"{p['pct_of_roof']:.0f}%", (p["intensity"], p["attained"] / 1e12), fontsize=7,
                     xytext=(3, 3), textcoords="offset points")
@@ -495,20 +573,20 @@ OCCUPANCY_PROBES = {"memory": "memory_bound", "compute": "compute_bound"}   # La
 MATTERS = 1.2   # a gain below this is within what a different launch shape or run moves
 
 
-def fusion_gains(points: list[dict]) -> list[dict]:
+def fusion_gains(points: list[dict], records_of: Callable[[str], dict] = recorded) -> list[dict]:
     """unfused time / fused time for each pair, with the bound of the pair's main kernel."""
     bounds = {p["name"]: p["bound"] for p in points}
     out = []
     for label, lab_number, name, unfused, fused, size, main in FUSION_PAIRS:
-        record = reference.load(lab_number)["records"][name]
+        record = records_of(lab_number)[name]
         gain = harness.row(record, unfused, size)["median_ms"] / harness.row(record, fused, size)["median_ms"]
         out.append({"pair": label, "gain": gain, "bound": bounds[main]})
     return out
 
 
-def occupancy_gains() -> dict:
-    """Lab 06: fastest / slowest over its occupancy sweep, per kind of probe."""
-    rows = reference.load("06")["records"]["occupancy_vs_speed"]["rows"]
+def occupancy_gains(records_of: Callable[[str], dict] = recorded) -> dict:
+    """Lab 06: slowest / fastest over its occupancy sweep, per kind of probe."""
+    rows = records_of("06")["occupancy_vs_speed"]["rows"]
     gains = {}
     for kind, probe in OCCUPANCY_PROBES.items():
         times = [r["median_ms"] for r in rows if r["probe"] == probe]
@@ -516,71 +594,111 @@ def occupancy_gains() -> dict:
     return gains
 
 
-def verdict(points: list[dict]) -> list[str]:
-    """Each kernel's bound and % of its roof, then the article's advice judged on the records."""
-    lines = [f"{p['name']}: intensity {p['intensity']:.3g} FLOP/B ({p['bytes_kind']}), "
-             f"{p['bound']}-bound, {p['pct_of_roof']:.0f}% of its roof" for p in points]
-    gains = fusion_gains(points)
-    by_bound = {b: [g for g in gains if g["bound"] == b] for b in ("memory", "compute")}
-    for bound, pairs in by_bound.items():
-        if pairs:
-            lines.append(f"fusion on {bound}-bound work: " + ", ".join(
-                f"{g['pair']} {g['gain']:.2f}x" for g in pairs))
-    occupancy = occupancy_gains()
-    lines.append(f"occupancy (Lab 06, slowest / fastest over its sweep): memory-bound probe "
-                 f"{occupancy['memory']:.1f}x, compute-bound probe {occupancy['compute']:.1f}x")
-    best = {b: max((g["gain"] for g in pairs), default=None) for b, pairs in by_bound.items()}
-    if best["compute"] is not None and best["memory"] is not None:
-        holds = best["compute"] >= MATTERS and best["compute"] >= best["memory"]
-        lines.append(f"'compute-bound models gain from aggressive fusion': "
-                     f"{'holds' if holds else 'does not hold'} here: the best fusion gain is "
-                     f"{best['compute']:.2f}x on compute-bound work against {best['memory']:.2f}x "
-                     f"on memory-bound work.")
-    holds = occupancy["memory"] >= MATTERS
-    lines.append(f"'memory-bound ones need careful occupancy': {'holds' if holds else 'does not hold'}"
-                 f" here: occupancy moved the memory-bound probe {occupancy['memory']:.1f}x "
-                 f"(and the compute-bound one {occupancy['compute']:.1f}x).")
-    return lines
+def claim_points(records: dict) -> tuple[list[dict], Callable[[str], dict]]:
+    """The roofline points a claim reads, from its records: every lab's as records["labNN"]
+    (live where this process measured them, `claims.sources`), lab 09's own at the top."""
+    from kernellab.course import target
+
+    def records_of(lab_number):
+        return need(records, f"lab{lab_number}")
+
+    return roofline_points(target.load(NUMBER), own=records, records_of=records_of), records_of
 
 
-# --- the tour, the benchmark ----------------------------------------------------------------------
+def roofline_values(records: dict) -> dict:
+    points, _ = claim_points(records)
+    return {"kernels": "; ".join(f"{p['name']} {p['intensity']:.3g} FLOP/B ({p['bytes_kind'].split(' (')[0]} "
+                                 f"bytes), {p['bound']}-bound, {p['pct_of_roof']:.0f}%" for p in points),
+            "count": len(points), "highest": max(p["pct_of_roof"] for p in points),
+            "highest_name": max(points, key=lambda p: p["pct_of_roof"])["name"]}
 
-def own_rows(out=print) -> list[dict]:
-    """Lab 09's scale_rows points, as entries roofline_points takes: timed now on a GPU (its
-    ceilings measured in the same run, `timing.ceilings`), from lab 09's record in the simulator
-    (none until one is recorded). FLOPs are the row's GFLOP/s x time: the benchmark's own count
-    at the size that was timed."""
-    scale = access_pattern_benchmarks()[0]
+
+def fusion_values(records: dict) -> dict:
+    points, records_of = claim_points(records)
+    gains = fusion_gains(points, records_of)
+    best = {bound: max((g["gain"] for g in gains if g["bound"] == bound), default=None)
+            for bound in ("memory", "compute")}
+    if None in best.values():
+        raise Missing("no fusion pair of each bound on the roofline")
+    return {**best, "pairs": ", ".join(f"{g['pair']} {g['gain']:.2f}x ({g['bound']})" for g in gains)}
+
+
+def occupancy_values(records: dict) -> dict:
+    return occupancy_gains(lambda lab_number: need(records, f"lab{lab_number}"))
+
+
+CLAIMS = [
+    Claim("roofline_bounds",
+          "the {count} main kernels on the roofline, each with its intensity, bound and % of its "
+          "roof: {kernels}. None is above its roof (the nearest: {highest_name}, {highest:.0f}%)",
+          values=roofline_values, holds=lambda v: v["highest"] <= 100.0),
+    Claim("fusion_on_compute_bound",
+          "fusion's best gain is {compute:.2f}x on compute-bound kernels against {memory:.2f}x on "
+          "memory-bound ones ({pairs}): aggressive fusion paid on memory-bound work here, not on "
+          "compute-bound work",
+          values=fusion_values, holds=lambda v: v["memory"] >= MATTERS and v["compute"] < v["memory"],
+          article="fusion",
+          explains="a compute-bound kernel's roof is flat: fusing its epilogue saves bytes it was not "
+                   "waiting on; a memory-bound chain's fused form moves fewer bytes for the same FLOPs"),
+    Claim("occupancy_on_memory_bound",
+          "across Lab 06's occupancy sweep, the memory-bound probe's time moved {memory:.1f}x and the "
+          "compute-bound one's {compute:.1f}x: memory-bound kernels need occupancy the most, to keep "
+          "enough loads in flight",
+          values=occupancy_values, holds=lambda v: v["memory"] >= MATTERS and v["memory"] > v["compute"],
+          article="occupancy"),
+]
+
+
+# --- the declaration ------------------------------------------------------------------------------
+
+def validate(lab, seed: int = 0) -> list[str]:
+    """Every access pattern against its float64 reference; in the simulator its sectors per
+    request too, printed (the benchmarks validate themselves, `protocol.validate`)."""
+    patterns = _patterns(lab, seed)
     if device.is_simulator():
-        result = ((reference.load(LAB) or {}).get("records") or {}).get(scale.name)
-        if result is None:
-            return []
-    else:
-        result = harness.run(scale, progress=False, out=out)
-    ceilings = ceilings_of(result)
-    return [{"benchmark": scale.name, "variant": r["variant"], "seconds": r["median_ms"] * 1e-3,
-             "size": r["size"], "flops": r["gflops"] * 1e9 * r["median_ms"] * 1e-3,
-             "requested_bytes": r["bytes"], "ceilings": ceilings, "provenance": result["provenance"],
-             "live": result.get("live", False)}
-            for r in result["rows"] if r["ok"]]
-
-
-def bench(out_dir: Path | None = None) -> dict:
-    """Both benchmarks through kernellab.course.bench (saved as lab 09's reference data on a GPU)."""
-    return {b.name: harness.run(b, lab=LAB, out_dir=out_dir) for b in access_pattern_benchmarks()}
-
-
-def tour(figures_dir: Path) -> TourResult:
-    patterns = access_patterns() if device.is_simulator() else []
-    if patterns:
         print(pattern_table(patterns))
-    points = roofline_points(own=own_rows(out=lambda _line: None))
-    figure = plot_roofline(points, small_size_rows(), figures_dir)
+    return [f"{p['pattern']} (float64 reference)" for p in patterns]
+
+
+def draw_roofline(lab, records: dict, figures_dir: Path) -> Path:
+    """The roofline figure from lab 09's records (live or recorded) and every lab's recorded
+    ones, with its table, the bytes line and what awaits data printed beside it."""
+    points = roofline_points(lab, own=records)
     print(points_table(points))
     print(bytes_line(points))
+    for line in awaiting():
+        print(line)
+    return plot_roofline(points, small_size_rows(), figures_dir)
+
+
+def key_figure(lab, records: dict) -> str:
+    points = roofline_points(lab, own=records)
     best_memory = max((p for p in points if p["bound"] == "memory"), key=lambda p: p["pct_of_roof"])
-    coalescing = (f"sectors/load strided {patterns[0]['x_sectors_per_load']:.0f} vs coalesced "
-                  f"{patterns[1]['x_sectors_per_load']:.1f}; " if patterns else "")
-    return TourResult(True, f"{coalescing}{len(points)} kernels on the roofline, best memory-bound "
-                      f"{best_memory['name']} {best_memory['pct_of_roof']:.0f}% of roof; {dram_count(points)}",
-                      (str(figure),))
+    patterns = {p["pattern"]: p for p in _patterns(lab, 0)} if device.is_simulator() else {}
+    coalescing = (f"sectors/load strided {patterns['scale_rows_strided']['x_sectors_per_load']:.0f} vs "
+                  f"coalesced {patterns['scale_rows']['x_sectors_per_load']:.1f}; " if patterns else "")
+    return (f"{coalescing}{len(points)} kernels on the roofline, best memory-bound "
+            f"{best_memory['name']} {best_memory['pct_of_roof']:.0f}% of roof; {dram_count(points)}")
+
+
+LAB = protocol.Lab(
+    number=NUMBER, title="where the time goes: coalescing, the roofline, reading a profile",
+    kernels=(
+        protocol.Kernel("scale_rows_strided_kernel", "1-D: blocks of 128, one element per thread, "
+                        "neighbouring threads on neighbouring rows", block_size=128),
+        protocol.Kernel("scale_rows_kernel", "1-D: blocks of 128, one element per thread, "
+                        "neighbouring threads on neighbouring columns", block_size=128),
+        protocol.Kernel("copy4_consecutive_kernel", "1-D: blocks of 128, 4 consecutive elements per "
+                        "thread", block_size=128),
+        protocol.Kernel("transpose_naive_kernel", "2-D: blocks of (32, 8), one element per thread",
+                        block_size=256),
+        protocol.Kernel("transpose_kernel", "2-D: one (32, 8) block per 32 x 32 tile of x, 4 rows of "
+                        "the tile per thread", block_size=256),
+    ),
+    references=("scale_rows_reference", "copy_reference", "transpose_reference"),
+    validate=validate,
+    benchmarks=access_pattern_benchmarks,
+    figures=(protocol.Figure("lab09_roofline", draw_roofline),),
+    claims=CLAIMS,
+    key_figure=key_figure,
+)

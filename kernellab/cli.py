@@ -154,7 +154,7 @@ def parser() -> argparse.ArgumentParser:
 
     for name, helptext in (("grade", "grade the student's labs/ (the exit code reflects points "
                                      "only with --fail-under)"),
-                           ("check", "instructors: solutions must score 100%, the starter 0")):
+                           ("check", "instructors: solutions must score 100%%, the starter 0")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("labs", nargs="*", help="lab numbers (default: all)")
         p.add_argument("--seed", type=int, default=None, help="replay the inputs of an earlier run")

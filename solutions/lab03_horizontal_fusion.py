@@ -19,18 +19,23 @@ out = [y0 | y1 | y2 | y3]; `split_output(out, sizes)` gives the four views.
 Exercises (each stub says `Lab 03.M`):
   03.1  task_block_starts(sizes, block)  where each task's blocks start: prefix sums of
                                          ceil(size / block), with the total at the end
-  03.2  horizontal_kernel                each block finds its task and does that task's slice
+  03.2  horizontal_kernel                each block finds its task and does that task's part
                                          budget: every input element read once, every output
                                          element written once, across the whole grid
-  03.3  horizontal_tasks                 the launcher: the table, the grid, one launch
+  03.3  horizontal_tasks                 the launcher: the tables, the grid, one launch
   03.4  predicted_time_us(...)           a launch-or-bandwidth model of one call's time
 
 Convention: inputs are float32 device arrays; every launcher takes `out=None` (allocates) and
-returns the output.
+returns the output. The kernels write into the one flat `out` at each task's offset
+(`task_output_starts`): a launcher never slices `out` into views, because each device-array
+slice is a new array object built in Python on every call (the lab's benchmark measures what
+that costs, on its own).
 """
 
 import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
 from numba import cuda
+import itertools
+
 import numpy as np
 
 from kernellab.gpu.traffic import Ledger
@@ -51,12 +56,24 @@ def task_sizes_of(x0, x1, z1, x2, x3):
     return tuple(int(a.size) for a in (x0, x1, x2, x3))
 
 
+def task_output_starts(sizes):
+    """Where each task's output starts in the flat `out`: (0, n0, n0 + n1, n0 + n1 + n2)."""
+    return tuple(itertools.accumulate(sizes[:-1], initial=0))
+
+
 def split_output(out, sizes):
-    """The four tasks' outputs: consecutive views of one flat array."""
+    """The four tasks' outputs as consecutive views of one flat array, for reading results.
+
+    Each view is a new array object built in Python, so the launchers pass `out` whole, with
+    each task's offset, instead.
+    """
+    _check_output(out, sizes)
+    return tuple(out[start:start + size] for start, size in zip(task_output_starts(sizes), sizes))
+
+
+def _check_output(out, sizes):
     if out.size != sum(sizes):
         raise ValueError(f"out has {out.size} elements, the tasks need {sum(sizes)}")
-    edges = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-    return tuple(out[edges[t]:edges[t + 1]] for t in range(len(sizes)))
 
 
 def reference_tasks(x0, x1, z1, x2, x3, alpha):
@@ -80,53 +97,62 @@ def tasks_ledger(sizes, fused):
 
 
 def _prepare(x0, x1, z1, x2, x3, alpha, out):
+    """The task sizes, alpha as float32 (a Python float would make the kernel compute in
+    float64), the output (allocated when None) and where each task's output starts in it."""
     sizes = task_sizes_of(x0, x1, z1, x2, x3)
     if out is None:
         out = cuda.device_array(sum(sizes), dtype=np.float32)
-    return sizes, np.float32(alpha), out, split_output(out, sizes)
+    _check_output(out, sizes)
+    return sizes, np.float32(alpha), out, task_output_starts(sizes)
 
 
 # --- given: one launch per task ------------------------------------------------------------------
+# Each kernel writes its task's elements into `out` from `start` on.
 
 @cuda.jit
-def scale_kernel(alpha, x, y):
+def scale_kernel(alpha, x, out, start):
     i = cuda.grid(1)
-    if i < y.size:
-        y[i] = alpha * x[i]          # 1 read, 1 write
-
-
-@cuda.jit
-def add_kernel(x, z, y):
-    i = cuda.grid(1)
-    if i < y.size:
-        y[i] = x[i] + z[i]           # 2 reads, 1 write
+    if i < x.size:
+        out[start + i] = alpha * x[i]    # 1 read, 1 write
 
 
 @cuda.jit
-def relu_kernel(x, y):
+def add_kernel(x, z, out, start):
     i = cuda.grid(1)
-    if i < y.size:
-        v = x[i]                     # 1 read
-        y[i] = v if v > ZERO else ZERO  # 1 write
+    if i < x.size:
+        out[start + i] = x[i] + z[i]     # 2 reads, 1 write
 
 
 @cuda.jit
-def square_kernel(x, y):
+def relu_kernel(x, out, start):
     i = cuda.grid(1)
-    if i < y.size:
-        v = x[i]                     # 1 read (not two: x[i] * x[i] would load twice)
-        y[i] = v * v                 # 1 write
+    if i < x.size:
+        v = x[i]                         # 1 read
+        out[start + i] = v if v > ZERO else ZERO  # 1 write
+
+
+@cuda.jit
+def square_kernel(x, out, start):
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]                         # 1 read (not two: x[i] * x[i] would load twice)
+        out[start + i] = v * v           # 1 write
 # Summed: each input element read once, each output element written once; 4 launches.
+
+
+def task_kernels(x0, x1, z1, x2, x3, alpha):
+    """Each task's kernel and its inputs, in task order (the output and its start come last)."""
+    return ((scale_kernel, (alpha, x0)), (add_kernel, (x1, z1)), (relu_kernel, (x2,)),
+            (square_kernel, (x3,)))
 
 
 def separate_tasks(x0, x1, z1, x2, x3, alpha=2.0, out=None, block=DEFAULT_BLOCK):
     """Four launches, one per task: four launch costs, four small grids."""
-    sizes, alpha, out, (y0, y1, y2, y3) = _prepare(x0, x1, z1, x2, x3, alpha, out)
-    launches = ((scale_kernel, (alpha, x0, y0)), (add_kernel, (x1, z1, y1)),
-                (relu_kernel, (x2, y2)), (square_kernel, (x3, y3)))
-    for size, (kernel, args) in zip(sizes, launches):
+    sizes, alpha, out, out_starts = _prepare(x0, x1, z1, x2, x3, alpha, out)
+    kernels = task_kernels(x0, x1, z1, x2, x3, alpha)
+    for size, start, (kernel, inputs) in zip(sizes, out_starts, kernels):
         if size:                                       # an empty task needs no launch (grid 0 is invalid)
-            kernel[blocks_for(size, block), block](*args)  # one thread per element
+            kernel[blocks_for(size, block), block](*inputs, out, start)  # one thread per element
     return out
 
 
@@ -143,40 +169,43 @@ def task_block_starts(sizes, block):
 # --- 03.2: one kernel, four tasks ----------------------------------------------------------------
 
 @cuda.jit
-def horizontal_kernel(start1, start2, start3, alpha, x0, y0, x1, z1, y1, x2, y2, x3, y3):
+def horizontal_kernel(block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out):
     block = cuda.blockIdx.x
-    if block < start1:                               # task 0 owns blocks [0, start1)
+    if block < block_starts[1]:                      # task 0 owns blocks [0, block_starts[1])
         i = block * cuda.blockDim.x + cuda.threadIdx.x
-        if i < y0.size:
-            y0[i] = alpha * x0[i]                    # 1 read, 1 write
-    elif block < start2:                             # task 1 owns blocks [start1, start2)
-        i = (block - start1) * cuda.blockDim.x + cuda.threadIdx.x
-        if i < y1.size:
-            y1[i] = x1[i] + z1[i]                    # 2 reads, 1 write
-    elif block < start3:
-        i = (block - start2) * cuda.blockDim.x + cuda.threadIdx.x
-        if i < y2.size:
+        if i < x0.size:
+            out[out_starts[0] + i] = alpha * x0[i]   # 1 read, 1 write
+    elif block < block_starts[2]:                    # task 1 owns [block_starts[1], block_starts[2])
+        i = (block - block_starts[1]) * cuda.blockDim.x + cuda.threadIdx.x
+        if i < x1.size:
+            out[out_starts[1] + i] = x1[i] + z1[i]   # 2 reads, 1 write
+    elif block < block_starts[3]:
+        i = (block - block_starts[2]) * cuda.blockDim.x + cuda.threadIdx.x
+        if i < x2.size:
             v = x2[i]                                # 1 read
-            y2[i] = v if v > ZERO else ZERO          # 1 write
+            out[out_starts[2] + i] = v if v > ZERO else ZERO  # 1 write
     else:
-        i = (block - start3) * cuda.blockDim.x + cuda.threadIdx.x
-        if i < y3.size:
+        i = (block - block_starts[3]) * cuda.blockDim.x + cuda.threadIdx.x
+        if i < x3.size:
             v = x3[i]                                # 1 read
-            y3[i] = v * v                            # 1 write
-    # every block takes one branch: one task's slice; the branch is uniform across the block,
+            out[out_starts[3] + i] = v * v           # 1 write
+    # every block takes one branch: one task's part; the branch is uniform across the block,
     # so no warp diverges. Summed: the same bytes as the four launches, in one launch.
 
 
 # --- 03.3: the launcher --------------------------------------------------------------------------
 
 def horizontal_tasks(x0, x1, z1, x2, x3, alpha=2.0, out=None, block=DEFAULT_BLOCK):
-    """One launch for the four tasks: the grid is their blocks laid end to end."""
-    sizes, alpha, out, (y0, y1, y2, y3) = _prepare(x0, x1, z1, x2, x3, alpha, out)
-    starts = task_block_starts(sizes, block)
-    grid = int(starts[-1])                     # every task's blocks, end to end
+    """One launch for the four tasks: the grid is their blocks laid end to end.
+
+    The tables travel as tuples of Python ints, inside the launch's own arguments (no copy to
+    the device), and the kernel writes into `out` at each task's offset (no slices).
+    """
+    sizes, alpha, out, out_starts = _prepare(x0, x1, z1, x2, x3, alpha, out)
+    block_starts = tuple(int(s) for s in task_block_starts(sizes, block))
+    grid = block_starts[-1]                    # every task's blocks, end to end
     if grid:                                   # nothing to do for four empty tasks
-        horizontal_kernel[grid, block](int(starts[1]), int(starts[2]), int(starts[3]),  # as scalars:
-                                       alpha, x0, y0, x1, z1, y1, x2, y2, x3, y3)     # no table copy
+        horizontal_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out)
     return out
 
 
@@ -201,9 +230,9 @@ VARIANTS = {
 # Argument types for compiling the kernels without launching them (`kernellab occupancy`,
 # the resources-vs-driver check).
 SIGNATURES = {
-    "scale_kernel": "void(float32, float32[::1], float32[::1])",
-    "add_kernel": "void(float32[::1], float32[::1], float32[::1])",
-    "relu_kernel": "void(float32[::1], float32[::1])",
-    "square_kernel": "void(float32[::1], float32[::1])",
-    "horizontal_kernel": "void(int64, int64, int64, float32, float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
+    "scale_kernel": "void(float32, float32[::1], float32[::1], int64)",
+    "add_kernel": "void(float32[::1], float32[::1], float32[::1], int64)",
+    "relu_kernel": "void(float32[::1], float32[::1], int64)",
+    "square_kernel": "void(float32[::1], float32[::1], int64)",
+    "horizontal_kernel": "void(UniTuple(int64, 5), UniTuple(int64, 4), float32, float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
 }

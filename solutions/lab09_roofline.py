@@ -27,6 +27,7 @@ Ceilings are a dict, as the bench records store them (measured in the same run):
 import typing
 
 import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+import numpy as np
 from numba import cuda, float32
 
 DEFAULT_BLOCK = 128
@@ -200,6 +201,23 @@ def transpose_naive(x, out=None, block=(32, 8)):
     transpose_naive_kernel[((cols + block[0] - 1) // block[0], (rows + block[1] - 1) // block[1]),
                            block](x, out)
     return out
+
+
+# --- the float64 references (given): the graded tests, the experiment and the notebook use these ---
+
+def scale_rows_reference(x, scale):
+    """out[r, c] = x[r, c] * scale[r], in float64."""
+    return np.asarray(x, dtype=np.float64) * np.asarray(scale, dtype=np.float64)[:, None]
+
+
+def copy_reference(x):
+    """out = x, in float64."""
+    return np.array(x, dtype=np.float64)
+
+
+def transpose_reference(x):
+    """out = x.T, in float64."""
+    return np.asarray(x, dtype=np.float64).T
 
 
 # Argument types for compiling the kernels without launching them (`kernellab occupancy`).

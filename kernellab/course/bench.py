@@ -24,9 +24,11 @@ What `run` does, per size (the sweep axis) and per variant:
    A variant that fails is reported (`error` in its row) and not timed; the others go on.
 2. Times (GPU only) with CUDA events (`timing.time_gpu`): warm-up, `reps` samples, each the mean
    of enough back-to-back calls to last ~1 ms (at most MAX_INNER), the host's submit held outside
-   the window; the median and p10/p90. When one input set
-   (inputs + output) fits in L2, several sets are made and the calls rotate through them, so
-   a variant is not timed on data a previous call left in cache (`input_sets`, `l2_resident`).
+   the window (`host_paced=True` leaves it inside, for a benchmark whose subject is what an eager
+   caller waits: launches the GPU runs as fast as the host submits them); the median and
+   p10/p90. When one input set (inputs + output) fits in L2, several sets are made and the
+   calls rotate through them, so a variant is not timed on data a previous call left in cache
+   (`input_sets`, `l2_resident`).
 3. Reports ms, GB/s from the variant's requested bytes (`ledger(size).total_bytes`: what the code
    asks for, not DRAM traffic, which `kernellab profile` measures), % of the copy ceiling, and %
    of the ceiling of the row's own read:write mix (`ceiling_gbps`, `ceiling_mix` says how it was
@@ -48,7 +50,7 @@ outside the timed region (e.g. to torch tensors with `torch.as_tensor(a, device=
 timed alike, drawn dashed. `optional_torch()` imports torch only on a GPU, or returns None.
 
 Result (JSON-ready; `reference.save` stores it per benchmark name, with `provenance`):
-    {"benchmark", "axis", "sizes", "live", "ok", "provenance", "ceilings" (timing.ceilings),
+    {"benchmark", "axis", "sizes", "live", "host_paced", "ok", "provenance", "ceilings" (timing.ceilings),
      "copy_gbps", "copy" (how it was measured), "launch_floor_ms", "bytes_kind",
      "instrument_errors",
      "variants": {name: {"why", "baseline"}},
@@ -121,6 +123,7 @@ class Benchmark:
     seed: int = 0
     profile_size: Any = None                        # the size `kernellab profile` runs (default: the largest)
     tour_sizes: Sequence[Any] | None = None         # the quick live sweep `kernellab tour` runs (default: sizes)
+    host_paced: bool = False                        # time with the host's submit inside the window
 
     def __post_init__(self):
         names = [v.name for v in (*self.variants, *self.baselines)]
@@ -229,7 +232,7 @@ def _sets_for(set_bytes: int) -> int:
     return min(MAX_INPUT_SETS, math.ceil(ROTATE_L2_MULTIPLE * l2 / max(set_bytes, 1)))
 
 
-def _time(variant, sets, reps) -> dict:
+def _time(variant, sets, reps, hide_host=True) -> dict:
     """CUDA-event timing of `variant`, each call on the next input set."""
     bound = []
     for s in sets:
@@ -241,9 +244,9 @@ def _time(variant, sets, reps) -> dict:
         inputs, out = next(cycle)
         variant.run(inputs, out)
 
-    probe = timing.time_gpu(call, warmup=2, reps=3)
+    probe = timing.time_gpu(call, warmup=2, reps=3, hide_host=hide_host)
     inner = int(min(MAX_INNER, max(1, round(SAMPLE_MS / max(probe.median_ms, 1e-6)))))
-    measured = timing.time_gpu(call, warmup=3, reps=reps, inner=inner)
+    measured = timing.time_gpu(call, warmup=3, reps=reps, inner=inner, hide_host=hide_host)
     set_bytes = _nbytes(sets[0].host) + sets[0].out.nbytes
     return {**measured.as_dict(), "inner": inner, "input_sets": len(sets),
             "l2_resident": len(sets) * set_bytes < device.facts().l2_bytes}
@@ -284,6 +287,7 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
     rng = np.random.default_rng(benchmark.seed)
     result: dict = {
         "benchmark": benchmark.name, "axis": benchmark.axis, "sizes": sizes, "live": not simulated,
+        "host_paced": benchmark.host_paced,
         "variants": {v.name: {"why": v.why, "baseline": v in benchmark.baselines} for v in variants},
         "rows": [],
     }
@@ -311,7 +315,7 @@ def run(benchmark: Benchmark, *, lab: str | None = None, out_dir: Path | None = 
             bar.set_postfix_str(f"{benchmark.axis}={size} {variant.name}")
             row = _validate(benchmark, variant, sets[0], expected, size, use_meter=simulated)
             if row["ok"] and not simulated:
-                row.update(_time(variant, sets, reps))
+                row.update(_time(variant, sets, reps, hide_host=not benchmark.host_paced))
                 seconds = row["median_ms"] * 1e-3
                 if row.get("bytes"):
                     rate_against_ceilings(row, result["ceilings"])

@@ -21,7 +21,7 @@ the `records` of data/reference/<gpu>/labNN.json, or what this session measured 
 a variant added after the recording): such a claim is *awaiting data*, printed as such, never
 evaluated on something else. Any other error is a bug in the claim and propagates.
 
-`article` names the seed-article claim a claim gives the verdict on (`ARTICLE` lists the six);
+`article` names the seed-article claim a claim gives the verdict on (`ARTICLE` lists them);
 `explains` says why, where the claim is a model miss (model against measurement) or a figure
 that needs a reason beside it.
 
@@ -42,7 +42,8 @@ from typing import Any, Callable
 
 from kernellab.course import reference
 
-# The seed article's six claims (shared/seeds), by the key a Claim's `article` names.
+# The seed article's six claims and its closing advice (shared/seeds), by the key a Claim's
+# `article` names.
 ARTICLE = {
     "grid": "grid size = 2-4x the SM count",
     "registers": "at most 64 registers per thread",
@@ -50,6 +51,9 @@ ARTICLE = {
     "streams": "independent work on 4-8 streams",
     "graphs": "one CUDA graph per batch size",
     "gaps": "kernel gaps below 5% of compute time",
+    # its closing advice, judged on the roofline of the course's kernels (Lab 09)
+    "fusion": "compute-bound models gain from aggressive fusion",
+    "occupancy": "memory-bound models need finer occupancy control",
 }
 
 

@@ -141,6 +141,11 @@ def validate(declared: Lab, seed: int = 0) -> list[str]:
     """Validate the lab's own checks, then every benchmark's variants at its simulator sizes
     (on a GPU the benchmarks validate themselves before they time)."""
     lab = declared.module()
+    undefined = [name for name in (*(k.name for k in declared.kernels), *declared.references)
+                 if not hasattr(lab, name)]
+    if undefined:
+        raise AssertionError(f"lab {declared.number} declares {', '.join(undefined)}, which "
+                             f"{lab.__name__} does not define")
     names = list(declared.validate(lab, seed))
     for benchmark in declared.benchmarks(lab, None) if device.is_simulator() else ():
         result = harness.run(benchmark, progress=False, out=lambda line: None)
@@ -175,6 +180,8 @@ def bench(declared: Lab, out_dir: Path | None = None) -> dict:
                               reference.provenance())
             reference.save(declared.number, {"targets": {"provenance": provenance, **goals}}, out_dir)
             records["targets"] = goals
+            for path, verdict in harness.targets_over_repeats([{"targets": goals}])["targets"].items():
+                print(f"   {path}: {'met' if verdict['met'] else 'MISSED'}")
         else:
             print("some versions failed validation: no targets checked")
     draw(declared, lab, {**recorded(declared), **records}, Path(out_dir) if out_dir else plots.FIGURES)

@@ -194,8 +194,7 @@ CEILING_L2_MULTIPLE = 8      # copy buffers are at least this many times the L2:
 FMA_TRIPS = 2048             # the FMA chain's trip count, a compile-time constant
 FMA_CHAINS = 8               # independent chains per thread: enough in flight to fill the FMA pipes
 COPY_BLOCK = 256
-WIDE_VIEWS = {"copy_4xfloat32": np.float32, "copy_4xfloat64": np.float64,
-              "copy_2xcomplex128": np.complex128}
+CHECKED = 1024               # elements compared at the head, middle and tail of a ceiling's output
 
 
 def _ceiling_buffer_bytes(facts) -> int:
@@ -209,34 +208,31 @@ def copy_bandwidth(reps: int = 20) -> dict:
     """The device copy ceiling in GB/s (bytes read + bytes written), measured now.
 
     The best of the driver's device-to-device memcpy (cuMemcpyDtoD) and grid-stride copy kernels
-    that keep several loads in flight per thread (4 float32, 4 float64 or 2 complex128 per
-    thread and step), on buffers at least CEILING_L2_MULTIPLE x the L2, so no copy runs from
-    cache. A kernel that measures above this is an instrument error, not a result: the ceiling
-    (or that kernel's byte count) is wrong. On an H200, 2026-12-01, a ceiling of 4-per-thread
-    float32 copies on 1 GiB read 3.82-3.96 TB/s while torch's copy moved 4.15 TB/s.
+    that keep several loads in flight per thread (`_copy_methods`: 4 float32, 4 float64 or 2
+    complex128 per thread and step, each a scalar load of 4 or 8 bytes, and 2 float32x4 per
+    thread and step, each one 16-byte load and store), on buffers at least CEILING_L2_MULTIPLE x
+    the L2, so no copy runs from cache. Each method writes into a poisoned buffer and is checked
+    after its timing. A kernel that measures above this is an instrument error, not a result:
+    the ceiling (or that kernel's byte count) is wrong. On an H200, 2026-12-01, a ceiling of
+    4-per-thread float32 copies on 1 GiB read 3.82-3.96 TB/s while torch's copy moved 4.15 TB/s;
+    Triton's kernels move 16 bytes per load and store, which the float32x4 method does too.
     """
     require_gpu("copy_bandwidth")
     facts = device.facts()
     nbytes = _ceiling_buffer_bytes(facts)
     src = cuda.to_device(np.ones(nbytes // 4, dtype=np.float32))
     dst = cuda.device_array(nbytes // 4, dtype=np.float32)
-    kernels = _copy_kernels()
     grid = facts.sm_count * 8                             # 8 blocks of 256 per SM: a full SM
 
-    def launcher(name):
-        kernel, a, b = kernels[name], src.view(WIDE_VIEWS[name]), dst.view(WIDE_VIEWS[name])
+    def launcher(kernel, view):
+        a, b = src.view(view), dst.view(view)
         return lambda: kernel[grid, COPY_BLOCK](a, b)
 
-    calls = {"memcpy": lambda: dst.copy_to_device(src), **{name: launcher(name) for name in WIDE_VIEWS}}
-    results = {name: time_gpu(call, warmup=3, reps=reps, inner=4) for name, call in calls.items()}
-    if not np.array_equal(dst[-COPY_BLOCK:].copy_to_host(), np.ones(COPY_BLOCK, dtype=np.float32)):
-        raise RuntimeError("copy ceiling: the copy kernels did not copy the whole buffer")
-    best = min(results, key=lambda k: results[k].median_ms)
-    moved = 2 * nbytes
-    return {"bytes": moved, "buffer_over_l2": nbytes / facts.l2_bytes, "method": best,
-            "gbps": moved / (results[best].median_ms * 1e-3) / 1e9,
-            "by_method_gbps": {k: moved / (t.median_ms * 1e-3) / 1e9 for k, t in results.items()},
-            **results[best].as_dict()}
+    calls = {"memcpy": lambda: dst.copy_to_device(src),
+             **{name: launcher(*method) for name, method in _copy_methods().items()}}
+    best = _best_of("copy", calls, poison=lambda: _poison(dst), check=lambda _name: _holds(dst, np.float32(1)),
+                    read=nbytes, written=nbytes, reps=reps)
+    return {"buffer_over_l2": nbytes / facts.l2_bytes, **best}
 
 
 def framework_copy_gbps(nbytes: int, reps: int = 20) -> dict:
@@ -298,7 +294,6 @@ def launch_floor_ms() -> float:
 
 
 READS_PER_WRITE = {"2:1": 2, "4:1": 4}     # the read-heavy stream kernels: inputs per output
-STREAM_VIEWS = {"2xfloat32": np.float32, "2xfloat64": np.float64, "2xcomplex128": np.complex128}
 MIX_MATCH = 0.005    # a write fraction this close to a measured mix takes that mix's ceiling as is
 
 
@@ -306,8 +301,10 @@ def stream_bandwidths(reps: int = 20) -> dict:
     """Bandwidth ceilings (GB/s, bytes read + written) of stream kernels at read:write mixes other
     than a copy's 1:1, measured now: 2:1 (out = a + b), 4:1 (out = (a + b) + (c + d)) and
     read-only (a grid-stride sum into one partial per thread; those partials are its only writes,
-    counted in its write fraction). Each is the best of three element widths (2 per thread and
-    step of float32, float64 or complex128), every buffer at least CEILING_L2_MULTIPLE x the L2.
+    counted in its write fraction). Each is the best of its methods (`_stream_methods`: 2 float32,
+    float64 or complex128 per thread and step in scalar loads, or 2 float32x4 in 16-byte loads),
+    every buffer at least CEILING_L2_MULTIPLE x the L2, each output poisoned before a method runs
+    and checked after.
 
     Why not the copy alone: HBM turns the bus around between reads and writes, so a read-heavy
     stream moves more bytes per second than a 1:1 copy (on an H200, 2026-12-01, torch.compile's
@@ -325,54 +322,77 @@ def stream_bandwidths(reps: int = 20) -> dict:
     dst = cuda.device_array_like(inputs[0])
     grid = facts.sm_count * 8
     partials = cuda.device_array(grid * COPY_BLOCK * 16 // 4, dtype=np.float32)
-    kernels = _stream_kernels()
+    methods = _stream_methods()
     mixes = {}
     for mix, reads in READS_PER_WRITE.items():
-        def launcher(view, kernel=kernels[mix], reads=reads):
-            args = [a.view(STREAM_VIEWS[view]) for a in inputs[:reads]] + [dst.view(STREAM_VIEWS[view])]
+        def launcher(kernel, view, reads=reads):
+            args = [a.view(view) for a in inputs[:reads]] + [dst.view(view)]
             return lambda: kernel[grid, COPY_BLOCK](*args)
 
-        def check(view, reads=reads):
-            one = ones[:16].view(STREAM_VIEWS[view])[0]
-            tail = dst.view(STREAM_VIEWS[view])[-COPY_BLOCK:].copy_to_host()
-            return np.all(tail == reads * one)
+        def check(name, mix=mix, reads=reads):
+            view = methods[mix][name][1]
+            return _holds(dst.view(view), reads * _one(view))
 
-        mixes[mix] = _best_stream(mix, {v: launcher(v) for v in STREAM_VIEWS}, check,
-                                  read=reads * nbytes, written=nbytes, reps=reps)
+        mixes[mix] = _best_of(mix, {name: launcher(*method) for name, method in methods[mix].items()},
+                              poison=lambda: _poison(dst), check=check, read=reads * nbytes,
+                              written=nbytes, reps=reps)
 
-    def sum_launcher(view):
-        src, out = inputs[0].view(STREAM_VIEWS[view]), partials.view(STREAM_VIEWS[view])[:grid * COPY_BLOCK]
-        return lambda: kernels["read_only"][grid, COPY_BLOCK](src, out)
+    def partials_of(name):
+        return partials.view(methods["read_only"][name][2])[:grid * COPY_BLOCK]
 
-    def sum_check(view):
-        elements = nbytes // np.dtype(STREAM_VIEWS[view]).itemsize
-        found = partials.view(STREAM_VIEWS[view])[:grid * COPY_BLOCK].copy_to_host()
+    def sum_launcher(name):
+        kernel, view, _partial = methods["read_only"][name]
+        src, out = inputs[0].view(view), partials_of(name)
+        return lambda: kernel[grid, COPY_BLOCK](src, out)
+
+    def sum_check(name):
+        view = methods["read_only"][name][1]
+        found = partials_of(name).copy_to_host()
         total = found.sum(dtype=np.result_type(found.dtype, np.float64))     # exact for float32 too
-        return np.isclose(total, elements * ones[:16].view(STREAM_VIEWS[view])[0], rtol=1e-6)
+        return np.isclose(total, nbytes // np.dtype(view).itemsize * _one(view), rtol=1e-6)
 
-    mixes["read_only"] = {}
-    for view in STREAM_VIEWS:       # the partials' bytes depend on the width: one mix per width
-        written = grid * COPY_BLOCK * np.dtype(STREAM_VIEWS[view]).itemsize
-        mixes["read_only"][view] = _best_stream("read_only", {view: sum_launcher(view)}, sum_check,
-                                                read=nbytes, written=written, reps=reps)
-    best = max(mixes["read_only"].values(), key=lambda m: m["gbps"])
-    mixes["read_only"] = {**best, "by_method_gbps": {v: m["gbps"] for v, m in mixes["read_only"].items()}}
+    widths = {}
+    for name in methods["read_only"]:   # the partials' bytes depend on the method: one mix per method
+        written = grid * COPY_BLOCK * np.dtype(methods["read_only"][name][2]).itemsize
+        widths[name] = _best_of("read_only", {name: sum_launcher(name)}, poison=lambda: _poison(partials),
+                                check=sum_check, read=nbytes, written=written, reps=reps)
+    best = max(widths.values(), key=lambda m: m["gbps"])
+    mixes["read_only"] = {**best, "by_method_gbps": {name: m["gbps"] for name, m in widths.items()}}
     return mixes
 
 
-def _best_stream(mix: str, calls: dict, check, *, read: int, written: int, reps: int) -> dict:
-    """The fastest of `calls` (each checked by `check(name)` after its timing) for one mix."""
+def _best_of(mix: str, calls: dict, *, poison, check, read: int, written: int, reps: int) -> dict:
+    """The fastest of `calls` for one mix: each writes into a poisoned output (`poison()`) and is
+    checked by `check(name)` after its timing, so no method can win by skipping work."""
     results = {}
     for name, call in calls.items():
+        poison()
         results[name] = time_gpu(call, warmup=3, reps=reps, inner=4)
         if not check(name):
-            raise RuntimeError(f"{mix} stream ceiling: {name} did not compute over the whole buffer")
+            raise RuntimeError(f"{mix} ceiling: {name} did not compute over the whole buffer")
     best = min(results, key=lambda k: results[k].median_ms)
     moved = read + written
     return {"bytes": moved, "write_fraction": written / moved, "method": best,
             "gbps": moved / (results[best].median_ms * 1e-3) / 1e9,
             "by_method_gbps": {k: moved / (t.median_ms * 1e-3) / 1e9 for k, t in results.items()},
             **results[best].as_dict()}
+
+
+def _poison(array):
+    """Fill a float32 device buffer with NaN, so a check after a method sees only what it wrote."""
+    _fill_kernel()[device.facts().sm_count * 8, COPY_BLOCK](array, np.float32(np.nan))
+
+
+def _one(view) -> np.generic:
+    """The buffers' float32 ones as one element of `view` (a float64 view reads two of them)."""
+    return np.ones(4, dtype=np.float32).view(view)[0]
+
+
+def _holds(array, value) -> bool:
+    """Whether a device array holds `value` at its head, its middle and its tail (CHECKED
+    elements each: a method that stops early, starts late or skips a step fails)."""
+    return all(np.all(array[start:start + CHECKED].copy_to_host() == value)
+               for start in (0, array.size // 2, max(0, array.size - CHECKED)))
 
 
 def ceiling_for_mix(write_fraction: float, streams: dict) -> tuple[float, str]:
@@ -456,7 +476,8 @@ def copy_4_per_thread_kernel(src, dst):
 
 
 def copy_2_per_thread_kernel(src, dst):
-    """The same with 2 (16-byte) elements per thread and step."""
+    """The same with 2 elements per thread and step (complex128: 16 bytes, but Numba loads and
+    stores it as two 8-byte halves, ld.global.f64)."""
     step = cuda.gridsize(1)
     i = cuda.grid(1)
     while i + step < dst.size:
@@ -511,18 +532,188 @@ def read_sum_kernel(src, partials):
     partials[first] = total
 
 
+# --- 16-byte accesses ------------------------------------------------------------------------------
+# Numba loads a float32 array 4 bytes at a time and a complex128 one as two 8-byte halves (the
+# compiler cannot prove a 16-byte alignment); Triton's kernels move 16 bytes per load and store,
+# which takes fewer instructions per byte and keeps more bytes in flight. `load_float32x4(a, k)`
+# reads the 4 float32 a[4k:4k + 4] in one ld.global.v4.f32, `store_float32x4(a, k, values)`
+# writes 4 in one st.global.v4.f32 (tests/instruments/test_measured_truth.py reads the PTX).
+# The array is 1-D float32 and starts 16-byte aligned (a whole device allocation does). In the
+# simulator they are the same four element accesses in Python.
+FLOAT32X4 = 4      # float32 lanes per 16-byte access
+
+
+def _float32x4_intrinsics():
+    """The GPU versions: LLVM vector loads and stores of <4 x float>, aligned to 16 bytes."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    vector = ir.VectorType(ir.FloatType(), FLOAT32X4)
+
+    def address(context, builder, array_type, array, index_type, index):
+        data = context.make_array(array_type)(context, builder, value=array).data
+        first = builder.mul(context.cast(builder, index, index_type, types.intp),
+                            ir.Constant(ir.IntType(64), FLOAT32X4))
+        return builder.bitcast(builder.gep(data, [first]), vector.as_pointer())
+
+    def float32_vector(array):       # contiguous: the 4 lanes are 4 neighbouring elements
+        return (isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C"
+                and array.dtype == types.float32)
+
+    @intrinsic
+    def load_float32x4(typingctx, array, index):
+        if not float32_vector(array):
+            return None
+        signature = types.UniTuple(types.float32, FLOAT32X4)(array, index)
+
+        def codegen(context, builder, sig, args):
+            loaded = builder.load(address(context, builder, sig.args[0], args[0], sig.args[1], args[1]),
+                                  align=16)
+            lanes = [builder.extract_element(loaded, ir.Constant(ir.IntType(32), k))
+                     for k in range(FLOAT32X4)]
+            return context.make_tuple(builder, sig.return_type, lanes)
+
+        return signature, codegen
+
+    @intrinsic
+    def store_float32x4(typingctx, array, index, values):
+        if not float32_vector(array) or values != types.UniTuple(types.float32, FLOAT32X4):
+            return None
+        signature = types.void(array, index, values)
+
+        def codegen(context, builder, sig, args):
+            packed = ir.Constant(vector, ir.Undefined)
+            for k in range(FLOAT32X4):
+                packed = builder.insert_element(packed, builder.extract_value(args[2], k),
+                                                ir.Constant(ir.IntType(32), k))
+            builder.store(packed, address(context, builder, sig.args[0], args[0], sig.args[1], args[1]),
+                          align=16)
+            return context.get_dummy_value()
+
+        return signature, codegen
+
+    return load_float32x4, store_float32x4
+
+
+def _float32x4_python():
+    """The simulator's versions: the same four element accesses, one at a time."""
+    def load_float32x4(array, index):
+        first = FLOAT32X4 * index
+        return array[first], array[first + 1], array[first + 2], array[first + 3]
+
+    def store_float32x4(array, index, values):
+        first = FLOAT32X4 * index
+        array[first], array[first + 1], array[first + 2], array[first + 3] = values
+
+    return load_float32x4, store_float32x4
+
+
+load_float32x4, store_float32x4 = (_float32x4_python() if device.is_simulator()
+                                   else _float32x4_intrinsics())
+# The float32x4 kernels are module-level dispatchers: `kernellab.course.audit.ptx` finds them by
+# name to read their PTX without a GPU.
+
+
+@cuda.jit
+def copy_float32x4_kernel(src, dst):
+    """dst = src in 16-byte accesses, grid-stride steps of 2 per thread, both loads before the
+    stores (dst.size a multiple of 4)."""
+    step = cuda.gridsize(1)
+    k = cuda.grid(1)
+    vectors = dst.size // FLOAT32X4
+    while k + step < vectors:
+        v0, v1 = load_float32x4(src, k), load_float32x4(src, k + step)
+        store_float32x4(dst, k, v0)
+        store_float32x4(dst, k + step, v1)
+        k += 2 * step
+    while k < vectors:
+        store_float32x4(dst, k, load_float32x4(src, k))
+        k += step
+
+
+@cuda.jit
+def add_2_to_1_float32x4_kernel(a, b, dst):
+    """dst = a + b in 16-byte accesses, the same steps."""
+    step = cuda.gridsize(1)
+    k = cuda.grid(1)
+    vectors = dst.size // FLOAT32X4
+    while k < vectors:
+        a0, b0 = load_float32x4(a, k), load_float32x4(b, k)
+        store_float32x4(dst, k, (a0[0] + b0[0], a0[1] + b0[1], a0[2] + b0[2], a0[3] + b0[3]))
+        k += step
+
+
+@cuda.jit
+def add_4_to_1_float32x4_kernel(a, b, c, d, dst):
+    """dst = (a + b) + (c + d) in 16-byte accesses: 4 bytes read per byte written."""
+    step = cuda.gridsize(1)
+    k = cuda.grid(1)
+    vectors = dst.size // FLOAT32X4
+    while k < vectors:
+        a0, b0, c0, d0 = load_float32x4(a, k), load_float32x4(b, k), load_float32x4(c, k), load_float32x4(d, k)
+        store_float32x4(dst, k, ((a0[0] + b0[0]) + (c0[0] + d0[0]), (a0[1] + b0[1]) + (c0[1] + d0[1]),
+                                 (a0[2] + b0[2]) + (c0[2] + d0[2]), (a0[3] + b0[3]) + (c0[3] + d0[3])))
+        k += step
+
+
+@cuda.jit
+def read_sum_float32x4_kernel(src, partials):
+    """Each thread sums its grid-stride share of `src` in 16-byte loads, 2 in flight, into
+    partials[thread] (one float32 per thread written)."""
+    step = cuda.gridsize(1)
+    k = cuda.grid(1)
+    first = k
+    vectors = src.size // FLOAT32X4
+    total = np.float32(0)
+    while k + step < vectors:
+        v0, v1 = load_float32x4(src, k), load_float32x4(src, k + step)
+        total += ((v0[0] + v0[1]) + (v0[2] + v0[3])) + ((v1[0] + v1[1]) + (v1[2] + v1[3]))
+        k += 2 * step
+    while k < vectors:
+        v0 = load_float32x4(src, k)
+        total += (v0[0] + v0[1]) + (v0[2] + v0[3])
+        k += step
+    partials[first] = total
+
+
+def fill_kernel(array, value):
+    """array[:] = value, grid-stride (the ceilings poison their outputs with it)."""
+    step = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i < array.size:
+        array[i] = value
+        i += step
+
+
 @functools.cache
-def _stream_kernels() -> dict:
-    return {"2:1": cuda.jit(add_2_to_1_kernel), "4:1": cuda.jit(add_4_to_1_kernel),
-            "read_only": cuda.jit(read_sum_kernel)}
+def _copy_methods() -> dict:
+    """The copy kernels, by method name: (kernel, the element view of the float32 buffers)."""
+    four, two = cuda.jit(copy_4_per_thread_kernel), cuda.jit(copy_2_per_thread_kernel)
+    return {"copy_4xfloat32": (four, np.float32), "copy_4xfloat64": (four, np.float64),
+            "copy_2xcomplex128": (two, np.complex128),
+            "copy_2xfloat32x4": (copy_float32x4_kernel, np.float32)}
+
+
+@functools.cache
+def _stream_methods() -> dict:
+    """Per mix, its kernels by method name: (kernel, element view); read-only's also name the
+    element type of the partials they write."""
+    add2, add4, total = cuda.jit(add_2_to_1_kernel), cuda.jit(add_4_to_1_kernel), cuda.jit(read_sum_kernel)
+    views = {"2xfloat32": np.float32, "2xfloat64": np.float64, "2xcomplex128": np.complex128}
+    vector = {"2:1": add_2_to_1_float32x4_kernel, "4:1": add_4_to_1_float32x4_kernel}
+    return {**{mix: {**{name: (kernel, view) for name, view in views.items()},
+                     "float32x4": (vector[mix], np.float32)}
+               for mix, kernel in (("2:1", add2), ("4:1", add4))},
+            "read_only": {**{name: (total, view, view) for name, view in views.items()},
+                          "2xfloat32x4": (read_sum_float32x4_kernel, np.float32, np.float32)}}
+
+
+@functools.cache
+def _fill_kernel():
+    return cuda.jit(fill_kernel)
 
 
 @functools.cache
 def _fma_kernel():
     return cuda.jit(fma_chain_kernel)
-
-
-@functools.cache
-def _copy_kernels() -> dict:
-    four, two = cuda.jit(copy_4_per_thread_kernel), cuda.jit(copy_2_per_thread_kernel)
-    return {"copy_4xfloat32": four, "copy_4xfloat64": four, "copy_2xcomplex128": two}

@@ -81,7 +81,8 @@ def fake_gpu(monkeypatch):
     facts = dataclasses.replace(device.facts(), l2_bytes=8_000)
     state = {"bytes": 0}
 
-    def time_gpu(fn, *, warmup=5, reps=50, inner=1, stream=0, setup=None):
+    def time_gpu(fn, *, warmup=5, reps=50, inner=1, stream=0, setup=None, hide_host=True):
+        state["hide_host"] = hide_host
         with record_launches() as log:
             fn()
         ms = 0.01 * len(log) + state["bytes"] / 1e6
@@ -89,9 +90,9 @@ def fake_gpu(monkeypatch):
 
     real_time = bench._time
 
-    def traced_time(variant, sets, reps):
+    def traced_time(variant, sets, reps, **options):
         state["bytes"] = variant.ledger(sets[0].host["x"].size).total_bytes
-        return real_time(variant, sets, reps)
+        return real_time(variant, sets, reps, **options)
 
     monkeypatch.setattr(bench, "device", types.SimpleNamespace(is_simulator=lambda: False,
                                                                 facts=lambda: facts))
@@ -128,6 +129,14 @@ def test_gpu_path_reports_time_bandwidth_and_rotates_small_sets(fake_gpu, tmp_pa
     assert ("copy ceiling 2 GB/s (fake), stream ceilings by read:write mix read-only 3 GB/s, FP32 FMA 1.0 "
             "TFLOP/s" in captured.out)                                          # the table
     assert "double: 100%" in captured.err                                     # the progress bar
+
+
+def test_a_host_paced_benchmark_keeps_the_host_submit_inside_the_window(fake_gpu, tmp_path):
+    result = bench.run(benchmark([GOOD], sizes=(100,)), out_dir=tmp_path, progress=False)
+    assert fake_gpu["hide_host"] and not result["host_paced"]
+    paced = dataclasses.replace(benchmark([GOOD], sizes=(100,)), host_paced=True)
+    result = bench.run(paced, out_dir=tmp_path, progress=False)
+    assert not fake_gpu["hide_host"] and result["host_paced"]
 
 
 def test_a_failing_baseline_does_not_fail_the_benchmark(fake_gpu, tmp_path):

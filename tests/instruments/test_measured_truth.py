@@ -123,5 +123,48 @@ def test_the_stream_ceiling_kernels_compute_over_their_whole_buffers(monkeypatch
     buffer = 2048                                # 8 x the 256 B 'L2', in whole chunks
     assert mixes["2:1"]["bytes"] == 3 * buffer and mixes["2:1"]["write_fraction"] == pytest.approx(1 / 3)
     assert mixes["4:1"]["bytes"] == 5 * buffer and mixes["4:1"]["write_fraction"] == pytest.approx(0.2)
-    assert set(mixes["read_only"]["by_method_gbps"]) == set(timing.STREAM_VIEWS)
+    for mix, methods in timing._stream_methods().items():
+        assert set(mixes[mix]["by_method_gbps"]) == set(methods)
     assert mixes["read_only"]["bytes"] == buffer + 8 * 32 * 16   # the widest partials won the stand-in
+
+
+def test_the_copy_ceiling_checks_every_method_in_a_poisoned_buffer(monkeypatch):
+    """Each copy method, the float32x4 one included, copies the whole buffer (stand-in timings, as
+    above); a method that skips its work fails the check instead of winning the ceiling."""
+    import types
+    from kernellab.gpu import timing
+    monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
+    monkeypatch.setattr(timing, "COPY_BLOCK", 32)
+    monkeypatch.setattr(timing, "CHECKED", 64)
+    monkeypatch.setattr(timing.device, "facts", lambda: types.SimpleNamespace(l2_bytes=256, sm_count=1))
+    times = iter([2.0, 1.0, 1.0, 1.0, 0.5])      # memcpy, then the kernels: the float32x4 one is fastest
+
+    def time_once(fn, **_):
+        fn()
+        return timing.Timing((next(times),))
+
+    monkeypatch.setattr(timing, "time_gpu", time_once)
+    copy = timing.copy_bandwidth()
+    assert set(copy["by_method_gbps"]) == {"memcpy", *timing._copy_methods()}
+    assert copy["method"] == "copy_2xfloat32x4" and copy["bytes"] == 2 * 2048
+    lazy = timing.device.cuda().jit(lambda src, dst: None)
+    monkeypatch.setattr(timing, "_copy_methods", lambda: {"copy_lazy": (lazy, timing.np.float32)})
+    times = iter([1.0, 0.1])
+    with pytest.raises(RuntimeError, match="copy ceiling: copy_lazy did not compute"):
+        timing.copy_bandwidth()
+
+
+def test_the_float32x4_ceiling_kernels_move_16_bytes_per_load_and_store():
+    """Their PTX (compiled for an H200 without a GPU) has only 128-bit global accesses
+    (ld/st.global.v4.f32), the accesses Triton's kernels make; the read-only sum's one partial
+    per thread is its only 4-byte store."""
+    import re
+    from kernellab.gpu import timing
+    from kernellab.course import audit
+    one, two, four = (", ".join(["float32[::1]"] * n) for n in (2, 3, 5))
+    kernels = {timing.copy_float32x4_kernel: one, timing.add_2_to_1_float32x4_kernel: two,
+               timing.add_4_to_1_float32x4_kernel: four, timing.read_sum_float32x4_kernel: one}
+    found = [set(re.findall(r"\b(?:ld|st)\.global[.\w]*", text))
+             for text in audit.ptx([(kernel, f"void({args})") for kernel, args in kernels.items()])]
+    vector = {"ld.global.v4.f32", "st.global.v4.f32"}
+    assert found == [vector, vector, vector, {"ld.global.v4.f32", "st.global.f32"}], found

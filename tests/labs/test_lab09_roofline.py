@@ -9,7 +9,6 @@ counted by the traffic meter and their coalescing by the sector model of Lab 09'
 
 import math
 
-import numpy as np
 import pytest
 
 from kernellab.gpu import checks, device
@@ -165,18 +164,18 @@ def test_profile_point_uses_dram_bytes(lab, rng):
 
 # --- 09.6: coalescing ----------------------------------------------------------------------------
 
-def scale_case(rng, rows_range=(5, 12)):
+def scale_case(lab, rng, rows_range=(5, 12)):
     rows = int(rng.integers(*rows_range))
     cols = checks.awkward_size(rng, 32, 1, 2)
     x, scale = checks.nonzero(rng, (rows, cols)), checks.nonzero(rng, rows)
-    return x, scale, x.astype(np.float64) * scale[:, None].astype(np.float64)
+    return x, scale, lab.scale_rows_reference(x, scale)
 
 
 @pytest.mark.points(2)
 def test_scale_rows_matches_numpy(lab, rng):
     """out[r, c] = x[r, c] * scale[r] on non-square awkward matrices, in one launch."""
     for rows_range in ((5, 12), (33, 40)):
-        x, scale, ref = scale_case(rng, rows_range)
+        x, scale, ref = scale_case(lab, rng, rows_range)
         out = checks.poisoned(x.shape)
         with record_launches() as launches:
             lab.scale_rows(cuda.to_device(x), cuda.to_device(scale), out=out)
@@ -188,7 +187,7 @@ def test_scale_rows_matches_numpy(lab, rng):
 @pytest.mark.points(1)
 def test_scale_rows_memory_budget(lab, rng):
     """Budget: per element 1 read of x, 1 read of scale, 1 write of out."""
-    x, scale, _ = scale_case(rng)
+    x, scale, _ = scale_case(lab, rng)
     d_x, d_scale, out = cuda.to_device(x), cuda.to_device(scale), checks.poisoned(x.shape)
     with meter(x=d_x, scale=d_scale, out=out) as traffic:
         lab.scale_rows(d_x, d_scale, out=out)
@@ -201,7 +200,7 @@ def test_scale_rows_memory_budget(lab, rng):
 def test_scale_rows_is_coalesced(lab, rng):
     """Neighbouring lanes touch neighbouring bytes: at most ~4 sectors per request for x and out
     (the strided kernel needs 32)."""
-    x, scale, _ = scale_case(rng, (33, 40))
+    x, scale, _ = scale_case(lab, rng, (33, 40))
     d_x, d_scale, out = cuda.to_device(x), cuda.to_device(scale), checks.poisoned(x.shape)
     assert_coalesced(*measure_sectors(lambda: lab.scale_rows(d_x, d_scale, out=out), d_x, out))
 
@@ -228,7 +227,7 @@ def test_transpose_matches_numpy(lab, rng):
         with record_launches() as launches:
             lab.transpose(cuda.to_device(x), out=out)
         checks.assert_launched(launches, "transpose_kernel", count=1)
-        checks.assert_matches(out, x.T.astype(np.float64), rtol=0, what=f"transpose of {x.shape}")
+        checks.assert_matches(out, lab.transpose_reference(x), rtol=0, what=f"transpose of {x.shape}")
 
 
 @simulator_only
