@@ -2,7 +2,12 @@
 
 The claim comes from the seed article. A grid-stride kernel with k blocks per SM is timed
 against the one-thread-per-element launch, for k from 1 to 64, on a memory-bound
-`out = a * x + b` over 2^26 float32 (512 MiB moved), next to the copy ceiling of the same run.
+`out = a * x + b` over 2^26 float32 (512 MiB moved), next to the copy ceiling of the same run
+(`grid_size_sweep`, a measurement). The same two launches are declared as a benchmark over n
+(`axpb`), which `kernellab profile 00` runs under Nsight Compute for the DRAM bytes Lab 09's
+roofline places.
+
+The lab is declared once, in `LAB` at the end (kernellab/course/protocol.py).
 """
 
 from __future__ import annotations
@@ -11,49 +16,55 @@ from pathlib import Path
 
 import numpy as np
 
-from kernellab.gpu import checks, device, timing
-from kernellab.show import plots
-from kernellab.course import reference, target
+from kernellab.course import bench as harness
+from kernellab.course import protocol, reference
 from kernellab.course.claims import Claim, Missing, need
-from kernellab.course.protocol import TourResult
+from kernellab.gpu import checks, device, timing, traffic
+from kernellab.show import plots
 
-LAB = "00"
 GPU_N = 1 << 26
-SIM_N = 1000
 BLOCKS_PER_SM = (1, 2, 4, 8, 16, 32, 64)
 BLOCK = 256
+A, B = 1.5, -0.25
 
 
-def validate(n: int, seed: int = 0) -> list[str]:
-    """Run every variant on fresh non-zero inputs into poisoned outputs; return their names."""
-    lab = target.load(LAB)
+def validate(lab, seed: int = 0) -> list[str]:
+    """The 2D kernel on a fresh non-zero matrix into a poisoned output (the `axpb` benchmark
+    validates lab.VARIANTS, at every size it runs); what was validated."""
     cuda = device.cuda()
     rng = np.random.default_rng(seed)
-    x = checks.nonzero(rng, n)
-    a, b = 1.5, -0.25
-    ref = a * x.astype(np.float64) + b
-    d_x = cuda.to_device(x)
-    for name, (launcher, _why) in lab.VARIANTS.items():
-        out = checks.poisoned(n)
-        launcher(d_x, a, b, out=out)
-        checks.assert_matches(out, ref, rtol=1e-6, what=f"lab 00 {name}")
-    return list(lab.VARIANTS)
+    matrix, bias = checks.nonzero(rng, (5, 45)), checks.nonzero(rng, 45)
+    out = checks.poisoned(matrix.shape)
+    lab.add_row_bias(cuda.to_device(matrix), cuda.to_device(bias), out=out)
+    checks.assert_matches(out, lab.reference_add_row_bias(matrix, bias), rtol=1e-6,
+                          what="lab 00 add_row_bias")
+    return ["add_row_bias"]
 
 
-def bench(out_dir: Path | None = None) -> dict:
-    """Time the variants on the GPU and save the grid-size sweep; in the simulator, validate only."""
-    names = validate(SIM_N if device.is_simulator() else 100_003)
-    if device.is_simulator():
-        print(f"validated {', '.join(names)}; simulator: no timing exists")
-        return {}
-    record = {"grid_size_sweep": measure_grid_sweep()}
-    reference.save(LAB, record, out_dir)
-    return record
+# --- the benchmark: both launches of a*x + b against n --------------------------------------------
+
+def axpb_ledger(name: str, n: int) -> traffic.Ledger:
+    """1 read of x and 1 write of out per element: 8 bytes of float32."""
+    return traffic.Ledger(name).add(name, "x", reads=n).add(name, "out", writes=n)
 
 
-def measure_grid_sweep() -> dict:
+def axpb_benchmarks(lab, torch=None) -> list[harness.Benchmark]:
+    """`axpb`: each of lab.VARIANTS over n (the grid-stride one at its default of 4 blocks per SM)."""
+    return [harness.Benchmark(
+        name="axpb", axis="n (float32 elements)",
+        sizes=[1 << k for k in range(10, 27, 2)], sim_sizes=[300], tour_sizes=[1 << 16, GPU_N],
+        make_inputs=lambda rng, n: {"x": checks.nonzero(rng, n)},
+        reference=lambda inputs: lab.reference_axpb(inputs["x"], A, B),
+        flops=lambda n: 2.0 * n,                       # a multiply and an add per element
+        variants=[harness.Variant(name, lambda d, out, run=run: run(d["x"], A, B, out=out), why,
+                                  ledger=lambda n, name=name: axpb_ledger(name, n))
+                  for name, (run, why) in lab.VARIANTS.items()])]
+
+
+# --- the measurement: grid size against bandwidth (GPU only) ------------------------------------
+
+def measure_grid_sweep(lab) -> dict:
     """GB/s of each launch shape against the copy ceiling measured in the same run (GPU only)."""
-    lab = target.load(LAB)
     cuda = device.cuda()
     facts = device.facts()
     x = cuda.to_device(np.ones(GPU_N, dtype=np.float32))
@@ -71,18 +82,18 @@ def measure_grid_sweep() -> dict:
               f"({100 * gbps / ceiling['gbps']:.0f}% of copy)")
 
     full_grid = lab.blocks_for(GPU_N, BLOCK)
-    measure("one_thread_per_element", full_grid, lambda: lab.axpb(x, 1.5, -0.25, out=out, block=BLOCK))
+    measure("one_thread_per_element", full_grid, lambda: lab.axpb(x, A, B, out=out, block=BLOCK))
     for k in BLOCKS_PER_SM:
         blocks = k * facts.sm_count
         measure(f"grid_stride {k}x SMs", blocks,
-                lambda blocks=blocks: lab.axpb_grid_stride(x, 1.5, -0.25, out=out, blocks=blocks,
-                                                           block=BLOCK))
+                lambda blocks=blocks: lab.axpb_grid_stride(x, A, B, out=out, blocks=blocks, block=BLOCK))
     return {"provenance": reference.provenance(), "n": GPU_N, "block": BLOCK,
             "bytes_moved": moved, "copy_ceiling": ceiling, "rows": rows}
 
 
-def plot_grid_sweep(record: dict, figures_dir: Path) -> tuple[Path, str]:
+def draw_grid_sweep(lab, records: dict, figures_dir: Path) -> Path:
     """Bandwidth against blocks per SM, the article's 2-4x band shaded, the full grid as a line."""
+    record = records["grid_size_sweep"]
     rows = record["rows"]
     sm = record["provenance"]["sm_count"]
     stride = [r for r in rows if r["variant"].startswith("grid_stride")]
@@ -99,20 +110,13 @@ def plot_grid_sweep(record: dict, figures_dir: Path) -> tuple[Path, str]:
     ax.set_xlabel("blocks per SM (k)")
     ax.set_ylabel("GB/s (read + write)")
     ax.legend(fontsize=8)
-    best = max(stride, key=lambda r: r["gbps"])
-    at_4 = next((r for r in stride if r["blocks"] == 4 * sm), best)
-    key = (f"grid-stride best at {best['blocks'] // sm}x SMs ({best['pct_of_copy']:.0f}% of copy); "
-           f"4x SMs gives {at_4['pct_of_copy']:.0f}%, full grid {full['pct_of_copy']:.0f}%")
-    return plots.save(fig, "lab00_grid_size", figures_dir), key
+    return plots.save(fig, "lab00_grid_size", figures_dir)
 
 
-def tour(figures_dir: Path) -> TourResult:
-    names = validate(SIM_N if device.is_simulator() else 100_003)
-    record = reference.live_or_recorded(LAB, "grid_size_sweep", measure_grid_sweep)
-    if record is None:
-        return TourResult(True, f"validated {len(names)} variants; no reference data recorded yet")
-    figure, key = plot_grid_sweep(record, figures_dir)
-    return TourResult(True, key, (str(figure),))
+def key_figure(lab, records: dict) -> str:
+    values = _grid_values(records)
+    return (f"grid-stride best at {values['best_k']}x SMs ({values['best']:.0f}% of copy); "
+            f"4x SMs gives {values['at4']:.0f}%, full grid {values['full']:.0f}%")
 
 
 # --- claims: what the discussion says, checked against the records -----------------------------
@@ -164,3 +168,22 @@ CLAIMS = [
                    "memory latency (Little's law: bandwidth x latency = bytes in flight). Lab 02's "
                    "4-per-thread variant and Lab 06's occupancy probes measure it."),
 ]
+
+
+LAB = protocol.Lab(
+    number="00", title="thread indexing and launch configuration",
+    kernels=(protocol.Kernel("axpb_kernel", "1-D: ceil(n / block) blocks, one element per thread"),
+             protocol.Kernel("add_row_bias_kernel", "2-D: x along the columns, y along the rows, "
+                                                    "one element per thread"),
+             protocol.Kernel("axpb_grid_stride_kernel", "1-D: a fixed grid (default 4 blocks per "
+                                                        "SM), each thread loops in grid-size steps")),
+    references=("reference_axpb", "reference_add_row_bias"),
+    validate=validate,
+    benchmarks=axpb_benchmarks,
+    measurements=(protocol.Measurement(
+        "grid_size_sweep", measure_grid_sweep,
+        "a grid-stride grid of 1-64 blocks per SM against one thread per element, 2^26 float32"),),
+    figures=(protocol.Figure("lab00_grid_size", draw_grid_sweep, needs=("grid_size_sweep",)),),
+    claims=CLAIMS,
+    key_figure=key_figure,
+)

@@ -1,6 +1,6 @@
 """Lab 01 experiments: what a Numba launch costs, seen every way, and where it stops mattering.
 
-On a GPU (`kernellab bench 01`):
+On a GPU (`kernellab bench 01`), in this order (the lab is declared once, in `LAB` at the end):
 - wrapper overhead: a plain launch before and after kernellab's hooks were installed and removed
   (record_launches, graphs.capture), and CapturedGraph.replay against the raw graph launch.
   Target: <= 5% each.
@@ -12,8 +12,12 @@ On a GPU (`kernellab bench 01`):
   a profile of the launch path (cProfile, 2,000 launches).
 - total time against the number of tiny kernels (the slope is the cost per launch), eager and
   replayed as a graph.
+- the Python around a launch: slicing a device array and allocating an output, each timed on
+  its own beside the launch it surrounds.
 - time against size for one kernel (the floor) and for a batch of rows, one launch per row or
   one for all (the crossover where merging launches stops paying), through kernellab.course.bench.
+  These two benchmarks time the host's pacing (`host_paced=True`): their subject is the launch
+  cost, which a hold kernel ahead of the window would hide.
 """
 
 from __future__ import annotations
@@ -26,26 +30,24 @@ from pathlib import Path
 import numpy as np
 
 from kernellab.course import bench as harness
-from kernellab.gpu import checks, device, graphs, timing, traffic
-from kernellab.show import plots
-from kernellab.course import reference, target
+from kernellab.course import protocol, reference
 from kernellab.course.claims import Claim, need, row
+from kernellab.gpu import checks, device, graphs, timing, traffic
 from kernellab.gpu.launches import record_launches
-from kernellab.course.protocol import TourResult
+from kernellab.show import plots
 
-LAB = "01"
 KERNELS = 100                                  # kernels in a captured chain
 COUNTS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 PROFILE_LAUNCHES = 2000
 HOST_ARRAY_SIZES = (1, 1 << 10, 1 << 20)       # float32 elements
 SCALE = 1.5
 ROWS = 4 if device.is_simulator() else 32
+AROUND_ROW = 1 << 10                           # elements per row where the Python around a launch is timed
 WRAPPER_TARGET = 0.05
 
 
-def validate(seed: int = 0) -> list[str]:
+def validate(lab, seed: int = 0) -> list[str]:
     """Every given and written function checked on tiny inputs; returns what passed."""
-    lab = target.load(LAB)
     cuda = device.cuda()
     rng = np.random.default_rng(seed)
     counter = cuda.to_device(np.zeros(1, dtype=np.float32))
@@ -55,17 +57,13 @@ def validate(seed: int = 0) -> list[str]:
     if counter.copy_to_host()[0] != 6:
         raise AssertionError(f"3 chained, 1 prebuilt and 2 replayed bumps gave "
                              f"{counter.copy_to_host()[0]}")
-    arrays = [checks.nonzero(rng, 45) for _ in range(8)]
-    checks.assert_matches(lab.sum8([cuda.to_device(a) for a in arrays]),
-                          np.sum(np.array(arrays, dtype=np.float64), axis=0), rtol=1e-6, what="sum8")
-    x = checks.nonzero(rng, (3, 37))
-    for name, (run, _why) in lab.VARIANTS.items():
-        checks.assert_matches(run(cuda.to_device(x), SCALE), SCALE * x.astype(np.float64),
-                              rtol=1e-6, what=f"lab 01 {name}")
+    arrays = [np.abs(checks.nonzero(rng, 45)) for _ in range(8)]
+    checks.assert_matches(lab.sum8([cuda.to_device(a) for a in arrays]), lab.reference_sum8(arrays),
+                          rtol=1e-6, what="sum8")
     slope, fixed = lab.per_launch_cost([1, 2, 4], [12.0, 22.0, 42.0])
     if not np.allclose((slope, fixed), (10.0, 2.0)):
         raise AssertionError(f"per_launch_cost gave {(slope, fixed)}, expected (10, 2)")
-    return ["launch_chain", "prebuilt_launcher", "sum8", *lab.VARIANTS, "per_launch_cost"]
+    return ["launch_chain", "prebuilt_launcher", "sum8", "per_launch_cost"]
 
 
 # --- measurements (GPU only) ---------------------------------------------------------------------
@@ -81,17 +79,17 @@ def host_us(submit, inner: int = 200, reps: int = 50, per: int = 1) -> dict:
     return us(timing.time_host(submit, inner=inner, reps=reps), per)
 
 
-def tiny_launch():
-    """(lab, counter, plain): the lab, a one-element counter, and one plain bump_kernel launch."""
-    lab = target.load(LAB)
+def tiny_launch(lab):
+    """(counter, plain): a one-element counter, and one plain bump_kernel launch on it."""
     counter = device.cuda().to_device(np.zeros(1, dtype=np.float32))
-    return lab, counter, lambda: lab.bump_kernel[1, 1](counter)
+    return counter, lambda: lab.bump_kernel[1, 1](counter)
 
 
-def measure_wrapper_overhead() -> dict:
-    """A plain launch before and after kernellab's launch hooks came and went (run this first)."""
+def measure_wrapper_overhead(lab) -> dict:
+    """A plain launch before and after kernellab's launch hooks came and went (the bench's first
+    measurement; its validation runs before it)."""
     from numba.cuda.dispatcher import CUDADispatcher
-    lab, counter, plain = tiny_launch()
+    counter, plain = tiny_launch(lab)
     untouched = CUDADispatcher.call
     before = timing.time_host(plain, warmup=200, reps=100, inner=200)
     with record_launches():
@@ -116,9 +114,9 @@ def measure_wrapper_overhead() -> dict:
                        "ok": all(r <= 1 + WRAPPER_TARGET for r in ratios.values())}}
 
 
-def measure_launch_methods() -> dict:
+def measure_launch_methods(lab) -> dict:
     """The cost of one tiny launch, seen every way (us per launch, or per kernel for graphs)."""
-    lab, counter, plain = tiny_launch()
+    counter, plain = tiny_launch(lab)
     cuda = device.cuda()
 
     def synchronized():
@@ -154,9 +152,8 @@ def measure_launch_methods() -> dict:
                         "ratio_ok": plain_us / replay >= 15.0}}
 
 
-def measure_arguments() -> dict:
+def measure_arguments(lab) -> dict:
     """Host submit time against the number of array arguments; host arrays against device arrays."""
-    lab = target.load(LAB)
     cuda = device.cuda()
     by_count = []
     for count, kernel in lab.ARGUMENT_KERNELS.items():
@@ -173,9 +170,9 @@ def measure_arguments() -> dict:
     return {"provenance": reference.provenance(), "by_count": by_count, "host_arrays": host_arrays}
 
 
-def profile_launch_path(launches: int = PROFILE_LAUNCHES, top: int = 12) -> dict:
+def profile_launch_path(lab, launches: int = PROFILE_LAUNCHES, top: int = 12) -> dict:
     """Where a launch's host time goes: cProfile over many launches, the top functions by self time."""
-    lab, counter, plain = tiny_launch()
+    counter, plain = tiny_launch(lab)
     cuda = device.cuda()
     plain()
     cuda.synchronize()
@@ -197,9 +194,9 @@ def profile_launch_path(launches: int = PROFILE_LAUNCHES, top: int = 12) -> dict
             "profiled_us_per_launch": profiled_us, "functions_seen": len(rows), "top": rows[:top]}
 
 
-def measure_kernel_count(reps: int = 15) -> dict:
+def measure_kernel_count(lab, reps: int = 15) -> dict:
     """Wall time from the first launch to the end of a synchronize, against the number of kernels."""
-    lab, counter, _ = tiny_launch()
+    counter, _ = tiny_launch(lab)
     cuda = device.cuda()
     rows = []
     for count in COUNTS:
@@ -222,27 +219,49 @@ def measure_kernel_count(reps: int = 15) -> dict:
     return {"provenance": reference.provenance(), "rows": rows, "fits": fits}
 
 
+def measure_python_around_launch(lab) -> dict:
+    """Host time of what a launcher may do around its launch, each step timed on its own: slice
+    a device array, allocate an output, and one row's launch with a row index or on slices."""
+    cuda = device.cuda()
+    x = cuda.to_device(np.ones((ROWS, AROUND_ROW), dtype=np.float32))
+    out = cuda.device_array_like(x)
+    block = lab.DEFAULT_BLOCK
+    grid = (AROUND_ROW + block - 1) // block
+    steps = {
+        "launch with a row index": (lambda: lab.scale_row_kernel[grid, block](x, 1, SCALE, out),
+                                    "scale_rows_separately's launch: the whole batch and a row number"),
+        "slice x[row]": (lambda: x[1], "a device-array slice: a new array object, built in Python"),
+        "allocate a row": (lambda: cuda.device_array(AROUND_ROW, dtype=np.float32),
+                           "a fresh device output (freed later, in batches: amortized here)"),
+        "launch on slices": (lambda: lab.scale(x[1], SCALE, out=out[1]),
+                             "one row's launch on x[row] and out[row]: two slices and the launch"),
+    }
+    return {"provenance": reference.provenance(), "elements_per_row": AROUND_ROW,
+            "steps": {name: {**host_us(step), "how": how} for name, (step, how) in steps.items()}}
+
+
+# --- benchmarks: time against size, timed with the host's pacing in the window ------------------
+
 def _elementwise_ledger(name, inputs_shape):
     elements = int(np.prod(inputs_shape))
     return traffic.Ledger(name).add(name, "x", reads=elements).add(name, "out", writes=elements)
 
 
-def size_benchmarks() -> list[harness.Benchmark]:
+def size_benchmarks(lab, torch=None) -> list[harness.Benchmark]:
     """One kernel against n (the floor), and a batch of rows launched per row or all at once."""
-    lab = target.load(LAB)
     one_kernel = harness.Benchmark(
         name="scale_one_kernel", axis="n (float32 elements)",
-        sizes=[1 << k for k in range(8, 27, 2)], sim_sizes=[300],
+        sizes=[1 << k for k in range(8, 27, 2)], sim_sizes=[300], tour_sizes=[1 << 8, 1 << 16, 1 << 22],
         make_inputs=lambda rng, n: {"x": checks.nonzero(rng, n)},
-        reference=lambda inputs: SCALE * inputs["x"].astype(np.float64),
+        reference=lambda inputs: lab.reference_scale(inputs["x"], SCALE), host_paced=True,
         variants=[harness.Variant("scale", lambda d, out: lab.scale(d["x"], SCALE, out=out),
                                   "one launch, one thread per element",
                                   ledger=lambda n: _elementwise_ledger("scale", (n,)))])
     batch = harness.Benchmark(
         name="merge_rows", axis=f"elements per row ({ROWS} rows)",
-        sizes=[1 << k for k in range(4, 21, 2)], sim_sizes=[37],
+        sizes=[1 << k for k in range(4, 21, 2)], sim_sizes=[37], tour_sizes=[1 << 4, 1 << 10, 1 << 16],
         make_inputs=lambda rng, n: {"x": checks.nonzero(rng, (ROWS, n))},
-        reference=lambda inputs: SCALE * inputs["x"].astype(np.float64),
+        reference=lambda inputs: lab.reference_scale(inputs["x"], SCALE), host_paced=True,
         variants=[harness.Variant(name, lambda d, out, run=run: run(d["x"], SCALE, out=out), why,
                                   ledger=lambda n, name=name: _elementwise_ledger(name, (ROWS, n)))
                   for name, (run, why) in lab.VARIANTS.items()] + [
@@ -255,99 +274,16 @@ def size_benchmarks() -> list[harness.Benchmark]:
 
 def scale_sliced_rows(lab, x, a, out):
     """One launch per row on device-array slices: each slice is a new array object built in Python."""
-    for row in range(x.shape[0]):
-        lab.scale(x[row], a, out=out[row])
+    for row_index in range(x.shape[0]):
+        lab.scale(x[row_index], a, out=out[row_index])
     return out
-
-
-def size_sweep(name: str, out_dir: Path | None = None, lab: str | None = None) -> dict:
-    """Run one of the size benchmarks through kernellab.course.bench (validate, then time on a GPU).
-
-    With `lab`, as `kernellab bench` does: printed, and saved as that lab's reference data.
-    Without, quietly, and nothing written.
-    """
-    benchmark = next(b for b in size_benchmarks() if b.name == name)
-    if lab is None:
-        return harness.run(benchmark, progress=False, out=lambda _line: None)
-    return harness.run(benchmark, lab=lab, out_dir=out_dir)
-
-
-# Every measurement by name: what bench() records and what the tour and the notebook draw.
-MEASUREMENTS = {
-    "wrapper_overhead": measure_wrapper_overhead,   # first: before this run's hooks come and go
-    "launch_methods": measure_launch_methods,
-    "arguments": measure_arguments,
-    "launch_profile": profile_launch_path,
-    "kernel_count": measure_kernel_count,
-    "scale_one_kernel": lambda: size_sweep("scale_one_kernel"),
-    "merge_rows": lambda: size_sweep("merge_rows"),
-}
-
-
-def measured(name: str) -> dict | None:
-    """One of MEASUREMENTS: live on a GPU, the recorded reference in the simulator."""
-    return reference.live_or_recorded(LAB, name, MEASUREMENTS[name])
-
-
-def bench(out_dir: Path | None = None) -> dict:
-    """Measure everything above on a GPU and save it; in the simulator, validate only."""
-    if device.is_simulator():
-        names = validate()
-        for benchmark in size_benchmarks():
-            size_sweep(benchmark.name, out_dir, lab=LAB)
-        print(f"validated {', '.join(names)}; simulator: no timing exists")
-        return {}
-    record = {"wrapper_overhead": measure_wrapper_overhead()}
-    validate()
-    record.update((name, MEASUREMENTS[name]()) for name in
-                  ("launch_methods", "arguments", "launch_profile", "kernel_count"))
-    print(report(record))
-    reference.save(LAB, record, out_dir)
-    for benchmark in size_benchmarks():                  # kernellab.course.bench saves these itself
-        record[benchmark.name] = size_sweep(benchmark.name, out_dir, lab=LAB)
-    return record
-
-
-def report(record: dict) -> str:
-    """Tables and targets, one line each."""
-    lines = ["launch cost by method (us per launch, or per kernel for graphs):"]
-    methods = record["launch_methods"]
-    for name, row in methods["methods"].items():
-        spread = f"({row['p10_us']:.2f}-{row['p90_us']:.2f})"
-        lines.append(f"  {name:<30} {row['us']:8.2f}  {spread}  {row['how']}")
-    t = methods["targets"]
-    lines.append(f"  target: replay <= 1 us/kernel: {'met' if t['replay_ok'] else 'MISSED'}; "
-                 f">= 15x cheaper than a plain launch: {methods['plain_over_replay']:.1f}x "
-                 f"{'met' if t['ratio_ok'] else 'MISSED'}")
-    wrappers = record["wrapper_overhead"]
-    lines.append(f"kernellab wrappers (plain launch before: {wrappers['plain_before']['us']:.2f} us, "
-                 f"noise p10-p90 {100 * wrappers['noise_before']:.0f}%; dispatcher restored: "
-                 f"{wrappers['dispatcher_restored']}):")
-    for name, ratio in wrappers["ratios"].items():
-        lines.append(f"  {name:<28} {100 * (ratio - 1):+6.1f}%")
-    lines.append(f"  while recording: {wrappers['while_recording']['us']:.2f} us per launch")
-    lines.append(f"  target: <= 5% each: {'met' if wrappers['target']['ok'] else 'MISSED'}")
-    args = record["arguments"]
-    lines.append("host submit by array arguments: "
-                 + ", ".join(f"{r['arrays']}: {r['us']:.1f} us" for r in args["by_count"]))
-    for r in args["host_arrays"]:
-        lines.append(f"  {r['bytes']:>9} B argument: device array {r['device']['us']:.1f} us, "
-                     f"NumPy host array {r['host']['us']:.1f} us")
-    profile = record["launch_profile"]
-    lines.append(f"launch path profile ({profile['profiled_us_per_launch']:.1f} us per launch "
-                 "under cProfile), top by self time:")
-    lines += [f"  {r['self_us']:6.2f} us self {r['cumulative_us']:7.2f} us cum  {r['function']}"
-              for r in profile["top"][:8]]
-    fits = record["kernel_count"]["fits"]
-    lines.append(f"total time vs kernel count: slope {fits['eager']['per_launch_us']:.2f} us/launch "
-                 f"eager, {fits['graph']['per_launch_us']:.2f} us/kernel replayed")
-    return "\n".join(lines)
 
 
 # --- figures -------------------------------------------------------------------------------------
 
-def plot_launch_methods(methods: dict, figures_dir: Path) -> Path:
+def draw_launch_methods(lab, records: dict, figures_dir: Path) -> Path:
     """Launch cost by method: plain, synchronized, graph replay, prebuilt (and the other views)."""
+    methods = records["launch_methods"]
     fig, (ax,) = plots.new_figure("Cost of one tiny Numba launch, by method", methods, width=8.0)
     names = list(methods["methods"])
     values = [methods["methods"][n]["us"] for n in names]
@@ -363,8 +299,9 @@ def plot_launch_methods(methods: dict, figures_dir: Path) -> Path:
     return plots.save(fig, "lab01_launch_cost_by_method", figures_dir)
 
 
-def plot_launch_breakdown(args: dict, profile: dict, figures_dir: Path) -> Path:
+def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
     """What a launch pays for: array arguments, host arrays, and the functions on the launch path."""
+    args, profile = records["arguments"], records["launch_profile"]
     fig, (ax_args, ax_host, ax_prof) = plots.new_figure("What a Numba launch pays for", args, ncols=3,
                                                         width=5.0)
     ax_args.plot([r["arrays"] for r in args["by_count"]], [r["us"] for r in args["by_count"]], "o-")
@@ -387,9 +324,9 @@ def plot_launch_breakdown(args: dict, profile: dict, figures_dir: Path) -> Path:
     return plots.save(fig, "lab01_launch_breakdown", figures_dir)
 
 
-def plot_kernel_count(counts: dict, figures_dir: Path) -> Path:
+def draw_kernel_count(lab, records: dict, figures_dir: Path) -> Path:
     """Total time against the number of tiny kernels: the slope is the cost per launch."""
-    lab = target.load(LAB)
+    counts = records["kernel_count"]
     fig, (ax,) = plots.new_figure("Total time of a chain of tiny kernels, launch to synchronize",
                                   counts)
     x = np.array([r["count"] for r in counts["rows"]])
@@ -406,53 +343,81 @@ def plot_kernel_count(counts: dict, figures_dir: Path) -> Path:
     return plots.save(fig, "lab01_kernel_count", figures_dir)
 
 
-def plot_time_vs_size(one: dict, rows: dict, figures_dir: Path) -> tuple[Path, int]:
-    """One kernel's time against n with the floor model; rows per launch against one launch."""
-    lab = target.load(LAB)
-    launch_us = 1e3 * one["launch_floor_ms"]
+def draw_python_around_launch(lab, records: dict, figures_dir: Path) -> Path:
+    """Host time of each step around one row's launch, beside the launch itself."""
+    around = records["python_around_launch"]
+    fig, (ax,) = plots.new_figure(f"The Python around a launch (rows of {around['elements_per_row']:,} "
+                                  f"float32)", around, width=7.0, height=3.0)
+    names = list(around["steps"])
+    values = [around["steps"][n]["us"] for n in names]
+    bars = ax.barh(names, values, color=["C0" if n.startswith("launch") else "C3" for n in names])
+    for bar, step in zip(bars, names):
+        ax.annotate(f"{around['steps'][step]['us']:.1f} us", (bar.get_width(), bar.get_y() + 0.4),
+                    xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.set_xlabel("host time, us per call (median)")
+    ax.invert_yaxis()
+    return plots.save(fig, "lab01_python_around_launch", figures_dir)
+
+
+def one_launch_us(result: dict, variant: str) -> float:
+    """A variant's fastest call in a record's sweep, in us: its launch cost, with next to no data
+    to move (the fastest, not the smallest size: the first size of a sweep can run slow)."""
+    return 1e3 * min(row(result, variant, size)["median_ms"] for size in result["sizes"])
+
+
+def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
+    """One kernel's time against n beside the floor model; rows per launch against one launch,
+    each beside its model. The model's launch cost is one launch measured in the same run (the
+    fastest call of the sweep); the GPU's own empty launch (dotted) shows how much is the host's."""
+    one, rows = records["scale_one_kernel"], records["merge_rows"]
+    launch_us = one_launch_us(one, "scale")
     crossover = lab.crossover_size(launch_us, 8, one["copy_gbps"])
-    fig, (ax_one, ax_rows) = plots.new_figure("Time against size: the launch floor and the crossover",
-                                              one, ncols=2)
+    fig, (ax_one, ax_rows) = plots.new_figure("Time against size: the launch floor and the crossover, "
+                                              "model against measurement", one, ncols=2)
     plots.time_vs_size(ax_one, one)
     sizes = np.array(one["sizes"], dtype=np.float64)
     ax_one.plot(sizes, 1e-3 * lab.predicted_time_us(sizes, launch_us, 8, one["copy_gbps"]), "k--",
-                lw=0.8, label="model: max(launch, bytes / copy bandwidth)")
+                lw=0.8, label=f"model: max(one launch ({launch_us:.0f} us), bytes / copy bandwidth)")
     ax_one.axvline(crossover, color="C3", ls=":", label=f"crossover n = {crossover:,}")
     ax_one.legend(fontsize=7)
     plots.time_vs_size(ax_rows, rows)
     per_row = np.array(rows["sizes"], dtype=np.float64)
     first = rows["rows"][0]
     batch = first["bytes"] // (8 * first["size"])          # rows per batch, from the declared bytes
-    ax_rows.plot(per_row, 1e-3 * batch * lab.predicted_time_us(per_row, launch_us, 8, rows["copy_gbps"]),
-                 "C0--", lw=0.8, label="model, one launch per row")
-    ax_rows.plot(per_row, 1e-3 * lab.predicted_time_us(batch * per_row, launch_us, 8, rows["copy_gbps"]),
-                 "C1--", lw=0.8, label="model, one launch")
+    batch_launch_us = one_launch_us(rows, "merged")
+    color = {line.get_label(): line.get_color() for line in ax_rows.get_lines()}   # each model in its variant's
+    ax_rows.plot(per_row, 1e-3 * batch * lab.predicted_time_us(per_row, batch_launch_us, 8, rows["copy_gbps"]),
+                 "--", color=color.get("separate", "k"), lw=0.8,
+                 label=f"model, one launch per row ({batch} x one launch)")
+    ax_rows.plot(per_row, 1e-3 * lab.predicted_time_us(batch * per_row, batch_launch_us, 8, rows["copy_gbps"]),
+                 "--", color=color.get("merged", "k"), lw=0.8, label="model, one launch")
     ax_rows.axvline(crossover, color="C3", ls=":", label="crossover (one row = one launch)")
     ax_rows.legend(fontsize=7)
-    return plots.save(fig, "lab01_time_vs_size", figures_dir), crossover
+    return plots.save(fig, "lab01_time_vs_size", figures_dir)
 
 
-def key_figure(launch_methods: dict) -> str:
-    methods = launch_methods["methods"]
+def key_figure(lab, records: dict) -> str:
+    methods = records["launch_methods"]["methods"]
     plain, replay = methods["plain, host submit"]["us"], methods["graph replay, GPU events"]["us"]
-    return (f"plain launch {plain:.1f} us, graph replay {replay:.2f} us per kernel "
-            f"({plain / replay:.0f}x), prebuilt {methods['prebuilt, host submit']['us']:.1f} us")
+    key = (f"plain launch {plain:.1f} us, graph replay {replay:.2f} us per kernel "
+           f"({plain / replay:.0f}x), prebuilt {methods['prebuilt, host submit']['us']:.1f} us")
+    if "scale_one_kernel" not in records:
+        return key
+    one = records["scale_one_kernel"]
+    crossover = lab.crossover_size(one_launch_us(one, "scale"), 8, one["copy_gbps"])
+    return f"{key}; merging launches pays below ~{crossover:,} elements"
 
 
-def tour(figures_dir: Path) -> TourResult:
-    names = validate()
-    record = {name: measured(name) for name in MEASUREMENTS if name != "wrapper_overhead"}
-    if not all(record.values()):
-        missing = ", ".join(name for name, value in record.items() if not value)
-        return TourResult(True, f"validated {', '.join(names)}; no reference data recorded yet "
-                                f"for {missing}")
-    figure, crossover = plot_time_vs_size(record["scale_one_kernel"], record["merge_rows"],
-                                          figures_dir)
-    figures = (plot_launch_methods(record["launch_methods"], figures_dir),
-               plot_launch_breakdown(record["arguments"], record["launch_profile"], figures_dir),
-               plot_kernel_count(record["kernel_count"], figures_dir), figure)
-    key = f"{key_figure(record['launch_methods'])}; merging launches pays below ~{crossover:,} elements"
-    return TourResult(True, key, tuple(str(f) for f in figures))
+def targets(lab, records: dict) -> dict:
+    """The targets each measurement judged in its own record, in one place."""
+    methods, wrappers = records["launch_methods"], records["wrapper_overhead"]
+    return {"replay_us_max": methods["targets"]["replay_us_max"],
+            "replay_us": methods["methods"]["graph replay, GPU events"]["us"],
+            "ratio_min": methods["targets"]["ratio_min"], "plain_over_replay": methods["plain_over_replay"],
+            "wrapper_max_overhead": wrappers["target"]["max_overhead"], "wrapper_ratios": wrappers["ratios"],
+            "target_replay_met": methods["targets"]["replay_ok"],
+            "target_ratio_met": methods["targets"]["ratio_ok"],
+            "target_wrappers_met": wrappers["target"]["ok"]}
 
 
 # --- claims: what the discussion says, checked against the records -----------------------------
@@ -491,20 +456,28 @@ def _slope_values(records):
 def _rows_values(records):
     rows = need(records, "merge_rows")
     n = min(rows["sizes"])
-    floor_us = 1e3 * rows["launch_floor_ms"]
     separate, sliced = row(rows, "separate", n), row(rows, "separate_sliced", n)
     count = separate["launches"]                 # one launch per row: the rows of the recording
-    return {"n": n, "rows": count, "floor": floor_us, "model": count * floor_us / 1e3,
-            "sep": separate["median_ms"], "sliced": sliced["median_ms"],
+    one = one_launch_us(rows, "merged")          # one launch of the batch, same arguments, same run
+    return {"n": n, "rows": count, "one": one, "model": count * one / 1e3,
+            "gpu_floor": 1e3 * rows["launch_floor_ms"], "sep": separate["median_ms"],
+            "sliced": sliced["median_ms"],
             "slice_us": 1e3 * (sliced["median_ms"] - separate["median_ms"]) / count}
 
 
 def _merged_values(records):
     rows = need(records, "merge_rows")
-    floor_us = 1e3 * rows["launch_floor_ms"]
-    on_floor = [size for size in rows["sizes"] if 1e3 * row(rows, "merged", size)["median_ms"] <= 2 * floor_us]
-    return {"rows": row(rows, "separate", min(rows["sizes"]))["launches"], "floor": floor_us,
+    one = one_launch_us(rows, "merged")
+    on_floor = [size for size in rows["sizes"] if 1e3 * row(rows, "merged", size)["median_ms"] <= 2 * one]
+    return {"rows": row(rows, "separate", min(rows["sizes"]))["launches"], "one": one,
             "upto": max(on_floor, default=0)}
+
+
+def _around_values(records):
+    steps = need(records, "python_around_launch", "steps")
+    launch, sliced = steps["launch with a row index"]["us"], steps["launch on slices"]["us"]
+    return {"launch": launch, "slice": steps["slice x[row]"]["us"],
+            "alloc": steps["allocate a row"]["us"], "sliced": sliced, "ratio": sliced / launch}
 
 
 def _wrapper_values(records):
@@ -543,16 +516,68 @@ CLAIMS = [
           "replayed as a graph, {graph:.2f} us.",
           values=_slope_values, holds=lambda v: v["graph"] < v["eager"] / 10),
     Claim("rows_separately",
-          "{rows} launches of one row each take {sep:.3f} ms at {n} elements per row, against {model:.3f} ms "
-          "for {rows} empty launches ({floor:.1f} us each). Slicing rows instead (`x[row]`, `out[row]`) took "
-          "{sliced:.3f} ms: {slice_us:.0f} us of Python per row, on top of its launch.",
-          values=_rows_values, holds=lambda v: v["sep"] <= 1.5 * v["model"] and v["sliced"] > v["sep"]),
+          "{rows} launches of one row each take {sep:.3f} ms at {n} elements per row. The model, {rows} "
+          "times one launch of the whole batch in the same run (its fastest, {one:.1f} us), predicts "
+          "{model:.3f} ms; the GPU's own cost of an empty launch is {gpu_floor:.1f} us, so the rest of "
+          "each launch is the host's. Slicing rows instead (`x[row]`, `out[row]`) took {sliced:.3f} ms: "
+          "{slice_us:.0f} us of Python per row, on top of its launch.",
+          values=_rows_values,
+          holds=lambda v: v["model"] / 1.5 <= v["sep"] <= 1.5 * v["model"] and v["sliced"] > v["sep"]),
     Claim("rows_merged_floor",
-          "One 2D launch for all {rows} rows stays within 2x of the empty launch ({floor:.1f} us) up to "
+          "One 2D launch for all {rows} rows stays within 2x of its fastest call ({one:.1f} us) up to "
           "{upto:,} elements per row: below the crossover, a batch costs one launch.",
           values=_merged_values, holds=lambda v: v["upto"] >= 4096),
+    Claim("python_around_launch",
+          "Around a launch that costs the host {launch:.1f} us, slicing a device array costs {slice:.1f} us "
+          "and allocating a row-sized output {alloc:.1f} us: one row launched on slices (`x[row]`, "
+          "`out[row]`) costs {sliced:.1f} us, {ratio:.1f}x the launch with a row index. A launcher that "
+          "slices or allocates per call pays for it at every launch; pass offsets and preallocate.",
+          values=_around_values, holds=lambda v: v["sliced"] > 1.5 * v["launch"]),
     Claim("instruments_cost_nothing",
           "No kernellab instrument slows a plain launch down: {after_record:+.1f}% after "
           "record_launches, {after_capture:+.1f}% after a graph capture (target: at most +5%).",
           values=_wrapper_values, holds=lambda v: v["worst"] <= 5),
 ]
+
+
+LAB = protocol.Lab(
+    number="01", title="launch overhead",
+    kernels=(protocol.Kernel("bump_kernel", "one block of one thread per launch", block_size=1),
+             protocol.Kernel("sum8_kernel", "1-D: ceil(n / block) blocks, one element per thread"),
+             protocol.Kernel("scale_kernel", "1-D: ceil(n / block) blocks, one element per thread"),
+             protocol.Kernel("scale_row_kernel", "1-D over one row, launched once per row with the "
+                                                 "row number (no slice)"),
+             protocol.Kernel("scale_rows_kernel", "2-D: x along the columns, y along the rows, one "
+                                                  "launch for the batch")),
+    references=("reference_scale", "reference_sum8"),
+    validate=validate,
+    benchmarks=size_benchmarks,
+    measurements=(
+        protocol.Measurement("wrapper_overhead", measure_wrapper_overhead,
+                             "a plain launch before and after kernellab's hooks came and went",
+                             in_tour=False),
+        protocol.Measurement("launch_methods", measure_launch_methods,
+                             "one tiny launch, seen every way: host, GPU, synchronized, prebuilt, graph"),
+        protocol.Measurement("arguments", measure_arguments,
+                             "host submit against array arguments; NumPy host arrays against device"),
+        protocol.Measurement("launch_profile", profile_launch_path,
+                             f"cProfile over {PROFILE_LAUNCHES:,} launches: where the host's time goes"),
+        protocol.Measurement("kernel_count", measure_kernel_count,
+                             "total time against the number of tiny kernels, eager and replayed"),
+        protocol.Measurement("python_around_launch", measure_python_around_launch,
+                             "a slice, an allocation and one row's launch, each timed on its own"),
+    ),
+    figures=(
+        protocol.Figure("lab01_launch_cost_by_method", draw_launch_methods, needs=("launch_methods",)),
+        protocol.Figure("lab01_launch_breakdown", draw_launch_breakdown,
+                        needs=("arguments", "launch_profile")),
+        protocol.Figure("lab01_kernel_count", draw_kernel_count, needs=("kernel_count",)),
+        protocol.Figure("lab01_python_around_launch", draw_python_around_launch,
+                        needs=("python_around_launch",)),
+        protocol.Figure("lab01_time_vs_size", draw_time_vs_size,
+                        needs=("scale_one_kernel", "merge_rows")),
+    ),
+    claims=CLAIMS,
+    targets=targets,
+    key_figure=key_figure,
+)

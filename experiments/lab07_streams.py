@@ -1,30 +1,29 @@
 """Lab 07 experiments: stream concurrency measured on a GPU, predicted by the block-scheduler model.
 
-`bench(out_dir)` (on a GPU: `kernellab bench 07 --out DIR`) validates the lab, then measures, each
-set of hardware queues in its own process (the experiment sets CUDA_DEVICE_MAX_CONNECTIONS itself,
-before CUDA starts, and records it: 8 is the driver's default, 32 its maximum):
-- concurrency: 16 independent busy kernels on 1, 2, 4, 8 and 16 streams, each kernel 8 blocks of
-  256 threads (a few SMs) or enough blocks to fill every SM; launched plainly from Python, and
-  pre-enqueued behind a gate (`lab.hold`) so the host's launch cost drops out. Each makespan is
-  the median of REPS timelines (events around every launch: `kernellab.gpu.timeline`); speed-up =
-  makespan on 1 stream / on S streams.
-  This sweep runs at 8 and at 32 connections; the rest below at 32.
-- the model's error: the same configurations predicted by `kernellab.scheduler` from figures of
-  the same run: one kernel's time alone (time_gpu), blocks per SM (the occupancy of busy_kernel),
-  the host's time between launch submissions, the GPU's gap between kernels of one stream (both
-  read from the timelines) and the number of hardware queues. Error = |predicted - measured| /
-  measured speed-up.
-- the default-stream pitfall: the 16 kernels on 16 streams with a stream-less launch after each,
-  on blocking and on non-blocking streams.
-- events against barriers: the diamond ordered by events and by cuda.synchronize, alone and beside
-  an unrelated long kernel on a third stream; the figure is when D's result is ready.
-- copy/compute overlap: the chunked pipeline on pinned and on pageable host memory; hidden share =
-  the time copies and kernels were both in flight / the smaller of the two, from the pipeline's
-  own events (one timeline per run: every copy and kernel timed in that same run), the median
-  over REPS runs. A share outside [0, 1] is reported as a measurement problem.
-It prints each target against its measurement and saves everything with provenance
-(`data/reference/h200/lab07.json` once committed). `tour(figures_dir)` validates the lab and draws
-the figures: live on a GPU, otherwise the recorded H200 data beside the model.
+`LAB` below declares the measurements; `kernellab bench 07` (GPU) runs each in its own fresh
+process, with CUDA_DEVICE_MAX_CONNECTIONS set by the experiment before CUDA starts and recorded
+in the provenance (8 is the driver's default, 32 its maximum), so the tour, a notebook and bench
+measure the same configuration whatever the caller's environment says:
+- concurrency (at 32 connections) and concurrency_8_connections: 16 independent busy kernels on
+  1, 2, 4, 8 and 16 streams, each kernel 8 blocks of 256 threads (a few SMs) or enough blocks to
+  fill every SM; launched plainly from Python, and pre-enqueued behind a gate (`lab.hold`) so the
+  host's launch cost drops out. Each makespan is the median of REPS timelines (events around every
+  launch: `kernellab.gpu.timeline`); speed-up = makespan on 1 stream / on S streams.
+  With each: the model's prediction of every configuration (`kernellab.scheduler`), from figures
+  of the same run: one kernel's time alone (time_gpu), blocks per SM (the occupancy of
+  busy_kernel), the host's time between launch submissions, the GPU's gap between kernels of one
+  stream (both read from the timelines) and the number of hardware queues. Error =
+  |predicted - measured| / measured speed-up.
+- default_stream: the 16 kernels on 16 streams with a stream-less launch after each, on blocking
+  and on non-blocking streams.
+- events_vs_barriers: the diamond ordered by events and by cuda.synchronize, alone and beside an
+  unrelated long kernel on a third stream; the figure is when D's result is ready.
+- pipeline: the chunked copy/compute pipeline on pinned and on pageable host memory; hidden share
+  = the time copies and kernels were both in flight / the smaller of the two, from the pipeline's
+  own events (one timeline per run: every copy and kernel timed in that same run), the median over
+  REPS runs. A share outside [0, 1] is reported as a measurement problem, never clamped.
+The targets are judged on this run (`kernellab bench --repeat 3`: on the worst repeat); the
+claims read the same records.
 """
 
 from __future__ import annotations
@@ -38,16 +37,16 @@ from pathlib import Path
 
 import numpy as np
 
-from kernellab.gpu import checks, device, timing
-from kernellab.show import plots
-from kernellab.course import reference, target
-from kernellab.kernels import resources
 from kernellab import scheduler
-from kernellab.show.progress import progress_bar
+from kernellab.course import protocol, reference, target
+from kernellab.course.claims import Claim, Missing, need, repeats_of
+from kernellab.gpu import checks, device, timing
 from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantt
-from kernellab.course.protocol import TourResult
+from kernellab.kernels import resources
+from kernellab.show import plots
+from kernellab.show.progress import progress_bar
 
-LAB = "07"
+NUMBER = "07"
 KERNELS = 16
 STREAM_COUNTS = (1, 2, 4, 8, 16)
 FEW_BLOCKS = 8                          # 16 kernels x 8 blocks = 128 blocks < 132 SMs
@@ -60,6 +59,7 @@ TARGETS = {"speedup_16_streams": 10.0, "model_error": 0.20, "hidden_fraction": 0
 CONNECTIONS = (8, 32)                   # CUDA_DEVICE_MAX_CONNECTIONS of the two sweeps (8: driver default)
 MAIN_CONNECTIONS = 32                   # the targets are judged here; the rest is measured here
 CONCURRENCY_RECORD = {32: "concurrency", 8: "concurrency_8_connections"}
+CONNECTIONS_OF = {"concurrency_8_connections": 8}   # every other record: MAIN_CONNECTIONS
 SIM_ITERS = 3
 # Nominal H200-like figures for model-only pictures (no measurement): 50 GB/s copies of a 16 MB
 # chunk, a chunk's kernel half as long, ~15 us of host time per Numba launch.
@@ -82,9 +82,7 @@ def validate(lab, seed: int = 0) -> list[str]:
         diamond = lab.VARIANTS[name][0]
         out = diamond(cuda.to_device(hosts[2]), SIM_ITERS, streams[0], streams[1])
         cuda.synchronize()
-        y = lab.busy_reference(hosts[2], SIM_ITERS)
-        checks.assert_matches(out, lab.busy_reference(y, SIM_ITERS) + lab.busy_reference(y, 2 * SIM_ITERS),
-                              rtol=1e-5, what=name)
+        checks.assert_matches(out, lab.diamond_reference(hosts[2], SIM_ITERS), rtol=1e-5, what=name)
     host_x = cuda.pinned_array(301, dtype=np.float32)
     host_x[:] = checks.nonzero(rng, 301)
     result = lab.pipeline(host_x, SIM_ITERS, streams, 4)
@@ -304,9 +302,8 @@ def measure_events_vs_barriers(lab, iters: int, reps: int = REPS) -> dict:
             rows[f"{name}{'_beside_background' if background else ''}"] = {
                 "d_ready_ms": spread(ready), "host_waits": len(middle.trace.host_waits()),
                 "timeline": middle.data.as_dict()}
-    y = lab.busy_reference(np.full(n, 2.0), stage_iters)
-    checks.assert_matches(out, lab.busy_reference(y, stage_iters) + lab.busy_reference(y, 2 * stage_iters),
-                          rtol=1e-5, what="diamond")
+    checks.assert_matches(out, lab.diamond_reference(np.full(n, 2.0), stage_iters), rtol=1e-5,
+                          what="diamond")
     return {"provenance": reference.provenance(), "stage_iters": stage_iters,
             "background_iters": background_iters, "cases": rows}
 
@@ -389,42 +386,37 @@ def pipeline_prediction(lab, tl, bps, sm_count, iters, buffers, host_x, host_out
     return scheduler.simulate(scheduler.from_trace(tl.trace, cost), machine)
 
 
-def measure_in_process(lab, connections: int, reps: int) -> dict:
-    """What one process measures at `connections` hardware queues (set before CUDA started)."""
+def measure_in_process(lab, name: str, reps: int = REPS) -> dict:
+    """Record `name`, measured in this process, whose hardware queues were set before CUDA started."""
+    connections = CONNECTIONS_OF.get(name, MAIN_CONNECTIONS)
     if os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") != str(connections):
-        raise RuntimeError(f"lab 07 at {connections} connections needs CUDA_DEVICE_MAX_CONNECTIONS="
-                           f"{connections} set before CUDA starts: run it through measure()")
+        raise RuntimeError(f"lab 07 {name} needs CUDA_DEVICE_MAX_CONNECTIONS={connections} set before "
+                           f"CUDA starts: measure it through in_fresh_process")
     bps = busy_blocks_per_sm(lab)
-    concurrency = measure_concurrency(lab, bps, reps)
-    records = {CONCURRENCY_RECORD[connections]: concurrency}
-    if connections == MAIN_CONNECTIONS:
-        records |= {"default_stream": measure_default_stream(lab, concurrency["iters"], reps),
-                    "events_vs_barriers": measure_events_vs_barriers(lab, concurrency["iters"], reps),
-                    "pipeline": measure_pipeline(lab, bps, reps)}
-    return records
+    if name in CONCURRENCY_RECORD.values():
+        return measure_concurrency(lab, bps, reps)
+    iters = calibrate_iters(lab, FEW_BLOCKS, KERNEL_MS, device.cuda().stream())
+    return {"default_stream": lambda: measure_default_stream(lab, iters, reps),
+            "events_vs_barriers": lambda: measure_events_vs_barriers(lab, iters, reps),
+            "pipeline": lambda: measure_pipeline(lab, bps, reps)}[name]()
 
 
-def measure(lab, reps: int = REPS, live: bool = False) -> dict:
-    """Every measurement of the lab (GPU only), keyed as reference.save stores them; `live` marks
-    them for display as measured here (never saved so: saved data is reference data).
-
-    Each connection count of CONNECTIONS runs in its own fresh process with
-    CUDA_DEVICE_MAX_CONNECTIONS set by this function, so a notebook, the tour and bench measure
-    the same configuration whatever the caller's environment says."""
-    records = {}
-    with tempfile.TemporaryDirectory(prefix="kernellab-lab07-") as tmp:
-        for connections in CONNECTIONS:
-            path = Path(tmp) / f"{connections}.json"
+def in_fresh_process(name: str):
+    """A Measurement's measure(lab): record `name` measured in a fresh process with
+    CUDA_DEVICE_MAX_CONNECTIONS set for it (the connection count is read when CUDA starts)."""
+    def measure(lab) -> dict:
+        connections = CONNECTIONS_OF.get(name, MAIN_CONNECTIONS)
+        with tempfile.TemporaryDirectory(prefix="kernellab-lab07-") as tmp:
+            path = Path(tmp) / f"{name}.json"
             env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": str(connections),
                    "KERNELLAB_TARGET": target.current()}
-            command = [sys.executable, "-m", "experiments.lab07_streams", str(connections), str(reps), str(path)]
+            command = [sys.executable, "-m", "experiments.lab07_streams", name, str(REPS), str(path)]
             done = subprocess.run(command, env=env, cwd=target.ROOT)
             if done.returncode:
-                raise RuntimeError(f"lab 07 at {connections} connections: `{' '.join(command)}` "
+                raise RuntimeError(f"lab 07 {name} at {connections} connections: `{' '.join(command)}` "
                                    f"exited {done.returncode}")
-            records |= json.loads(path.read_text())
-    records["targets"] = {"provenance": reference.provenance(), **targets(records)}
-    return {name: {**record, "live": True} for name, record in records.items()} if live else records
+            return json.loads(path.read_text())
+    return measure
 
 
 def speedup_at_16(concurrency: dict) -> float:
@@ -432,13 +424,17 @@ def speedup_at_16(concurrency: dict) -> float:
     return next(r for r in rows if r["streams"] == 16)["speedup"]
 
 
-def targets(records: dict) -> dict:
-    """Each target of the lab against its measurement, with how it was measured."""
+def model_errors(concurrency: dict) -> dict[str, float]:
+    """The model's worst error at 2-16 streams per shape and launch mode of one connection count."""
+    return {f"{shape}/{mode}": max(r["model_error"] for r in rows if r["streams"] > 1)
+            for shape, data in concurrency["shapes"].items() for mode, rows in data["modes"].items()}
+
+
+def targets(lab, records: dict) -> dict:
+    """Each target of the lab against this run's measurement, with how it was measured."""
     main, default = records["concurrency"], records[CONCURRENCY_RECORD[8]]
-    errors = {f"{connections}/{shape}/{mode}": max(r["model_error"] for r in rows)
-              for connections in CONNECTIONS
-              for shape, data in records[CONCURRENCY_RECORD[connections]]["shapes"].items()
-              for mode, rows in data["modes"].items()}
+    errors = {f"{connections}/{key}": error for connections in CONNECTIONS
+              for key, error in model_errors(records[CONCURRENCY_RECORD[connections]]).items()}
     pinned = records["pipeline"]["cases"]["pinned"]
     hidden = pinned["hidden_fraction"]
     return {
@@ -466,64 +462,6 @@ def targets(records: dict) -> dict:
                       f"runs; 2^26 float32 from pinned memory in {PIPELINE_CHUNKS} chunks over "
                       f"{PIPELINE_STREAMS} streams; a share outside [0, 1] is a measurement problem"},
     }
-
-
-def target_lines(records: dict) -> list[str]:
-    """One line per target: value, target, verdict, how it was measured (and any problem)."""
-    lines = []
-    for name, t in records["targets"].items():
-        if not isinstance(t, dict) or "target" not in t:
-            continue                                   # provenance, the live mark
-        lines.append(f"{name:<20} {t['value']:.3g} (target {t['target']:g}) "
-                     f"{'met' if t['met'] else 'MISSED'}\n    measured as: {t['method']}")
-        lines += [f"    MEASUREMENT PROBLEM: {p}" for p in t.get("problems", [])]
-    return lines
-
-
-def print_tables(records: dict):
-    for connections in CONNECTIONS:
-        conc = records[CONCURRENCY_RECORD[connections]]
-        print(f"\n16 busy kernels, {conc['iters']} iterations, block {conc['block']}, "
-              f"{conc['blocks_per_sm']} blocks/SM, CUDA_DEVICE_MAX_CONNECTIONS={conc['max_connections']}")
-        for shape, data in conc["shapes"].items():
-            for mode, rows in data["modes"].items():
-                print(f"\n{shape} ({data['blocks']} blocks/kernel, alone "
-                      f"{data['kernel_alone']['median_ms']:.3f} ms), {mode}:")
-                print(f"{'streams':>8} {'measured ms':>12} {'speed-up':>9} {'model ms':>9} {'model x':>8} "
-                      f"{'error':>7} {'host us/launch':>15} {'first starts spread ms':>23}")
-                for r in rows:
-                    print(f"{r['streams']:>8} {r['makespan_ms']['median']:>12.3f} {r['speedup']:>9.2f} "
-                          f"{r['predicted_ms']:>9.3f} {r['predicted_speedup']:>8.2f} {r['model_error']:>7.1%} "
-                          f"{r['host_ms_per_launch'] * 1e3:>15.1f} {r['first_starts_spread_ms']:>23.3f}")
-    print("\ndefault-stream pitfall (speed-up over one stream):")
-    for name, row in records["default_stream"]["cases"].items():
-        print(f"  {name:<52} {row['makespan_ms']['median']:>8.3f} ms  {row['speedup']:>5.2f}x")
-    print("\nevents vs barriers (D ready after):")
-    for name, row in records["events_vs_barriers"]["cases"].items():
-        print(f"  {name:<45} {row['d_ready_ms']['median']:>8.3f} ms  {row['host_waits']} host waits")
-    pipe = records["pipeline"]
-    print(f"\npipeline, {pipe['chunks']} chunks on {pipe['streams']} streams, kernels alone "
-          f"{pipe['sizing']['kernels_alone']['median_ms']:.3f} ms:")
-    for memory, row in pipe["cases"].items():
-        shares = ", ".join(f"{f:.2f}" for f in row["hidden_fractions"])
-        print(f"  {memory:<9} pipeline {row['pipeline_ms']['median']:.3f} ms, hides "
-              f"{row['hidden_fraction']:.0%} (runs: {shares})")
-    print("\ntargets:")
-    print("\n".join(target_lines(records)))
-
-
-def bench(out_dir: Path | None = None) -> dict:
-    """Measure everything on the GPU and save it; in the simulator, validate only."""
-    lab = target.load(LAB)
-    names = validate(lab)
-    if device.is_simulator():
-        print(f"validated {', '.join(names)}; simulator: no timing exists (streams run serially "
-              f"there); the model and the H200 reference data stand in for measurements")
-        return {}
-    records = measure(lab)
-    print_tables(records)
-    reference.save(LAB, records, out_dir)
-    return records
 
 
 # --- figures ---------------------------------------------------------------------------------------
@@ -586,76 +524,218 @@ def measured_points(conc: dict) -> dict:
             for shape, data in conc["shapes"].items() for mode, rows in data["modes"].items()}
 
 
-def measured_figures(records: dict, figures_dir: Path) -> list[Path]:
-    """The measured (live or recorded) figures: timelines, speed-ups against the model, overlap."""
-    conc, pipe = records["concurrency"], records["pipeline"]
+def draw_timelines(lab, records: dict, figures_dir: Path) -> Path:
+    """Measured: 16 small kernels, pre-enqueued, on 1 and on 16 streams."""
+    conc = records["concurrency"]
     few = conc["shapes"]["few_sms"]["modes"]["gated"]
-    return [
-        plot_timelines(TimelineData.from_dict(few[0]["timeline"]),
-                       TimelineData.from_dict(few[-1]["timeline"]), conc,
-                       "16 kernels x 8 blocks, pre-enqueued: 1 vs 16 streams", "lab07_timelines", figures_dir),
-        plot_speedups({f"CUDA_DEVICE_MAX_CONNECTIONS={c}": (
-                           model_curves(conc["blocks_per_sm"], conc["sm_count"], records[CONCURRENCY_RECORD[c]]),
-                           measured_points(records[CONCURRENCY_RECORD[c]])) for c in CONNECTIONS},
-                      conc, figures_dir),
-        plot_timelines(TimelineData.from_dict(pipe["cases"]["pageable"]["timeline"], "measured, pageable"),
-                       TimelineData.from_dict(pipe["cases"]["pinned"]["timeline"], "measured, pinned"),
-                       pipe, "chunked pipeline: pageable vs pinned host memory", "lab07_overlap",
-                       figures_dir),
-    ]
+    return plot_timelines(TimelineData.from_dict(few[0]["timeline"]), TimelineData.from_dict(few[-1]["timeline"]),
+                          conc, f"16 kernels x 8 blocks, pre-enqueued: 1 vs 16 streams "
+                          f"(CUDA_DEVICE_MAX_CONNECTIONS={conc['max_connections']})", "lab07_timelines",
+                          figures_dir)
 
 
-def key_figure(records: dict) -> str:
-    t = records["targets"]
-    return (f"16 x 8-block kernels: 16 streams {t['speedup_16_streams']['value']:.1f}x over 1 "
-            f"(pre-enqueued, {MAIN_CONNECTIONS} connections; "
-            f"{t['speedup_16_streams']['at_8_connections']:.1f}x at the default 8); "
-            f"model error <= {t['model_error']['value']:.0%}; copy/compute overlap "
-            f"hides {t['hidden_fraction']['value']:.0%} ({plots.source_label(records['concurrency'])})")
+def draw_speedups(lab, records: dict, figures_dir: Path) -> Path:
+    """Speed-ups against the model at each connection count; a count with no measurement
+    recorded yet shows the model alone, with nominal figures, and says so."""
+    conc = records["concurrency"]
+    panels = {}
+    for connections in CONNECTIONS:
+        measured = records.get(CONCURRENCY_RECORD[connections])
+        if measured:
+            panels[f"CUDA_DEVICE_MAX_CONNECTIONS={connections}"] = (
+                model_curves(conc["blocks_per_sm"], conc["sm_count"], measured), measured_points(measured))
+        else:
+            panels[f"{connections} hardware queues: model only (nothing measured at {connections} "
+                   f"connections yet)"] = (model_curves(conc["blocks_per_sm"], conc["sm_count"], None,
+                                                        connections), None)
+    return plot_speedups(panels, conc, figures_dir)
 
 
-def recorded() -> dict | None:
-    """The recorded H200 records, when they were made by these instruments (both connection
-    counts, overlap from the pipeline's own events); None (and why, printed) otherwise."""
-    stored = reference.load(LAB)
-    records = stored and stored.get("records")
-    if records and CONCURRENCY_RECORD[8] not in records:
-        print("the recorded H200 data of lab 07 predates the measurement at 8 and 32 connections "
-              "in separate processes: not shown (re-record with `kernellab bench 07` on a GPU)")
-        return None
-    return records
+def draw_overlap(lab, records: dict, figures_dir: Path) -> Path:
+    """Measured: the chunked pipeline from pageable and from pinned memory, with the hidden share
+    each timeline shows (copies and kernels both in flight / the smaller one's total)."""
+    pipe = records["pipeline"]
+    pageable, pinned = (TimelineData.from_dict(pipe["cases"][memory]["timeline"], f"measured, {memory}")
+                        for memory in ("pageable", "pinned"))
+    return plot_timelines(pageable, pinned, pipe, f"chunked pipeline: pageable (hides "
+                          f"{pageable.hidden_fraction():.0%}) vs pinned host memory (hides "
+                          f"{pinned.hidden_fraction():.0%})", "lab07_overlap", figures_dir)
 
 
-def tour(figures_dir: Path) -> TourResult:
-    lab = target.load(LAB)
-    validate(lab)
-    if device.is_simulator():
-        records = recorded()
-    else:
-        records = measure(lab, reps=3, live=True)
-    if records:
-        return TourResult(True, key_figure(records),
-                          tuple(str(f) for f in measured_figures(records, figures_dir)))
+def draw_model_timelines(lab, records: dict, figures_dir: Path) -> Path:
+    """The model's picture of 16 small kernels launched from Python, with nominal H200 figures."""
     bps, sm_count = busy_blocks_per_sm(lab), device.facts().sm_count
     nominal = predict_sweep(FEW_BLOCKS, KERNEL_MS, bps, sm_count, NOMINAL["host_launch_ms"])
-    model = model_curves(bps, sm_count, None)
-    figures = [
-        plot_timelines(nominal[1], nominal[16], None,
-                       "model: 16 kernels x 8 blocks, launched from Python (not a measurement)",
-                       "lab07_timelines_model", figures_dir),
-        plot_speedups({f"model, {c} hardware queues": (model_curves(bps, sm_count, None, c), None)
-                       for c in CONNECTIONS}, None, figures_dir),
-        plot_timelines(predicted_pipeline(lab, bps, sm_count, 1), predicted_pipeline(lab, bps, sm_count),
-                       None, "model: chunked pipeline, nominal H200 costs (not a measurement)",
-                       "lab07_overlap_model", figures_dir),
-    ]
-    key = (f"model only, no H200 reference data from these instruments yet: 16 x 8-block kernels "
-           f"{model[('few_sms', 'gated')][16]:.1f}x "
-           f"on 16 streams ({model[('few_sms', 'plain')][16]:.1f}x launched from Python), "
-           f"GPU-filling kernels {model[('fills_gpu', 'gated')][16]:.1f}x")
-    return TourResult(True, key, tuple(str(f) for f in figures))
+    return plot_timelines(nominal[1], nominal[16], None,
+                          "model: 16 kernels x 8 blocks, launched from Python (not a measurement)",
+                          "lab07_timelines_model", figures_dir)
 
 
-if __name__ == "__main__":          # one process of measure(): CONNECTIONS REPS OUT.json
-    connections, reps, out = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
-    out.write_text(json.dumps(measure_in_process(target.load(LAB), connections, reps)))
+def draw_model_overlap(lab, records: dict, figures_dir: Path) -> Path:
+    """The model's picture of the lab's own pipeline on 1 and on 4 streams, nominal H200 costs."""
+    bps, sm_count = busy_blocks_per_sm(lab), device.facts().sm_count
+    return plot_timelines(predicted_pipeline(lab, bps, sm_count, 1), predicted_pipeline(lab, bps, sm_count),
+                          None, "model: chunked pipeline, nominal H200 costs (not a measurement)",
+                          "lab07_overlap_model", figures_dir)
+
+
+def key_figure(lab, records: dict) -> str:
+    """16 streams over 1 at each connection count, the model's worst error, the overlap."""
+    conc = records["concurrency"]
+    default = records.get(CONCURRENCY_RECORD[8])
+    at_8 = f"{speedup_at_16(default):.1f}x at the default 8" if default else "not measured at 8 yet"
+    pinned = records.get("pipeline", {}).get("cases", {}).get("pinned", {})
+    overlap = (f"copy/compute overlap hides {pinned['hidden_fraction']:.0%}" if "hidden_fractions" in pinned
+               else "overlap from the pipeline's own events not recorded yet")
+    return (f"16 x 8-block kernels: 16 streams {speedup_at_16(conc):.1f}x over 1 (pre-enqueued, "
+            f"{conc['max_connections']} connections; {at_8}); model error <= "
+            f"{max(model_errors(conc).values()):.0%} at {conc['max_connections']}; {overlap}")
+
+
+# --- claims: the discussion's sentences, checked against the records ------------------------------
+
+def _sweep(records, connections: int) -> dict:
+    """The worst repeat's figures of one connection count: 16 and 8 streams over 1 (small kernels,
+    pre-enqueued), and the model's worst error at 2-16 streams with where it was."""
+    name = CONCURRENCY_RECORD[connections]
+    repeats = repeats_of(records, name, NUMBER)
+    for record in repeats:
+        if int(record.get("max_connections", 0)) != connections:
+            raise Missing(f"{name} was measured at {record.get('max_connections')} connections, not {connections}")
+    errors = [(error, key) for record in repeats for key, error in model_errors(record).items()]
+    rows = [{r["streams"]: r["speedup"] for r in rec["shapes"]["few_sms"]["modes"]["gated"]} for rec in repeats]
+    worst, where = max(errors)
+    return {"s16": min(r[16] for r in rows), "s8": min(r[8] for r in rows), "error": 100 * worst,
+            "where": where, "repeats": len(repeats)}
+
+
+def _streams_values(records):
+    at_8, at_32 = _sweep(records, 8), _sweep(records, MAIN_CONNECTIONS)
+    return {"s16_8": at_8["s16"], "s8_8": at_8["s8"], "s16_32": at_32["s16"], "repeats": at_8["repeats"]}
+
+
+def _pitfall_values(records):
+    cases = need(records, "default_stream", "cases")
+    return {"streams": cases["16_streams"]["speedup"],
+            "blocking": cases["16_streams_with_default_stream_launches"]["speedup"],
+            "nonblocking": cases["16_nonblocking_streams_with_default_stream_launches"]["speedup"]}
+
+
+def _barrier_values(records):
+    cases = need(records, "events_vs_barriers", "cases")
+    return {name: cases[case]["d_ready_ms"]["median"] for name, case in (
+        ("events", "diamond_events_beside_background"), ("barriers", "diamond_synchronized_beside_background"),
+        ("events_alone", "diamond_events"), ("barriers_alone", "diamond_synchronized"))}
+
+
+def _overlap_values(records):
+    """The pinned pipeline's hidden share on the worst repeat, every run's share kept."""
+    repeats = repeats_of(records, "pipeline", NUMBER)
+    for record in repeats:
+        need(record, "cases", "pinned", "hidden_fractions")     # older records timed it otherwise
+    cases = [record["cases"] for record in repeats]
+    shares = [f for c in cases for f in c["pinned"]["hidden_fractions"]]
+    return {"worst": 100 * min(c["pinned"]["hidden_fraction"] for c in cases),
+            "lo": 100 * min(shares), "hi": 100 * max(shares), "runs": len(shares),
+            "pageable": 100 * max(c["pageable"]["hidden_fraction"] for c in cases),
+            "problems": sum(len(c["pinned"]["problems"]) for c in cases), "repeats": len(repeats)}
+
+
+def _pipeline_model_values(records):
+    pinned = need(records, "pipeline", "cases", "pinned")
+    need(pinned, "pipeline_ms")
+    predicted = TimelineData.from_dict(pinned["predicted"]).makespan_ms
+    measured = pinned["pipeline_ms"]["median"]
+    return {"predicted": predicted, "measured": measured, "error": 100 * (predicted - measured) / measured}
+
+
+CLAIMS = [
+    Claim("sixteen_streams_at_32",
+          "With 32 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS=32), 16 streams of small pre-enqueued "
+          "kernels run {s16:.1f}x faster than one stream, {s8:.1f}x on 8 streams (the worst of {repeats} "
+          "recorded repeat(s); target: 16 streams >= 10x).",
+          values=lambda r: _sweep(r, MAIN_CONNECTIONS), holds=lambda v: v["s16"] >= TARGETS["speedup_16_streams"]),
+    Claim("streams_4_8",
+          "At the driver's default of 8 hardware queues, 16 streams gain {s16_8:.1f}x over one and 8 "
+          "streams {s8_8:.1f}x: streams beyond the 8th share a queue with an earlier one and wait for it. "
+          "With 32 queues the same 16 streams gain {s16_32:.1f}x (the worst of {repeats} recorded repeat(s)). The "
+          "article's 4-8 streams is the default queue count, not a property of the work: past 8, "
+          "streams pay only with CUDA_DEVICE_MAX_CONNECTIONS raised.",
+          values=_streams_values, holds=lambda v: v["s16_8"] < 1.25 * v["s8_8"] and v["s16_32"] > 1.5 * v["s16_8"],
+          article="streams"),
+    Claim("model_at_32_connections",
+          "The scheduler model, told the 32 hardware queues, predicts every speed-up at 2-16 streams "
+          "within {error:.1f}% (worst: {where}, over {repeats} recorded repeat(s); target 20%).",
+          values=lambda r: _sweep(r, MAIN_CONNECTIONS), holds=lambda v: v["error"] <= 100 * TARGETS["model_error"],
+          explains="the residual is largest for plain launches, where the host's time between launches is an "
+                   "input measured in that configuration and taken as constant, while real launches vary "
+                   "(the timeline's own events add to them); for GPU-filling kernels the measured 1.03x "
+                   "against the model's 1.00x is the next kernel's blocks taking SMs as the previous "
+                   "kernel's blocks finish one by one, where the model's blocks all last exactly block_ms"),
+    Claim("model_at_8_connections",
+          "The scheduler model, told the 8 hardware queues, predicts every speed-up at 2-16 streams "
+          "within {error:.1f}% (worst: {where}, over {repeats} recorded repeat(s); target 20%).",
+          values=lambda r: _sweep(r, 8), holds=lambda v: v["error"] <= 100 * TARGETS["model_error"],
+          explains="without the queue count the model predicted 16x where 7.9x was measured (an error of "
+                   "102%): stream k shares queue k % 8 with stream k + 8, and an item waits for the one "
+                   "before it in its queue, whichever stream that came from. What remains is what the "
+                   "model leaves out at 32 queues: the host's varying launch pacing and blocks that all "
+                   "last exactly block_ms"),
+    Claim("default_stream_serializes",
+          "A stream-less launch after each kernel takes 16 streams from {streams:.1f}x to {blocking:.2f}x "
+          "over one stream: the legacy default stream waits for every blocking stream, and they for it. "
+          "On non-blocking streams the same launches leave {nonblocking:.1f}x.",
+          values=_pitfall_values,
+          holds=lambda v: v["blocking"] < 0.5 * v["streams"] and v["nonblocking"] > 2 * v["blocking"]),
+    Claim("events_not_barriers",
+          "Ordered by events, D's result is ready {events:.2f} ms after the start beside an unrelated long "
+          "kernel ({events_alone:.2f} ms alone); ordered by cuda.synchronize, {barriers:.2f} ms "
+          "({barriers_alone:.2f} ms alone): the barrier waits for the unrelated kernel too.",
+          values=_barrier_values, holds=lambda v: v["barriers"] > 2 * v["events"]),
+    Claim("overlap_hides",
+          "From pinned memory, copies and kernels are both in flight for {worst:.0f}% of the smaller "
+          "one's time (the worst repeat's median; {runs} runs over {repeats} repeat(s) span {lo:.0f}-"
+          "{hi:.0f}%), with {problems} shares outside [0, 1]; from pageable memory at best {pageable:.0f}% "
+          "(target: pinned >= 80%, never above 100%).",
+          values=_overlap_values,
+          holds=lambda v: v["worst"] >= 100 * TARGETS["hidden_fraction"] and v["problems"] == 0
+          and v["pageable"] < v["worst"]),
+    Claim("pipeline_model",
+          "Costed with this run's own copy and kernel times, the model puts the pinned pipeline at "
+          "{predicted:.2f} ms against {measured:.2f} ms measured ({error:+.0f}%).",
+          values=_pipeline_model_values, holds=lambda v: abs(v["error"]) <= 100 * TARGETS["model_error"],
+          explains="the model gives each direction one copy engine at the bandwidth of a whole-array copy and "
+                   "lets a chunk's kernel run its blocks at their alone speed; chunks that copy while "
+                   "another computes share the PCIe link and HBM, so a measured pipeline slower than the "
+                   "model is copies and kernels slowing each other, not a scheduling error"),
+]
+
+
+LAB = protocol.Lab(
+    number=NUMBER, title="streams and events",
+    kernels=(protocol.Kernel("busy_kernel", "1-D: 256 threads, one element each, `iters` dependent FMAs",
+                             block_size=256),
+             protocol.Kernel("add_kernel", "1-D: 256 threads, one element each", block_size=256),
+             protocol.Kernel("count_kernel", "1 block of 32 threads; thread 0 counts", block_size=32)),
+    references=("busy_reference", "diamond_reference"),
+    validate=validate,
+    measurements=tuple(protocol.Measurement(name, in_fresh_process(name), why) for name, why in (
+        ("concurrency", "16 kernels on 1-16 streams at 32 hardware queues, against the model"),
+        ("concurrency_8_connections", "the same at the driver's default of 8 hardware queues"),
+        ("default_stream", "the pitfall: a stream-less launch after each kernel"),
+        ("events_vs_barriers", "the diamond ordered by events and by device-wide barriers"),
+        ("pipeline", "copy/compute overlap, pinned and pageable, from the pipeline's own events"))),
+    figures=(protocol.Figure("lab07_timelines", draw_timelines, needs=("concurrency",)),
+             protocol.Figure("lab07_speedup", draw_speedups, needs=("concurrency",)),
+             protocol.Figure("lab07_overlap", draw_overlap, needs=("pipeline",)),
+             protocol.Figure("lab07_timelines_model", draw_model_timelines),
+             protocol.Figure("lab07_overlap_model", draw_model_overlap)),
+    claims=CLAIMS,
+    targets=targets,
+    key_figure=key_figure,
+)
+
+
+if __name__ == "__main__":          # one record in this fresh process: NAME REPS OUT.json
+    name, reps, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    out.write_text(json.dumps(measure_in_process(target.load(NUMBER), name, reps)))

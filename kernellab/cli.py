@@ -25,37 +25,52 @@ def cmd_info(args) -> int:
     return 0
 
 
+def course_target(option: str | None) -> str:
+    """tour's and bench's target: --target, else KERNELLAB_TARGET, else the solutions (which a
+    student release stands in for with the recorded figures in the tour)."""
+    from kernellab.course import settings
+    return settings.target(option, default="solutions")
+
+
 def cmd_tour(args) -> int:
-    from kernellab.course import tour
-    return 0 if tour.run(args.labs or None, Path(args.figures)) else 1
+    from kernellab.course import settings, tour
+    name = course_target(args.target)
+    with settings.using(target=name):
+        return 0 if tour.run(args.labs or None, Path(args.figures), name) else 1
 
 
 def cmd_bench(args) -> int:
     from kernellab.gpu import device
-    from kernellab.course import target
-    import os
-    target.require_solutions()
-    os.environ.setdefault("KERNELLAB_TARGET", "solutions")
+    from kernellab.course import settings, target
+    name = course_target(args.target)
+    if name == "solutions":
+        target.require_solutions()
+    print(f"kernellab bench: target {name}")
     if device.is_simulator():
         print("simulator mode: benchmarks validate each variant; no timing exists without a GPU "
               "(recorded H200 figures are in data/reference/h200/)")
     numbers = [target.lab_number(lab) for lab in args.labs] or list(target.labs())
     if args.repeat > 1 and not device.is_simulator():
         from kernellab.course import bench
-        bench.run_repeats(numbers, args.repeat, Path(args.out) if args.out else None)
+        bench.run_repeats(numbers, args.repeat, Path(args.out) if args.out else None, name)
         return 0
+    with settings.using(target=name):
+        bench_each(numbers, args.out)
+    return 0
+
+
+def bench_each(numbers: list[str], out: str | None):
     for number in numbers:
         from kernellab.course import protocol
         module = protocol.experiment(number)
         if isinstance(getattr(module, "LAB", None), protocol.Lab):   # TRANSITION: declared labs
-            protocol.bench(module.LAB, Path(args.out) if args.out else None)
+            protocol.bench(module.LAB, Path(out) if out else None)
             continue
         if not hasattr(module, "bench"):
             print(f"lab {number}: no benchmarks declared")
             continue
         print(f"== lab {number} ==")
-        module.bench(Path(args.out) if args.out else None)
-    return 0
+        module.bench(Path(out) if out else None)
 
 
 def cmd_profile(args) -> int:
@@ -65,16 +80,18 @@ def cmd_profile(args) -> int:
 
 def cmd_grade(args) -> int:
     from kernellab.grading import runner
+    from kernellab.course import settings
     if args.batch:
         if args.fail_under is not None:
             raise ValueError("--fail-under sets the exit code of one submission's grade; "
                              "with --batch, read the gradebook instead")
         runner.grade_batch(Path(args.batch), jobs=args.jobs, labs=args.labs or None,
-                           gradebook=Path(args.gradebook), timeout=args.timeout, seed=args.seed,
+                           gradebook=Path(args.gradebook), timeout=args.timeout,
+                           seed=settings.seed(args.seed),
                            stress=args.stress)
         return 0
     document = runner.grade(args.labs or None, target_name="labs", results=Path(args.results),
-                            seed=args.seed, timeout=args.timeout,
+                            seed=settings.seed(args.seed), timeout=args.timeout,
                             root=Path(args.root) if args.root else None, jobs=args.jobs,
                             stress=args.stress)
     if args.fail_under is not None and runner.percent(document) < args.fail_under:
@@ -86,9 +103,9 @@ def cmd_grade(args) -> int:
 
 def cmd_check(args) -> int:
     from kernellab.grading import runner
-    from kernellab.course import target
+    from kernellab.course import settings, target
     target.require_solutions()
-    return 0 if runner.check(args.labs or None, Path(args.out), seed=args.seed,
+    return 0 if runner.check(args.labs or None, Path(args.out), seed=settings.seed(args.seed),
                              timeout=args.timeout, stress=args.stress) else 1
 
 
@@ -110,10 +127,10 @@ def cmd_occupancy(args) -> int:
 
 def cmd_mutants(args) -> int:
     from kernellab.grading import mutants
-    from kernellab.course import target
+    from kernellab.course import settings, target
     target.require_solutions()
     verdicts = mutants.run(args.labs or None, jobs=args.jobs, seeds=args.seeds,
-                            first_seed=args.seed)
+                            first_seed=settings.seed(args.seed))
     return 0 if all(v.as_expected for found in verdicts.values() for v in found) else 1
 
 
@@ -129,7 +146,11 @@ def cmd_release(args) -> int:
     return 0
 
 
+TARGET_HELP = "the code to run: solutions or labs (default: KERNELLAB_TARGET, else solutions)"
+
+
 def parser() -> argparse.ArgumentParser:
+    from kernellab.course import settings
     top = argparse.ArgumentParser(prog="kernellab", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True)
 
@@ -137,11 +158,13 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tour", help="run every lab's solution, validate it, draw its figures")
     p.add_argument("labs", nargs="*", help="lab numbers (default: all)")
+    p.add_argument("--target", choices=settings.TARGETS, help=TARGET_HELP)
     p.add_argument("--figures", default="figures", help="folder for the figures")
     p.set_defaults(func=cmd_tour)
 
     p = sub.add_parser("bench", help="run the labs' declared benchmarks (timing needs a GPU)")
     p.add_argument("labs", nargs="*")
+    p.add_argument("--target", choices=settings.TARGETS, help=TARGET_HELP)
     p.add_argument("--out", help="folder for the JSON (default: data/reference/<gpu>/)")
     p.add_argument("--repeat", type=int, default=1,
                    help="run each lab's benchmarks in this many fresh processes and keep every repeat")

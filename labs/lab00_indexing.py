@@ -15,6 +15,9 @@ Exercises (each stub says `Lab 00.M`):
   00.4  add_row_bias_kernel           out[r, c] = x[r, c] + bias[c] 2 global reads, 1 write per thread
   00.5  axpb_grid_stride_kernel       out[i] = a * x[i] + b for any grid: each thread loops
 
+Given: reference_axpb and reference_add_row_bias, the specs in float64 NumPy (the tests check
+your kernels against them).
+
 Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
 output on the device, and the launcher returns the output (still on the device).
 """
@@ -22,7 +25,21 @@ output on the device, and the launcher returns the output (still on the device).
 import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
 from numba import cuda
 
+import numpy as np
+
 DEFAULT_BLOCK = 128
+
+
+# --- Given: the specs in float64 NumPy, which the tests, the benchmark and the notebook check ---
+
+def reference_axpb(x, a, b):
+    """a * x + b in float64: what every version of axpb must compute."""
+    return a * np.asarray(x, dtype=np.float64) + b
+
+
+def reference_add_row_bias(x, bias):
+    """x[r, c] + bias[c] in float64 (NumPy broadcasts bias along the rows)."""
+    return np.asarray(x, dtype=np.float64) + np.asarray(bias, dtype=np.float64)
 
 
 # --- 00.1: grid arithmetic ---------------------------------------------------------------------

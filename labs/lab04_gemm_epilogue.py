@@ -98,6 +98,19 @@ def check_epilogue_inputs(bias, mask, m, n):
                          f"{tuple(mask.shape)} {mask.dtype}")
 
 
+# --- The float64 NumPy references every version is checked against (tests, experiments, notebook) ---
+
+def matmul_reference(a, b):
+    """a @ b in float64 (host arrays)."""
+    return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+
+
+def linear_relu_dropout_reference(a, b, bias, mask, p):
+    """dropout(relu(a @ b + bias)) with the given keep-mask (1 = keep), in float64 (host arrays)."""
+    kept = np.asarray(mask) != 0
+    return np.maximum(matmul_reference(a, b) + bias, 0.0) * kept / (1.0 - p)
+
+
 # --- The naive matmul: one thread per element of C ---------------------------------------------
 
 @cuda.jit
@@ -583,9 +596,9 @@ matmul_register_tiled_2d_kernel = register_tiled_2d_kernels(TILES_2D)
 (matmul_register_tiled_kernel, linear_relu_dropout_register_tiled_kernel,
  matmul_double_buffered_kernel, linear_relu_dropout_double_buffered_kernel) = \
     register_tiled_kernels(REGISTER_TILES, None)
-(linear_relu_dropout_register_tiled_capped_kernel, matmul_double_buffered_capped_kernel,
- linear_relu_dropout_double_buffered_capped_kernel) = \
-    register_tiled_kernels(REGISTER_TILES, CAPPED_REGISTERS)[1:]
+(matmul_register_tiled_capped_kernel, linear_relu_dropout_register_tiled_capped_kernel,
+ matmul_double_buffered_capped_kernel, linear_relu_dropout_double_buffered_capped_kernel) = \
+    register_tiled_kernels(REGISTER_TILES, CAPPED_REGISTERS)
 
 # The types the launchers pass (device arrays are C-contiguous: `::1`), for kernellab.kernels.resources.
 _MATMUL = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
@@ -596,6 +609,7 @@ SIGNATURES = {
     "matmul_register_tiled_2d_kernel": _MATMUL,
     "matmul_register_tiled_kernel": _MATMUL,
     "matmul_double_buffered_kernel": _MATMUL,
+    "matmul_register_tiled_capped_kernel": _MATMUL,
     "matmul_double_buffered_capped_kernel": _MATMUL,
     "linear_relu_dropout_tiled_kernel": _LINEAR,
     "linear_relu_dropout_register_tiled_kernel": _LINEAR,
@@ -630,6 +644,12 @@ EPILOGUE_VARIANTS = {
                                "register-tiled matmul, then the 3 elementwise kernels"),
     "register_tiled_fused": (linear_relu_dropout_register_tiled,
                              "the epilogue on the 8 x 8 accumulators before the store"),
+    "register_tiled_capped_unfused": (functools.partial(linear_relu_dropout_unfused,
+                                                        matmul=functools.partial(
+                                                            matmul_register_tiled,
+                                                            max_registers=CAPPED_REGISTERS)),
+                                      "the register-tiled matmul capped at 128 registers, then the 3 "
+                                      "elementwise kernels: the like-for-like partner of the capped fused one"),
     "register_tiled_capped_fused": (functools.partial(linear_relu_dropout_register_tiled,
                                                       max_registers=CAPPED_REGISTERS),
                                     "the fused register-tiled kernel capped at 128 registers"),

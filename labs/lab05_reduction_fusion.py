@@ -35,6 +35,7 @@ import math
 
 import numpy as np
 
+from kernellab.gpu import device
 from kernellab.kernels.jit import jit
 from kernellab.gpu.traffic import Ledger
 
@@ -77,6 +78,22 @@ def check_affine(x, gamma, beta):
     if tuple(gamma.shape) != (cols,) or tuple(beta.shape) != (cols,):
         raise ValueError(f"gamma and beta need one value per column, ({cols},); got "
                          f"{tuple(gamma.shape)} and {tuple(beta.shape)}")
+
+
+# --- The float64 NumPy references every form is checked against (tests, experiments, notebook) ---
+
+def softmax_reference(x):
+    """softmax along each row of a host matrix, in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def layernorm_reference(x, gamma, beta, eps=DEFAULT_EPS):
+    """layernorm along each row of a host matrix, in float64 (the variance about the mean)."""
+    x = np.asarray(x, dtype=np.float64)
+    mean = x.mean(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + eps) * gamma + beta
 
 
 # --- Given: block-wide reductions through shared memory ----------------------------------------------
@@ -140,7 +157,7 @@ def shuffle_block_reduce(value, scratch, take_max):
 
 
 # The simulator has no warp shuffles: there the tree runs; on a GPU, the shuffles.
-block_reduce = tree_block_reduce if kernellab.gpu.device.is_simulator() else shuffle_block_reduce
+block_reduce = tree_block_reduce if device.is_simulator() else shuffle_block_reduce
 
 
 @cuda.jit(device=True, inline="always")
@@ -434,13 +451,14 @@ def layernorm_ledger(rows, cols, form, block):
     raise NotImplementedError("Lab 05.4: layernorm_ledger")
 
 
-# The fused kernels by name (what the register report and the grader's compile check see): 16
-# values per thread, the default, and the other two ways to hold 8192 values in registers
-# (1024 threads x 8, 256 x 32).
-# (Called as the launchers call it: functools.cache tells fused_kernels(16) from fused_kernels(16, None).)
+# The fused kernels by name (what the register report and the grader's compile check see): 8
+# values per thread, the default (1024 threads at 8192 columns), and the other two ways to hold
+# 8192 values in registers, 512 threads x 16 and 256 x 32, each compiled with the register cap
+# its launcher gives that block (register_cap: at 512 threads, at most 128).
+# (Called as the launchers call it: functools.cache tells fused_kernels(8) from fused_kernels(8, None).)
 softmax_fused_kernel, layernorm_fused_kernel = fused_kernels(ITEMS_PER_THREAD, None)
-softmax_fused_8_kernel = fused_kernels(8, None).softmax
-softmax_fused_32_kernel = fused_kernels(MAX_ITEMS, None).softmax
+softmax_fused_16_kernel = fused_kernels(16, register_cap(512)).softmax
+softmax_fused_32_kernel = fused_kernels(MAX_ITEMS, register_cap(256)).softmax
 
 _ROWS = "float32[:, ::1]"
 SIGNATURES = {
@@ -449,7 +467,7 @@ SIGNATURES = {
     "softmax_normalize_kernel": f"void({_ROWS}, float32[::1], float32[::1], {_ROWS})",
     "softmax_online_kernel": f"void({_ROWS}, {_ROWS})",
     "softmax_fused_kernel": f"void({_ROWS}, {_ROWS})",
-    "softmax_fused_8_kernel": f"void({_ROWS}, {_ROWS})",
+    "softmax_fused_16_kernel": f"void({_ROWS}, {_ROWS})",
     "softmax_fused_32_kernel": f"void({_ROWS}, {_ROWS})",
     "row_mean_kernel": f"void({_ROWS}, float32[::1])",
     "row_rstd_kernel": f"void({_ROWS}, float32[::1], float32, float32[::1])",

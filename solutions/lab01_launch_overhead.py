@@ -23,6 +23,9 @@ Exercises (each stub says `Lab 01.M`), with each kernel's memory budget:
   01.5  predicted_time_us,             the floor model: max(launch cost, bytes / bandwidth),
         crossover_size                 and the size where the two are equal
 
+Given: reference_scale and reference_sum8, the specs in float64 NumPy (the tests check your
+kernels against them).
+
 Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
 output on the device, and the launcher returns the output (still on the device).
 """
@@ -33,6 +36,18 @@ from numba import cuda
 import numpy as np
 
 DEFAULT_BLOCK = 128
+
+
+# --- Given: the specs in float64 NumPy, which the tests, the benchmarks and the notebook check ---
+
+def reference_scale(x, a):
+    """a * x in float64: what scale, scale_rows and scale_rows_separately must compute."""
+    return a * np.asarray(x, dtype=np.float64)
+
+
+def reference_sum8(arrays):
+    """The element-wise sum of the arrays in float64: what sum8 must compute."""
+    return np.sum([np.asarray(a, dtype=np.float64) for a in arrays], axis=0)
 
 
 # --- Given: kernels whose launch is all they cost ------------------------------------------------
@@ -128,7 +143,7 @@ def scale(x, a, out=None, block=DEFAULT_BLOCK):
 
 @cuda.jit
 def scale_row_kernel(x, row, a, out):
-    i = cuda.grid(1)
+    i = cuda.grid(1)          # the row is the offset, out.shape[1] its length: no slice needed
     if i < out.shape[1]:
         out[row, i] = a * x[row, i]     # 1 read, 1 write, in row `row` only
 
@@ -136,8 +151,9 @@ def scale_row_kernel(x, row, a, out):
 def scale_rows_separately(x, a, out=None, block=DEFAULT_BLOCK):
     """out = a * x for a (rows, n) batch, one launch per row: pays the launch cost `rows` times.
 
-    Each launch gets the whole batch and its row number, not `x[row]`: slicing a device array
-    builds a new array object in Python on every call, which would cost more than the launch.
+    Each launch gets the whole batch and its row number (the offset; the length is the batch's
+    row length), not `x[row]`: slicing a device array builds a new array object in Python on
+    every call, which costs more than the launch (experiments/lab01: `python_around_launch`).
     """
     if out is None:
         out = cuda.device_array_like(x)

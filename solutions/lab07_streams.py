@@ -74,6 +74,13 @@ def busy_reference(x, iters):
     return 1.0 + float(BUSY_A) ** iters * (np.asarray(x, dtype=np.float64) - 1.0)
 
 
+def diamond_reference(x, iters):
+    """What `diamond` computes, in float64 (given): B(y) + C(y) with y = A(x), B = busy(iters),
+    C = busy(2 * iters)."""
+    y = busy_reference(x, iters)
+    return busy_reference(y, iters) + busy_reference(y, 2 * iters)
+
+
 @cuda.jit
 def add_kernel(p, q, out):
     i = cuda.grid(1)

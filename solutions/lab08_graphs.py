@@ -8,7 +8,8 @@ What you will learn
   cuda.core GraphBuilder as the launch stream) and why capture itself runs nothing.
 - What a graph bakes in: addresses, scalars, shapes. Hence static buffers, and one graph per
   batch size built on first use (the seed article's advice), behind a dispatcher.
-- What breaks capture (allocation, NumPy host arrays, synchronization) and the error each gives.
+- What breaks capture (Numba's cuMemAlloc allocation, NumPy host arrays, synchronization) and
+  the error each gives.
 - The seed article's metric, idle gaps between kernels over kernel time (target < 5%),
   measured before and after capture, and drawn as a timeline.
 
@@ -33,6 +34,15 @@ import numpy as np
 from kernellab.gpu import graphs
 
 DEFAULT_BLOCK = 128
+
+
+def chain_reference(x, coeffs, times=1):
+    """The spec in float64 NumPy (given): `times` passes of x = a * x + b for each (a, b)."""
+    out = np.asarray(x, dtype=np.float64)
+    for _ in range(times):
+        for a, b in coeffs:
+            out = a * out + b
+    return out
 
 
 # --- 08.1: one step of the chain -----------------------------------------------------------------
@@ -96,19 +106,23 @@ class BatchedPipeline:
 def idle_gap_fraction(total_ms, kernel_ms, kernels):
     """Idle time between kernels over kernel time: the seed article's metric (target < 5%).
 
-    A total below the sum of the kernel times is measurement noise, and counts as no gap.
+    Signed: a total below the sum of the kernel times gives a negative fraction, returned as it
+    is. It is a measurement problem to report (the kernel time or the total is wrong), never a
+    gap of 0: a metric clamped to 0 would hide it.
     """
     if kernels < 1 or kernel_ms <= 0:
         raise ValueError(f"need kernels >= 1 and kernel_ms > 0, got {kernels} and {kernel_ms}")
     busy = kernels * kernel_ms
-    return max(0.0, (total_ms - busy) / busy)
+    return (total_ms - busy) / busy
 
 
 def reconstructed_timeline(kernel_ms, total_ms, kernels):
-    """(start, end) in ms of each kernel, if they ran `kernel_ms` each with equal gaps in `total_ms`."""
+    """(start, end) in ms of each kernel, if they ran `kernel_ms` each with equal gaps in `total_ms`:
+    the last one ends at `total_ms`. A total below the kernels' sum gives negative gaps, so the
+    bars overlap: the measurement problem shows in the picture instead of being hidden."""
     if kernels < 1 or kernel_ms <= 0:
         raise ValueError(f"need kernels >= 1 and kernel_ms > 0, got {kernels} and {kernel_ms}")
-    idle = max(0.0, total_ms - kernels * kernel_ms)
+    idle = total_ms - kernels * kernel_ms             # signed: negative gaps overlap the bars
     gap = idle / (kernels - 1) if kernels > 1 else 0.0   # between kernels, none before or after
     return [(i * (kernel_ms + gap), i * (kernel_ms + gap) + kernel_ms) for i in range(kernels)]
 
@@ -116,7 +130,9 @@ def reconstructed_timeline(kernel_ms, total_ms, kernels):
 # --- What breaks capture (given: run them in the notebook and read the errors) -------------------
 
 def pipeline_with_scratch(x, coeffs, stream=0, block=DEFAULT_BLOCK):
-    """Breaks capture: allocates a scratch buffer inside the captured code."""
+    """Breaks capture: allocates a scratch buffer inside the captured code. Numba allocates with
+    cuMemAlloc, which runs at once rather than being recorded; stream-ordered allocation
+    (cuMemAllocAsync) could be captured as a memory node, but numba-cuda does not use it."""
     scratch = cuda.device_array_like(x)
     scratch.copy_to_device(x, stream=stream)
     pipeline(scratch, coeffs, stream=stream, block=block)

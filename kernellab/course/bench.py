@@ -519,15 +519,16 @@ def combine_repeats(stored: list[dict]) -> dict:
             "targets_over_repeats": targets_over_repeats([s["records"] for s in stored])}
 
 
-def run_repeats(labs: list[str], repeat: int, out_dir: Path | None = None, out=print) -> dict[str, Path]:
+def run_repeats(labs: list[str], repeat: int, out_dir: Path | None = None,
+                target_name: str = "solutions", out=print) -> dict[str, Path]:
     """`kernellab bench LAB` for every lab, `repeat` times, each in a fresh process (repeat-major,
     so slow drift spreads over all labs), then one combined reference file per lab (the lab's
     recorded profile rows kept) and its benchmark figures with the range across repeats."""
-    import os
     import subprocess
     import tempfile
+    from kernellab.course import settings
     base = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="kernellab-repeats-"))
-    env = {**os.environ, "KERNELLAB_TARGET": os.environ.get("KERNELLAB_TARGET", "solutions")}
+    env = settings.child_env(target=target_name)
     for r in range(1, repeat + 1):
         for lab in labs:
             out(f"== repeat {r} of {repeat}: lab {lab} (fresh process) ==")

@@ -112,6 +112,17 @@ def need(records: dict, name: str, *keys) -> Any:
     return value
 
 
+def repeats_of(records: dict, name: str, lab: str) -> list[dict]:
+    """Record `name` in every repeat (`kernellab bench --repeat N` keeps them all), for a claim
+    judged on the worst: a live record stands alone; a reference file without repeats gives its
+    one record. `Missing` when the records lack it."""
+    record = need(records, name)
+    if record.get("live"):
+        return [record]
+    repeats = (reference.load(lab) or {}).get("repeats") or []
+    return [r[name] for r in repeats if name in r] or [record]
+
+
 def row(result: dict, variant: str, size) -> dict:
     """A timed row of a bench result (kernellab.course.bench), or `Missing`."""
     for r in result["rows"]:

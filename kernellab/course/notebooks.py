@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import os
 import string
 import sys
 import time
@@ -105,14 +104,15 @@ def execute(path: Path) -> tuple[Path, float, str | None]:
     """Run a notebook headless with the solutions target; returns (path, seconds, error or None)."""
     import nbclient
     import nbformat
-    os.environ["KERNELLAB_TARGET"] = "solutions"
-    os.environ.setdefault("MPLBACKEND", "Agg")
+    from kernellab.course import settings
+    env = settings.child_env(target="solutions")       # the kernel is a child process
+    env.setdefault("MPLBACKEND", "Agg")
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
                                      resources={"metadata": {"path": str(Path(path).parent)}})
     started = time.perf_counter()
     try:
-        client.execute()
+        client.execute(env=env)
     except Exception as exc:  # report the failing notebook and carry on with the rest
         return path, time.perf_counter() - started, f"{type(exc).__name__}: {str(exc)[-1500:]}"
     return path, time.perf_counter() - started, None

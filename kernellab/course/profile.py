@@ -29,7 +29,6 @@ import csv
 import inspect
 import io
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -211,12 +210,12 @@ def ncu_version() -> str:
 def measure(lab: str, kernel: str | None = None, out_dir: Path | None = None) -> dict:
     """Profile a lab under ncu (GPU only) and store the rows; returns the profile record."""
     from kernellab.gpu import device
-    from kernellab.course import reference, target
+    from kernellab.course import reference, settings, target
     version = ncu_version()
     with tempfile.TemporaryDirectory(prefix="kernellab-profile-") as tmp:
         manifest, csv_path = Path(tmp) / "manifest.json", Path(tmp) / "ncu.csv"
         command = ncu_command(lab, manifest, csv_path)
-        done = subprocess.run(command, cwd=target.ROOT, env={**os.environ, "KERNELLAB_DEVICE": "gpu"})
+        done = subprocess.run(command, cwd=target.ROOT, env=settings.child_env(device="gpu"))
         if done.returncode or not manifest.exists():
             raise ProfileError(f"`{shlex.join(command)}` exited {done.returncode}")
         found = rows_from(parse_ncu_csv(csv_path.read_text()), json.loads(manifest.read_text()))

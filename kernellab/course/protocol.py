@@ -28,8 +28,8 @@ What the generic runs do with it (`bench`, `tour`, `validate` below; `kernellab 
   `tour_sizes` and each measurement with `in_tour`, live; in the simulator the recorded ones,
   labelled so. Figures whose records exist are drawn; the key figure is one line.
 
-The code a notebook shows is the code this runs: notebooks call `records(LAB)` and the figure
-functions, never their own copies.
+The code a notebook shows is the code this runs: notebooks call `measured(LAB, name)` (live on
+a GPU, recorded otherwise) or `tour_records`, and the figure functions, never their own copies.
 """
 
 from __future__ import annotations
@@ -62,9 +62,15 @@ class Measurement:
     """A GPU measurement that is not a bytes-per-size benchmark (a sweep, a timeline, a probe)."""
 
     name: str                                   # its record's key in data/reference/<gpu>/labNN.json
-    measure: Callable[[ModuleType], dict]       # measure(lab) -> the record (GPU only)
+    measure: Callable[..., dict]                # measure(lab) -> the record (GPU only)
     why: str                                    # one line: what it shows
     in_tour: bool = True                        # cheap enough to run live in `kernellab tour`
+    needs: tuple[str, ...] = ()                 # records of the same run it reads: then
+                                                # measure(lab, {name: record}) (e.g. a benchmark's timings)
+
+    def run(self, lab: ModuleType, records: dict) -> dict:
+        return self.measure(lab, {name: records[name] for name in self.needs}) if self.needs \
+            else self.measure(lab)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,12 +135,16 @@ def recorded(declared: Lab) -> dict:
 
 
 def measured(declared: Lab, name: str) -> dict | None:
-    """One of the lab's measurements live on a GPU (noted for the claims), else its recorded
-    reference record (None when none was recorded yet): what a notebook cell shows."""
-    measurement = next((m for m in declared.measurements if m.name == name), None)
-    if measurement is None:
-        raise ValueError(f"lab {declared.number} declares no measurement {name!r}")
-    return reference.live_or_recorded(declared.number, name, lambda: measurement.measure(declared.module()))
+    """One of the lab's measurements, or a benchmark at its `tour_sizes`, live on a GPU (noted
+    for the claims), else its recorded reference record (None when none was recorded yet): what
+    a notebook cell shows."""
+    declared_names = [m.name for m in declared.measurements]
+    declared_names += [b.name for b in declared.benchmarks(declared.module(), None)]
+    if name not in declared_names:
+        raise ValueError(f"lab {declared.number} declares no measurement or benchmark {name!r}")
+    if device.is_simulator():
+        return recorded(declared).get(name)
+    return measure_live(declared, declared.module(), name)
 
 
 def validate(declared: Lab, seed: int = 0) -> list[str]:
@@ -170,7 +180,7 @@ def bench(declared: Lab, out_dir: Path | None = None) -> dict:
     for measurement in declared.measurements:
         started = time.perf_counter()
         print(f"== {measurement.name}: {measurement.why}")
-        records[measurement.name] = measurement.measure(lab)
+        records[measurement.name] = measurement.run(lab, records)
         reference.save(declared.number, {measurement.name: records[measurement.name]}, out_dir)
         print(f"   {measurement.name}: {time.perf_counter() - started:.0f} s")
     if declared.targets is not None:
@@ -192,20 +202,29 @@ def tour_records(declared: Lab, lab: ModuleType) -> tuple[dict, str]:
     """The records a tour shows and where they come from: live on a GPU, recorded otherwise."""
     records = dict(recorded(declared))
     live = not device.is_simulator()
-    for benchmark in declared.benchmarks(lab, None):
-        sizes = benchmark.tour_sizes or benchmark.sizes
-        if live:
-            result = harness.run(dataclasses.replace(benchmark, sizes=sizes), progress=False,
-                                 out=lambda line: None)
-            if not result["ok"]:
-                raise AssertionError(f"{benchmark.name}: " + "; ".join(harness.failures(result)))
-            records[benchmark.name] = reference.note_live(declared.number, benchmark.name, result)
-    for measurement in declared.measurements:
-        if live and measurement.in_tour:
-            records[measurement.name] = reference.note_live(declared.number, measurement.name,
-                                                            measurement.measure(lab))
+    if live:
+        names = [b.name for b in declared.benchmarks(lab, None)]
+        names += [m.name for m in declared.measurements if m.in_tour]
+        records.update((name, measure_live(declared, lab, name)) for name in names)
     source = f"live on {device.facts().name}" if live else f"{reference.DEFAULT_GPU.upper()} reference"
     return records, source
+
+
+def measure_live(declared: Lab, lab: ModuleType, name: str) -> dict:
+    """One record measured now (GPU only): a benchmark at its `tour_sizes`, or a measurement;
+    kept for this process's claims (`reference.note_live`)."""
+    for benchmark in declared.benchmarks(lab, None):
+        if benchmark.name == name:
+            result = harness.run(dataclasses.replace(benchmark, sizes=benchmark.tour_sizes or benchmark.sizes),
+                                 progress=False, out=lambda line: None)
+            if not result["ok"]:
+                raise AssertionError(f"{benchmark.name}: " + "; ".join(harness.failures(result)))
+            return reference.note_live(declared.number, name, result)
+    for measurement in declared.measurements:
+        if measurement.name == name:
+            records = {**recorded(declared), **reference.LIVE.get(declared.number, {})}  # its `needs`
+            return reference.note_live(declared.number, name, measurement.run(lab, records))
+    raise ValueError(f"lab {declared.number} declares no measurement or benchmark {name!r}")
 
 
 def draw(declared: Lab, lab: ModuleType, records: dict, figures_dir: Path) -> list[Path]:

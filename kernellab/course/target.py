@@ -1,7 +1,7 @@
 """Which implementation is under test: the student's `labs/` or the instructor's `solutions/`.
 
-One resolver for tests, notebooks, the tour and the grader: `KERNELLAB_TARGET=labs|solutions`
-(default `labs`), or `pytest --target ...`, which sets the same variable.
+Which one runs is a setting (kernellab.course.settings: `--target`, then
+`KERNELLAB_TARGET=labs|solutions`, then `labs`); `load` imports a lab from it.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ import ast
 import functools
 import importlib
 import importlib.util
-import os
 import re
 import sys
 import typing
 from pathlib import Path
 
 from kernellab.gpu import device
+from kernellab.course import settings
+from kernellab.course.settings import TARGETS  # noqa: F401  (the names, for option choices)
 
-TARGETS = ("labs", "solutions")
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # kernellab/course/target.py -> the clone
 
 
@@ -41,10 +41,8 @@ LAB_FILE = re.compile(r"^lab(\d\d)_([a-z0-9_]+)\.py$")
 
 
 def current() -> str:
-    value = os.environ.get("KERNELLAB_TARGET", "labs").strip().lower() or "labs"
-    if value not in TARGETS:
-        raise ValueError(f"KERNELLAB_TARGET must be one of {'|'.join(TARGETS)}, not {value!r}")
-    return value
+    """The target of code not handed one: the running command's choice, KERNELLAB_TARGET, labs."""
+    return settings.target()
 
 
 def labs(root: Path = ROOT) -> dict[str, str]:
@@ -69,10 +67,13 @@ def require_solutions() -> None:
 
 
 def lab_number(lab: str | int) -> str:
-    """'0', 0, '00', 'lab00' and 'lab00_indexing' all mean lab '00'."""
-    text = str(lab).strip().lower()
-    text = text.removeprefix("labs/").removesuffix(".py").removeprefix("lab")
-    digits = re.match(r"^(\d{1,2})(_.*)?$", text)
+    """The one reader of lab numbers: '0', 0, '00', 'lab00', 'lab00_indexing', a lab's file
+    ('labs/lab00_indexing.py', 'lab00.json'), its graded test file or a test's node id
+    ('tests/labs/test_lab00_indexing.py::test_x') all mean lab '00'. Anything else, or a lab
+    not present, is a ValueError that says so."""
+    text = Path(str(lab).strip().lower().split("::")[0]).name
+    text = text.removesuffix(".py").removeprefix("test_").removeprefix("lab")
+    digits = re.match(r"^(\d{1,2})(_.*|\.\w+)?$", text)
     if not digits:
         raise ValueError(f"not a lab: {lab!r} (write a number such as 2 or 02, or lab02_...)")
     number = digits.group(1).zfill(2)
@@ -95,9 +96,9 @@ def load(lab: str | int, target: str | None = None):
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     name = module_name(lab, target)
-    if os.environ.get("KERNELLAB_GRADING") and name.startswith("labs."):
+    if settings.grading() and name.startswith("labs."):
         forbid_solutions()
-    labs_dir = os.environ.get("KERNELLAB_LABS_DIR")
+    labs_dir = settings.labs_dir()
     if name.startswith("labs.") and labs_dir and name not in sys.modules:
         importlib.import_module("labs")
         file = Path(labs_dir) / f"{name.split('.', 1)[1]}.py"

@@ -1,12 +1,12 @@
 """`kernellab tour`: run every present lab's solution on this device, validate it, draw its figures.
 
 Labs plug in by shipping `experiments/labNN_topic.py` with a `tour(figures_dir)` function that
-returns a `TourResult`; nothing here lists them by hand.
+returns a `TourResult`; nothing here lists them by hand. The target (solutions, or the starter
+in labs/) is the caller's: `kernellab tour --target` resolves it as `kernellab bench` does.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 import traceback
@@ -38,17 +38,21 @@ def recorded_tour(number: str, figures_dir: Path) -> TourResult:
                       tuple(map(str, copies)))
 
 
-def run(labs: list[str] | None = None, figures_dir: Path = Path("figures"), out=print) -> bool:
-    """Tour the given labs (default: all); print one summary table; True if all validated."""
-    os.environ["KERNELLAB_TARGET"] = "solutions"
+def run(labs: list[str] | None = None, figures_dir: Path = Path("figures"),
+        target_name: str = "solutions", out=print) -> bool:
+    """Tour the given labs (default: all) of `target_name`, which the caller has chosen
+    (settings.using) for the lab code that loads itself; print one summary table; True if all
+    validated. Without solutions/ (a student release) the solutions' tour is the recorded one."""
     numbers = [target.lab_number(lab) for lab in labs] if labs else list(target.labs())
-    out(f"kernellab tour on {device.facts().label}")
+    recorded = target_name == "solutions" and not target.has_solutions()
+    what = "recorded figures (no solutions/ here)" if recorded else f"target {target_name}"
+    out(f"kernellab tour on {device.facts().label}: {what}")
     rows = []
     for number in numbers:
         started = time.perf_counter()
         try:
-            result = (lab_tour(number, Path(figures_dir)) if target.has_solutions()
-                      else recorded_tour(number, Path(figures_dir)))
+            result = (recorded_tour(number, Path(figures_dir)) if recorded
+                      else lab_tour(number, Path(figures_dir)))
         except Exception as exc:  # one broken lab must not hide the others' results
             traceback.print_exc()
             result = TourResult(False, f"error: {type(exc).__name__}: {exc}")

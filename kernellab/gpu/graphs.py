@@ -25,19 +25,20 @@ re-launches them in order: the same results and the same errors, none of the spe
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 from typing import Any, Callable
 
 import numpy as np
 
-from kernellab.gpu import device, launches
+from kernellab.gpu import device, hooks, launches
 
 cuda = device.cuda()
 
-ALLOCATION = ("allocation cannot be captured: a graph replays the launches it saw, so memory "
-              "allocated during capture would be allocated once and its address baked in. "
-              "Allocate every buffer before capture() and pass it to the captured function.")
+ALLOCATION = ("Numba's allocation cannot be captured: it calls cuMemAlloc, which runs at once "
+              "instead of being recorded, so the graph would bake in an address it never allocates "
+              "again (stream-ordered allocation, cuMemAllocAsync, can be captured as a memory "
+              "node, but numba-cuda does not allocate that way). Allocate every buffer before "
+              "capture() and pass it to the captured function.")
 SYNCHRONIZATION = ("synchronization cannot be captured: capture records kernels without running "
                    "them, so there is nothing to wait for or to read back yet. Synchronize or "
                    "copy results to the host after replay().")
@@ -45,17 +46,6 @@ SYNCHRONIZATION = ("synchronization cannot be captured: capture records kernels 
 
 class CaptureError(RuntimeError):
     """Something done inside a graph capture cannot be captured; the message says what and why."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _RecordedLaunch:
-    """A launch and its baked arguments, for replay in the simulator."""
-
-    kernel: Any
-    grid: tuple
-    block: tuple
-    shared: int
-    args: tuple
 
 
 class CapturedGraph:
@@ -67,7 +57,7 @@ class CapturedGraph:
         self._keep_alive = keep_alive       # the arrays the baked addresses point into
         self.executable = executable        # the cuda.core Graph (GPU); None in the simulator
         self._builder = builder             # owns the captured graph definition (GPU)
-        self._recorded = recorded           # the launches themselves (simulator)
+        self._recorded = recorded           # the hooks.KernelLaunch captured (simulator)
         self._default_stream = _core_stream(0) if executable is not None else None
 
     def __len__(self) -> int:
@@ -146,29 +136,44 @@ class _Session:
         self.stream = stream                 # what fn receives as `stream`
         self.stream_handle = stream_handle   # its driver handle (GPU)
         self.log = launches.LaunchLog()
-        self.recorded: list[_RecordedLaunch] = []
-        self.forwarding = False              # a dispatcher handing the call to its specialisation
+        self.recorded: list[hooks.KernelLaunch] = []
 
-    def admit(self, kernel, name, args, grid, block, stream, shared, debug, on_capture_stream):
+    def on_capture_stream(self, stream) -> bool:
+        if device.is_simulator():
+            return stream is self.stream
+        return int(stream.handle) == self.stream_handle   # a cuda.core Stream: the builder's
+
+    def admit(self, launch: hooks.KernelLaunch):
         """Refuse a launch that cannot be captured; otherwise log it."""
-        if debug:
+        name = launch.name
+        if launch.debug:
             raise CaptureError(f"kernel {name} was compiled with debug=True, which copies an error "
                                "flag to the host after every launch; that copy cannot be captured. "
                                "Capture a kernel compiled without debug.")
-        for position, arg in enumerate(args):
+        for position, arg in enumerate(launch.args):
             if isinstance(arg, np.ndarray) and not hasattr(arg, "__cuda_array_interface__"):
                 raise CaptureError(
                     f"kernel {name}: argument {position} is a NumPy host array "
                     f"(shape {arg.shape}, {arg.dtype}). A host array means an implicit copy to the "
                     "device before the launch and back after it, which cannot be captured. Copy "
                     "it once with cuda.to_device() before capture() and pass the device array.")
-        if not on_capture_stream:
+        if not self.on_capture_stream(launch.stream):
             raise CaptureError(f"kernel {name} was launched on another stream during capture, so "
                                "it would run now and be missing from the graph. Launch every "
                                "kernel on the `stream` argument capture() passes: "
                                "kernel[grid, block, stream](...).")
-        self.log.append(launches.Launch(name, launches.dim3(grid), launches.dim3(block),
-                                        launches.stream_handle(stream), int(shared or 0), kernel))
+        self.log.append(launches.Launch(name, launch.grid, launch.block,
+                                        launches.stream_handle(launch.stream), launch.shared,
+                                        launch.kernel))
+
+    def capture(self, launch: hooks.KernelLaunch, run):
+        """Each launch during capture: checked, then recorded (simulator) or run on the capture
+        stream, which records it into the graph (GPU)."""
+        self.admit(launch)
+        if device.is_simulator():
+            self.recorded.append(launch)
+            return None
+        return run()
 
 
 def _run_captured(fn, args, kwargs, session):
@@ -210,73 +215,19 @@ def _core_stream(stream):
     return _to_core_stream(stream)
 
 
-def _refuse(what: str, why: str):
-    def refuse(*args, **kwargs):
+def _refusing(what: str, why: str):
+    def refuse(proceed, *args, **kwargs):
         raise CaptureError(f"{what} inside graph capture: {why}")
     return refuse
 
 
 @contextlib.contextmanager
 def _guards(session: _Session):
-    """Route launches through `session.admit`, and refuse allocation and synchronization."""
-    undo = []
-
-    def patch(owner, name, replacement):
-        undo.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, replacement)
-
-    for name in ("device_array", "device_array_like", "to_device"):
-        patch(cuda, name, _refuse(f"cuda.{name}()", ALLOCATION))
-    patch(cuda, "synchronize", _refuse("cuda.synchronize()", SYNCHRONIZATION))
-    if device.is_simulator():
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as DeviceArray
-    else:
-        from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase as DeviceArray
-    patch(DeviceArray, "copy_to_host", _refuse("copy_to_host()", SYNCHRONIZATION))
-    _patch_launches(patch, session)
-    try:
-        with cuda.defer_cleanup():         # no frees while the driver is capturing
-            yield
-    finally:
-        for owner, name, original in reversed(undo):
-            setattr(owner, name, original)
-
-
-def _patch_launches(patch, session: _Session):
-    """Wrap the one place each mode launches through (as kernellab.gpu.launches does)."""
-    if device.is_simulator():
-        from numba.cuda.simulator import kernel as simulator
-        original_getitem = simulator.FakeCUDAKernel.__getitem__
-
-        def getitem(self, configuration):
-            self._kernellab_capture_stream = configuration[2] if len(configuration) > 2 else 0
-            return original_getitem(self, configuration)
-
-        def call(self, *args):  # records instead of running: capture runs nothing
-            stream = getattr(self, "_kernellab_capture_stream", 0)
-            session.admit(self, self.fn.__name__, args, self.grid_dim, self.block_dim, stream,
-                          self.dynshared_size, self._debug, stream is session.stream)
-            session.recorded.append(_RecordedLaunch(self, self.grid_dim, self.block_dim,
-                                                    self.dynshared_size, args))
-
-        patch(simulator.FakeCUDAKernel, "__getitem__", getitem)
-        patch(simulator.FakeCUDAKernel, "__call__", call)
-        return
-
-    from numba.cuda.dispatcher import CUDADispatcher
-    original_call = CUDADispatcher.call
-
-    def dispatch(self, args, launch_config):
-        if session.forwarding:
-            return original_call(self, args, launch_config)
-        stream = launch_config.stream          # a cuda.core Stream; the builder's when captured
-        session.admit(self, self.py_func.__name__, args, launch_config.griddim,
-                      launch_config.blockdim, stream, launch_config.sharedmem, self.targetoptions.get("debug"),
-                      int(stream.handle) == session.stream_handle)
-        session.forwarding = True
-        try:
-            return original_call(self, args, launch_config)
-        finally:
-            session.forwarding = False
-
-    patch(CUDADispatcher, "call", dispatch)
+    """Route launches through `session.capture`, and refuse allocation and synchronization."""
+    refusals = {name: _refusing(f"cuda.{name}()", ALLOCATION)
+                for name in ("device_array", "device_array_like", "to_device")}
+    refusals["synchronize"] = _refusing("cuda.synchronize()", SYNCHRONIZATION)
+    refusals["copy_to_host"] = _refusing("copy_to_host()", SYNCHRONIZATION)
+    with hooks.subscribe(replace_launch=session.capture, **refusals), \
+            cuda.defer_cleanup():          # no frees while the driver is capturing
+        yield

@@ -25,8 +25,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from kernellab.gpu import device
-from kernellab.gpu.launches import dim3
+from kernellab.gpu import device, hooks
 from kernellab.gpu.timing import NoTiming
 
 TIMED_KINDS = ("kernel", "h2d", "d2h", "d2d")
@@ -254,6 +253,10 @@ def no_timing_message(trace: Trace | None = None) -> str:
             "H200 timelines in data/reference/h200/lab07.json")
 
 
+INSIDE_CAPTURE = ("this timeline was opened inside a graph capture: the launches were captured, not "
+                  "run, so nothing was timed (time the graph's replay() instead)")
+
+
 # --- the recorder ----------------------------------------------------------------------------------
 
 class Timeline:
@@ -263,14 +266,13 @@ class Timeline:
 
     def __init__(self, source: str | None = None):
         self.timed = not device.is_simulator()
+        self.inside_capture = False   # set on entry: a capture records, runs nothing
         self.source = source
         self.trace = Trace()
         self._rows: dict = {}
         self._keep: list = []         # streams and events seen, so their ids stay unique
         self._events: list = []       # (op index, start event, end event) on a GPU
         self._data: TimelineData | None = None
-        self._depth = 0               # > 0 while a hooked call runs: nested calls pass through
-        self._undo: list = []
 
     # rows ---------------------------------------------------------------------------------------
     @staticmethod
@@ -309,6 +311,7 @@ class Timeline:
         return op
 
     def _timed_call(self, kind, label, stream, call, **fields):
+        """Note the op; on a GPU, bracket `call()` with two events on its stream."""
         op = self._note(kind, label, self.row(stream), **fields)
         if not self.timed:
             return call()
@@ -324,131 +327,82 @@ class Timeline:
         self._keep.append(event)
         return id(event)
 
-    def _hook(self, owner, name, handler):
-        """Replace owner.name with a wrapper that hands outermost calls to handler(original, ...)."""
-        original = getattr(owner, name)
+    def _handlers(self) -> dict:
+        """What the timeline notes, per numba-cuda operation (see kernellab.gpu.hooks)."""
+        def launch(proceed, kernel: hooks.KernelLaunch):
+            if kernel.captured:         # recorded into a graph, not run: nothing to time yet
+                self._note("kernel", kernel.name, self.row(kernel.stream), grid=kernel.grid,
+                           block=kernel.block)
+                return proceed()
+            return self._timed_call("kernel", kernel.name, kernel.stream, proceed,
+                                    grid=kernel.grid, block=kernel.block)
 
-        def wrapper(*args, **kwargs):
-            if self._depth:
-                return original(*args, **kwargs)
-            self._depth += 1
-            try:
-                return handler(original, *args, **kwargs)
-            finally:
-                self._depth -= 1
-
-        setattr(owner, name, wrapper)
-        self._undo.append(lambda: setattr(owner, name, original))
-
-    def _install(self):
-        cuda = device.cuda()
-        if device.is_simulator():
-            from numba.cuda.simulator import api
-            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as array_class
-            from numba.cuda.simulator.kernel import FakeCUDAKernel, _kernel_context
-            event_class, stream_class = api.Event, api.stream
-
-            def configure(original, kernel, configuration):
-                kernel._kernellab_timeline_stream = configuration[2] if len(configuration) > 2 else 0
-                return original(kernel, configuration)
-
-            def launch(original, kernel, *args):
-                if kernel._device or _kernel_context:
-                    return original(kernel, *args)
-                return self._timed_call(
-                    "kernel", kernel.fn.__name__, getattr(kernel, "_kernellab_timeline_stream", 0),
-                    lambda: original(kernel, *args),
-                    grid=dim3(kernel.grid_dim), block=dim3(kernel.block_dim))
-
-            self._hook(FakeCUDAKernel, "__getitem__", configure)
-            self._hook(FakeCUDAKernel, "__call__", launch)
-        else:
-            from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase as array_class
-            from numba.cuda.cudadrv.driver import Event as event_class
-            from numba.cuda.cudadrv.driver import Stream as stream_class
-            from numba.cuda.dispatcher import CUDADispatcher
-
-            def launch(original, kernel, args, config):
-                return self._timed_call(
-                    "kernel", kernel.py_func.__name__, config.stream,
-                    lambda: original(kernel, args, config),
-                    grid=dim3(config.griddim), block=dim3(config.blockdim))
-
-            self._hook(CUDADispatcher, "call", launch)
-
-        def to_device(original, obj, stream=0, copy=True, to=None):
+        def to_device(proceed, obj, stream=0, copy=True, to=None):
             if not copy:
-                return original(obj, stream=stream, copy=copy, to=to)
-            return self._timed_call("h2d", _copy_label("H2D", obj), stream,
-                                    lambda: original(obj, stream=stream, copy=copy, to=to),
+                return proceed()
+            return self._timed_call("h2d", _copy_label("H2D", obj), stream, proceed,
                                     nbytes=_nbytes(obj))
 
-        def copy_to_device(original, array, source, stream=0):
+        def copy_to_device(proceed, array, source, stream=0):
             kind = "d2d" if hasattr(source, "copy_to_host") else "h2d"
             return self._timed_call(kind, _copy_label(kind.upper(), source),
-                                    stream or getattr(array, "stream", 0),
-                                    lambda: original(array, source, stream=stream),
+                                    stream or getattr(array, "stream", 0), proceed,
                                     nbytes=_nbytes(source))
 
-        def copy_to_host(original, array, ary=None, stream=0):
+        def copy_to_host(proceed, array, ary=None, stream=0):
             return self._timed_call("d2h", _copy_label("D2H", array),
-                                    stream or getattr(array, "stream", 0),
-                                    lambda: original(array, ary, stream=stream),
+                                    stream or getattr(array, "stream", 0), proceed,
                                     nbytes=_nbytes(array))
 
-        def record(original, event, stream=0):
+        def record(proceed, event, stream=0):
             self._note("record", "event record", self.row(stream), event=self._event_key(event))
-            return original(event, stream)
+            return proceed()
 
-        def wait(original, event, stream=0):
+        def wait(proceed, event, stream=0):
             self._note("wait", "event wait", self.row(stream), event=self._event_key(event))
-            return original(event, stream)
+            return proceed()
 
-        def event_sync(original, event):
+        def event_sync(proceed, event):
             self._note("event_sync", "event synchronize", None, event=self._event_key(event))
-            return original(event)
+            return proceed()
 
-        def stream_sync(original, stream):
+        def stream_sync(proceed, stream):
             self._note("stream_sync", "stream synchronize", self.row(stream))
-            return original(stream)
+            return proceed()
 
-        def device_sync(original):
+        def device_sync(proceed):
             self._note("device_sync", "cuda.synchronize", None)
-            return original()
+            return proceed()
 
-        self._hook(cuda, "to_device", to_device)
-        self._hook(array_class, "copy_to_device", copy_to_device)
-        self._hook(array_class, "copy_to_host", copy_to_host)
-        self._hook(event_class, "record", record)
-        self._hook(event_class, "wait", wait)
-        self._hook(event_class, "synchronize", event_sync)
-        self._hook(stream_class, "synchronize", stream_sync)
-        self._hook(cuda, "synchronize", device_sync)
+        return {hooks.LAUNCH: launch, "to_device": to_device, "copy_to_device": copy_to_device,
+                "copy_to_host": copy_to_host, "event_record": record, "event_wait": wait,
+                "event_synchronize": event_sync, "stream_synchronize": stream_sync,
+                "synchronize": device_sync}
 
     def __enter__(self) -> Timeline:
         if Timeline._active is not None:
             raise RuntimeError("Timelines do not nest: close the open one first")
         Timeline._active = self
         self._t0 = time.perf_counter()
-        if self.timed:
-            cuda = device.cuda()
-            self._origin = cuda.event(timing=True)
-            self._origin.record(cuda.stream())
+        self.inside_capture = hooks.launches_replaced()
+        self.timed = self.timed and not self.inside_capture   # captured work does not run
         try:
-            self._install()
+            if self.timed:
+                cuda = device.cuda()
+                self._origin = cuda.event(timing=True)
+                self._origin.record(cuda.stream())
+            self._subscription = hooks.subscribe(**self._handlers())
+            self._subscription.__enter__()
         except BaseException:
-            self._uninstall()
+            Timeline._active = None
             raise
         return self
 
-    def _uninstall(self):
-        for undo in reversed(self._undo):
-            undo()
-        self._undo.clear()
-        Timeline._active = None
-
     def __exit__(self, *exc):
-        self._uninstall()
+        try:
+            self._subscription.__exit__(*exc)
+        finally:
+            Timeline._active = None
         if self.timed and exc[0] is None:
             device.cuda().synchronize()
             self._data = self._collect()
@@ -471,6 +425,8 @@ class Timeline:
     @property
     def data(self) -> TimelineData:
         """The measured spans; raises timing.NoTiming in the simulator."""
+        if self.inside_capture:
+            raise RuntimeError(INSIDE_CAPTURE)
         if not self.timed:
             raise NoTiming("Timeline.data")
         if self._data is None:
@@ -485,6 +441,8 @@ class Timeline:
 
     def report(self) -> str:
         waits = f"{len(self.trace.host_waits())} host synchronization(s)"
+        if self.inside_capture:
+            return f"{INSIDE_CAPTURE}\n  {len(self.trace.kernels())} kernels captured"
         if not self.timed:
             return f"{no_timing_message(self.trace)}\n  {waits}"
         return (f"{self.data.summary()}\n  host: {self.host_ms_per_launch() * 1e3:.1f} us between "

@@ -6,8 +6,10 @@ Registered through the `pytest11` entry point, so plain `pytest` uses it:
   GPU, plain pytest skips it and its score table says so; `kernellab grade` runs it in a
   simulator child, so the score is the same on every machine;
 - `@pytest.mark.gpu` marks a test that needs a real GPU: it never carries points;
-- `--target labs|solutions` picks the implementation (sets KERNELLAB_TARGET);
-- `--seed N` replays the random inputs of an earlier run (the seed is printed in the header);
+- `--target labs|solutions` picks the implementation (else KERNELLAB_TARGET, else labs: see
+  kernellab.course.settings);
+- `--seed N` (else KERNELLAB_SEED) replays the random inputs of an earlier run (the seed is
+  printed in the header);
 - `--results PATH` is where the Gradescope-format report goes (always written);
 - the `lab` fixture imports the lab a test file is named after (tests/labs/test_lab02_*.py -> lab 02);
 - the `rng` fixture gives each test its own reproducible numpy Generator.
@@ -18,8 +20,8 @@ progress events it writes, so a test that hangs or kills its interpreter costs o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import re
 import secrets
 import time
@@ -30,10 +32,10 @@ import pytest
 
 from kernellab.gpu import device, stress
 from kernellab.course import target
+from kernellab.course import settings
 from kernellab.gpu.launches import record_launches
 
 OUTPUT_CAP = 4000  # characters of failure text and captured output kept per test
-LAB_TEST_FILE = re.compile(r"test_lab(\d\d)_")
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
 
@@ -44,7 +46,7 @@ def new_seed() -> int:
 
 def pytest_addoption(parser):
     group = parser.getgroup("kernellab", "kernellab grading")
-    group.addoption("--target", choices=target.TARGETS, default=None,
+    group.addoption("--target", choices=settings.TARGETS, default=None,
                     help="implementation under test: labs (the starter, default) or solutions")
     group.addoption("--seed", type=int, default=None,
                     help="seed for the random test inputs (default: fresh each run; printed)")
@@ -68,6 +70,7 @@ def session_seed(config) -> int:
 
 _SEED = pytest.StashKey[int]()
 _STATE = pytest.StashKey["GradeState"]()
+_SETTINGS = pytest.StashKey[contextlib.ExitStack]()
 
 
 def pytest_configure(config):
@@ -76,19 +79,21 @@ def pytest_configure(config):
                                        "never carries points")
     config.addinivalue_line("markers", "simulator: needs Numba's simulator (the traffic meter); "
                                        "on a GPU, kernellab grade runs it in a simulator child")
-    if config.getoption("target"):
-        os.environ["KERNELLAB_TARGET"] = config.getoption("target")
-    target.current()  # a bad KERNELLAB_TARGET fails here, naming the variable
-    seed = config.getoption("seed")
-    if seed is None:
-        seed = int(os.environ.get("KERNELLAB_SEED") or new_seed())
-    os.environ["KERNELLAB_SEED"] = str(seed)
-    config.stash[_SEED] = seed
+    settings.target(config.getoption("target"))   # a bad KERNELLAB_TARGET fails here, naming it
+    config.stash[_SETTINGS] = contextlib.ExitStack()   # --target holds for the session
+    config.stash[_SETTINGS].enter_context(settings.using(target=config.getoption("target")))
+    seed = settings.seed(config.getoption("seed"))
+    config.stash[_SEED] = new_seed() if seed is None else seed
     config.stash[_STATE] = GradeState(config)
     config.pluginmanager.register(config.stash[_STATE], "kernellab-grade-state")
     device.setup()
     if config.getoption("stress") and device.is_simulator():
-        stress.enable(seed)
+        stress.enable(config.stash[_SEED])
+
+
+def pytest_unconfigure(config):
+    if _SETTINGS in config.stash:
+        config.stash[_SETTINGS].close()
 
 
 def pytest_report_header(config):
@@ -99,17 +104,22 @@ def pytest_report_header(config):
 
 
 def lab_of(path) -> str | None:
-    match = LAB_TEST_FILE.match(Path(str(path)).name)
-    return match.group(1) if match else None
+    """The lab a graded test file or node id belongs to (tests/labs/test_lab02_*.py: '02'), or None."""
+    try:
+        return target.lab_number(path)
+    except ValueError:
+        return None
 
 
 @pytest.fixture(scope="module")
 def lab(request):
     """The lab module under test, from the target chosen by --target / KERNELLAB_TARGET; a
     function of it that uses kernellab's reference implementation of the lab fails when called."""
-    number = lab_of(request.module.__file__)
-    if number is None:
-        raise RuntimeError("the `lab` fixture works in tests/labs/test_labNN_*.py files only")
+    try:
+        number = target.lab_number(request.module.__file__)
+    except ValueError as exc:
+        raise RuntimeError(f"the `lab` fixture works in tests/labs/test_labNN_*.py files only "
+                           f"({exc})") from None
     return target.forbid_references(target.load(number), number)
 
 
@@ -329,7 +339,7 @@ def score_table(document: dict) -> str:
 
 
 def test_lab(test: dict) -> str:
-    return test["name"].split(" ")[1] if test["name"].startswith("Lab ") else "other"
+    return lab_of(test["number"]) or "other"
 
 
 def first_reason(output: str, width: int = 200) -> str:

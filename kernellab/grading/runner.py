@@ -27,6 +27,7 @@ from pathlib import Path
 from kernellab.gpu import device
 from kernellab.grading import plugin, integrity
 from kernellab.course import target
+from kernellab.course import settings
 
 DEFAULT_TIMEOUT = 60.0       # seconds one graded test may run in the simulator
 IMPORT_TIMEOUT = 60.0        # seconds the probe may take to import a lab
@@ -85,12 +86,8 @@ def check_compiles(runs: list[LabRun]):
 def child_env(target_name: str, labs_dir: Path | None, seed: int) -> dict:
     """The children's environment; KERNELLAB_DEVICE passes through, so they share this process's
     device mode (see `device_groups` for the tests that need the simulator)."""
-    env = dict(os.environ)
-    env.update(KERNELLAB_TARGET=target_name, KERNELLAB_SEED=str(seed), KERNELLAB_GRADING="1",
-               PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-    if labs_dir is not None:
-        env["KERNELLAB_LABS_DIR"] = str(labs_dir)
-    return env
+    return {**settings.child_env(target=target_name, seed=seed, grading=True, labs_dir=labs_dir),
+            "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def test_file(lab: str) -> Path:
@@ -112,8 +109,8 @@ def collect(labs: list[str], env: dict, workdir: Path) -> dict[str, dict]:
         raise RuntimeError(f"could not collect the tests of lab(s) {', '.join(labs)}:\n"
                            f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     graded = json.loads(manifest.read_text())
-    return {lab: {nodeid: info for nodeid, info in graded.items()
-                  if Path(nodeid.split("::")[0]).name == test_file(lab).name} for lab in labs}
+    return {lab: {nodeid: info for nodeid, info in graded.items() if info["lab"] == lab}
+            for lab in labs}
 
 
 def probe_import(lab: str, env: dict, timeout: float) -> str | None:
@@ -159,7 +156,7 @@ def read_events(path: Path, offset: int) -> tuple[list[dict], int]:
 def children_use_the_simulator(env: dict) -> bool:
     """Whether children started with `env` run in the simulator. They run on this machine, so
     'auto' resolves there as it did here: the parent asks its own device mode, once."""
-    requested = env.get("KERNELLAB_DEVICE", "auto").strip().lower() or "auto"
+    requested = settings.device(env)
     return requested == "sim" or (requested == "auto" and device.is_simulator())
 
 
@@ -171,7 +168,7 @@ def device_groups(graded: dict, env: dict) -> list[tuple[dict, list[str]]]:
     simulated = [n for n, info in graded.items() if info.get("simulator")]
     elsewhere = [n for n in graded if n not in simulated]
     return [(group_env, nodeids) for group_env, nodeids in
-            ((env, elsewhere), ({**env, "KERNELLAB_DEVICE": "sim"}, simulated)) if nodeids]
+            ((env, elsewhere), (settings.child_env(env, device="sim"), simulated)) if nodeids]
 
 
 HUNG = ("kernel {kernel} hung in {test} (killed after {timeout:.0f} s), so this test was failed "
@@ -427,7 +424,7 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, gradebook: Path = Path("
                                           desc="grading", unit="submission"):
             per_lab = {n: 0.0 for n in numbers}
             for test in document["tests"]:
-                per_lab[test["number"].split("test_lab")[1][:2]] += test["score"]
+                per_lab[target.lab_number(test["number"])] += test["score"]
             rows.append([sub.name, document["score"], document["max_score"],
                          *(per_lab[n] for n in numbers)])
             with printing():

@@ -1,13 +1,17 @@
-"""kernellab.gpu.device and kernellab.course.target: modes, facts, and the implementation resolver."""
+"""kernellab.gpu.device, kernellab.course.target and settings: modes, facts, the implementation
+resolver, and where each setting comes from."""
 
+import ast
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from kernellab import cli
 from kernellab.gpu import device
-from kernellab.course import target
+from kernellab.course import settings, target
 
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
@@ -61,19 +65,90 @@ def test_lab_spellings(spelling):
     assert target.lab_number(spelling) == "00"
 
 
-def test_unknown_lab_and_target_are_clear_errors(monkeypatch):
+@pytest.mark.parametrize("text", ["tests/labs/test_lab00_indexing.py",
+                                  "tests/labs/test_lab00_indexing.py::test_axpb[3]", "lab00.json",
+                                  "lab00_fused_chain.png"])
+def test_lab_numbers_are_read_from_test_files_node_ids_and_file_names(text):
+    assert target.lab_number(text) == "00"
+
+
+def test_unknown_lab_target_and_seed_are_clear_errors(monkeypatch):
     with pytest.raises(ValueError, match="no lab 99"):
         target.lab_number(99)
-    monkeypatch.setenv("KERNELLAB_TARGET", "answers")
-    with pytest.raises(ValueError, match="KERNELLAB_TARGET must be one of labs|solutions"):
-        target.current()
+    with pytest.raises(ValueError, match="not a lab: 'test_timeline.py'"):
+        target.lab_number("test_timeline.py")
+    with pytest.raises(ValueError, match=r"KERNELLAB_TARGET must be one of labs\|solutions, not 'answers'"):
+        settings.TARGET.resolve(environ={"KERNELLAB_TARGET": "answers"})
+    with pytest.raises(ValueError, match=r"--target must be one of labs\|solutions"):
+        settings.target("answers")
+    monkeypatch.setenv("KERNELLAB_SEED", "x")
+    with pytest.raises(ValueError, match="KERNELLAB_SEED must be an integer, not 'x'"):
+        settings.seed()
+    assert settings.seed(12) == 12
+
+
+def test_a_setting_resolves_option_then_the_commands_choice_then_environment_then_default(monkeypatch):
+    monkeypatch.setattr(settings, "_chosen", {})          # no command has chosen a target yet
+    monkeypatch.setenv("KERNELLAB_TARGET", " Solutions ")
+    assert settings.target() == "solutions"
+    with settings.using(target="labs"):
+        assert settings.target() == target.current() == "labs"
+        assert settings.target("solutions") == "solutions"
+        with settings.using(target=None):                 # None leaves it as it was
+            assert settings.target() == "labs"
+    assert settings.target() == "solutions"
+    monkeypatch.delenv("KERNELLAB_TARGET")
+    assert settings.target() == "labs" and settings.target(default="solutions") == "solutions"
+
+
+def test_child_env_is_the_one_writer_of_settings(monkeypatch):
+    monkeypatch.setenv("KERNELLAB_GRADING", "1")
+    before = dict(os.environ)
+    env = settings.child_env(target="solutions", seed=7, labs_dir=Path("/sub/labs"), grading=False,
+                             device=None)
+    assert (env["KERNELLAB_TARGET"], env["KERNELLAB_SEED"], env["KERNELLAB_LABS_DIR"]) == (
+        "solutions", "7", "/sub/labs")
+    assert "KERNELLAB_GRADING" not in env and env["KERNELLAB_DEVICE"] == os.environ["KERNELLAB_DEVICE"]
+    assert settings.child_env({}, grading=True, device="sim") == {"KERNELLAB_GRADING": "1",
+                                                                   "KERNELLAB_DEVICE": "sim"}
+    assert dict(os.environ) == before                     # this process's environment is untouched
+    with pytest.raises(ValueError, match=r"KERNELLAB_DEVICE must be one of auto\|gpu\|sim"):
+        settings.child_env(device="tpu")
+    writers = {}
+    for path in sorted((target.PACKAGE_ROOT / "kernellab").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.value] if isinstance(node, ast.Constant) else
+                     [node.arg] if isinstance(node, ast.keyword) else [])
+            for name in names:
+                if name in {"KERNELLAB_TARGET", "KERNELLAB_SEED", "KERNELLAB_LABS_DIR",
+                            "KERNELLAB_GRADING"}:
+                    writers.setdefault(name, set()).add(path.name)
+    assert writers == dict.fromkeys(writers, {"settings.py"}), writers
+
+
+def test_tour_and_bench_resolve_the_target_alike(monkeypatch):
+    monkeypatch.setattr(settings, "_chosen", {})
+    monkeypatch.setenv("KERNELLAB_TARGET", "labs")
+    assert cli.course_target(None) == "labs" and cli.course_target("solutions") == "solutions"
+    monkeypatch.delenv("KERNELLAB_TARGET")
+    assert cli.course_target(None) == "solutions"    # a release's tour shows the recorded figures
+
+
+def test_tour_and_bench_run_the_target_they_say(capsys, tmp_path):
+    assert cli.main(["tour", "00", "--target", "labs", "--figures", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "target labs" in out and "NotImplementedError: Lab 00" in out   # the starter ran
+    assert cli.main(["bench", "00", "--target", "labs"]) == 2
+    captured = capsys.readouterr()
+    assert "kernellab bench: target labs" in captured.out and "Lab 00" in captured.err
 
 
 def test_starter_and_solution_have_the_same_api():
     for number in target.labs():
         starter, solution = target.load(number, "labs"), target.load(number, "solutions")
         public = lambda m: {n for n in vars(m) if not n.startswith("_")}
-        assert public(starter) == public(solution), f"lab {number}"
+        solution_side = set(getattr(solution, "SOLUTION_SIDE", ()))   # kept out of the starter on purpose
+        assert public(starter) == public(solution) - solution_side, f"lab {number}"
 
 
 @pytest.mark.parametrize("driver, toolkit, too_old", [

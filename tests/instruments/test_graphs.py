@@ -5,6 +5,7 @@ import pytest
 
 from kernellab.gpu import device, graphs, timing
 from kernellab.gpu.launches import record_launches
+from kernellab.gpu.timeline import Timeline
 
 cuda = device.cuda()
 
@@ -39,6 +40,9 @@ def launch_entry_points():
         return FakeCUDAKernel.__call__, FakeCUDAKernel.__getitem__
     from numba.cuda.dispatcher import CUDADispatcher
     return (CUDADispatcher.call,)
+
+
+ORIGINAL_ENTRY_POINTS = launch_entry_points()
 
 
 def test_capture_records_without_running_and_replay_runs():
@@ -127,17 +131,38 @@ def test_a_failed_capture_puts_everything_back():
     assert np.all(x.copy_to_host() == 3.0)
 
 
-def test_record_launches_sees_replays_in_the_simulator_and_nests_with_capture():
+def test_record_launches_sees_captured_launches_in_both_modes_and_replays_in_the_simulator():
     x = ones()
     with record_launches() as outer:
         graph = graphs.capture(adds, x, [1.0, 1.0])
     with record_launches() as replayed:
         graph.replay()
-    if device.is_simulator():
-        assert outer.names() == [] and replayed.names() == ["add_kernel"] * 2
-    else:  # on a GPU the captured launches go through the dispatcher; a replay does not
-        assert outer.names() == ["add_kernel"] * 2 and replayed.names() == []
+    assert outer.names() == ["add_kernel"] * 2         # capture sees the launches it records
+    if device.is_simulator():                           # the simulator replays launch by launch
+        assert replayed.names() == ["add_kernel"] * 2
+    else:                                               # a GPU replay is one graph launch
+        assert replayed.names() == []
     assert np.all(x.copy_to_host() == 3.0)
+
+
+def test_a_timeline_inside_a_recorder_inside_a_capture_sees_every_captured_launch():
+    x = ones()
+    inside = {}
+
+    def recorded_pipeline(x, stream):
+        with record_launches() as launches, Timeline() as tl:
+            adds(x, [1.0, 2.0], stream=stream)
+        inside.update(launches=launches, timeline=tl)
+
+    with record_launches() as outer:
+        graph = graphs.capture(recorded_pipeline, x)
+    assert outer.names() == inside["launches"].names() == graph.launches.names() == ["add_kernel"] * 2
+    assert [op.label for op in inside["timeline"].trace.kernels()] == ["add_kernel"] * 2
+    assert "inside a graph capture" in inside["timeline"].report()   # captured work is not timed
+    assert np.all(x.copy_to_host() == 1.0), "capture ran a kernel"
+    graph.replay()
+    assert np.all(x.copy_to_host() == 4.0)
+    assert launch_entry_points() == ORIGINAL_ENTRY_POINTS    # every hook came off again
 
 
 def test_graph_cache_builds_each_key_once():

@@ -4,7 +4,7 @@ read:write mix (pure functions, no GPU needed)."""
 import pytest
 
 import kernellab  # noqa: F401
-from kernellab.course import tour, protocol
+from kernellab.course import protocol
 
 LAB07, LAB08 = protocol.experiment("07"), protocol.experiment("08")
 
@@ -15,13 +15,34 @@ def test_a_hidden_share_outside_0_1_is_a_problem():
         "run 2: hidden share 1.480 is outside [0, 1]", "run 3: hidden share -0.340 is outside [0, 1]"]
 
 
-def test_target_lines_skip_what_is_not_a_target():
-    """A live record carries "live": True beside the targets (notebook 07 once crashed on it)."""
-    records = {"targets": {"provenance": {}, "live": True, "hidden_fraction": {
-        "value": 1.2, "target": 0.8, "met": False, "method": "m", "problems": ["run 1: x"]}}}
-    lines = LAB07.target_lines(records)
-    assert lines[0].startswith("hidden_fraction      1.2 (target 0.8) MISSED")
-    assert lines[-1] == "    MEASUREMENT PROBLEM: run 1: x"
+def _concurrency(connections, speedups_16=16.0) -> dict:
+    rows = [{"streams": s, "speedup": min(s, speedups_16) if s == 16 else s, "model_error": 0.01 * s}
+            for s in (1, 2, 4, 8, 16)]
+    return {"max_connections": str(connections), "shapes": {"few_sms": {"modes": {"gated": rows}}},
+            "live": True}       # live: read alone, never beside the reference file's repeats
+
+
+def test_a_stream_sweep_is_read_only_at_the_connections_it_was_measured_at():
+    """A record says its CUDA_DEVICE_MAX_CONNECTIONS; a claim about 8 queues never reads a 32 one."""
+    from kernellab.course import claims
+    at_32 = {"concurrency": _concurrency(32), "concurrency_8_connections": _concurrency(32, 7.9)}
+    with pytest.raises(claims.Missing, match="measured at 32 connections, not 8"):
+        LAB07._sweep(at_32, 8)
+    sweep = LAB07._sweep({"concurrency": _concurrency(32)}, 32)
+    assert (sweep["s16"], sweep["s8"], sweep["error"], sweep["where"]) == (16.0, 8, pytest.approx(16.0),
+                                                                          "few_sms/gated")
+
+
+def test_the_model_error_leaves_out_the_one_stream_baseline():
+    assert LAB07.model_errors(_concurrency(8)) == {"few_sms/gated": pytest.approx(0.16)}
+
+
+def test_padding_to_a_bucket_names_a_batch_no_bucket_holds():
+    padded = LAB08.PaddedToBucket.__new__(LAB08.PaddedToBucket)
+    padded.buckets = (1, 2, 4)
+    assert [padded.bucket(b) for b in (1, 2, 3, 4)] == [1, 2, 4, 4]
+    with pytest.raises(ValueError, match="larger than the largest bucket"):
+        padded.bucket(5)
 
 
 def _gap_row(total: tuple, duration: tuple, source="ncu") -> dict:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from kernellab.gpu import device
+from kernellab.gpu.launches import record_launches
 from kernellab.gpu.timeline import DEFAULT_ROW, Span, Timeline, TimelineData, plot_gantt
 from kernellab.gpu.timing import NoTiming
 
@@ -52,6 +53,15 @@ def test_hooks_are_removed_and_timelines_do_not_nest():
     assert cuda.synchronize is original
     bump_kernel[1, 32](cuda.to_device(np.zeros(3, dtype=np.float32)))
     assert len(tl.trace) == 0
+
+
+def test_a_recorder_and_a_timeline_nest_and_numba_cudas_own_copies_pass_them_by():
+    before = (cuda.synchronize, cuda.to_device)
+    host = np.zeros(8, dtype=np.float32)
+    with record_launches() as launches, Timeline() as tl:
+        bump_kernel[1, 32](host)        # numba-cuda copies the host array in and out itself
+    assert launches.names() == ["bump_kernel"] and [op.kind for op in tl.trace] == ["kernel"]
+    assert (cuda.synchronize, cuda.to_device) == before and np.all(host == 1)
 
 
 def test_ordering_follows_streams_events_and_synchronization():

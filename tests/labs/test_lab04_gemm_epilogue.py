@@ -18,7 +18,7 @@ simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these i
 TILE = 8
 
 
-def gemm_case(rng, tile=TILE, k_steps=(2, 3)):
+def gemm_case(lab, rng, tile=TILE, k_steps=(2, 3)):
     """(a, b, a @ b in float64) with K over 2-3 tile steps and M, N spanning 2 and 3 tiles in a random
     order (so a grid with x and y swapped is caught), none a multiple."""
     sides = [int(rng.integers(tile + 1, 2 * tile)), int(rng.integers(2 * tile + 1, 3 * tile))]
@@ -26,16 +26,16 @@ def gemm_case(rng, tile=TILE, k_steps=(2, 3)):
     k = checks.awkward_size(rng, tile, *k_steps) if tile >= 2 else int(rng.integers(2, 9))
     a = checks.nonzero(rng, (m, k))
     b = checks.nonzero(rng, (k, n))
-    return a, b, a.astype(np.float64) @ b.astype(np.float64)
+    return a, b, lab.matmul_reference(a, b)
 
 
-def epilogue_case(rng, tile=TILE):
-    a, b, product = gemm_case(rng, tile)
+def epilogue_case(lab, rng, tile=TILE):
+    a, b, product = gemm_case(lab, rng, tile)
     m, n = product.shape
     bias = checks.nonzero(rng, n)
     mask = (rng.random((m, n)) >= 0.3).astype(np.uint8)
     p = 0.3
-    expected = np.maximum(product + bias, 0.0) * mask / (1.0 - p)
+    expected = lab.linear_relu_dropout_reference(a, b, bias, mask, p)
     return a, b, bias, mask, p, expected
 
 
@@ -50,7 +50,7 @@ def blocks(n, tile):
 @pytest.mark.points(2)
 def test_tiled_matmul_matches_numpy(lab, rng):
     """04.1: the tiled kernel computes a @ b on awkward sizes, one tile x tile block per tile of C."""
-    a, b, expected = gemm_case(rng)
+    a, b, expected = gemm_case(lab, rng)
     m, n = expected.shape
     out = checks.poisoned((m, n))
     with record_launches() as launches:
@@ -72,7 +72,7 @@ def test_tiled_matmul_any_tile_and_short_k(lab, rng):
         with record_launches() as launches:
             result = lab.matmul_tiled(*to_device(a, b), tile=tile)
         checks.assert_launched(launches, "matmul_tiled_kernel", count=1)
-        checks.assert_matches(result, a.astype(np.float64) @ b, rtol=1e-5,
+        checks.assert_matches(result, lab.matmul_reference(a, b), rtol=1e-5,
                               what=f"matmul_tiled, tile 5, {m}x{k} @ {k}x{n}")
 
 
@@ -80,7 +80,7 @@ def test_tiled_matmul_any_tile_and_short_k(lab, rng):
 @pytest.mark.points(2)
 def test_tiled_matmul_memory_budget(lab, rng):
     """04.1: each element of A is loaded once per block column, of B once per block row; C written once."""
-    a, b, _ = gemm_case(rng)
+    a, b, _ = gemm_case(lab, rng)
     (m, k), n = a.shape, b.shape[1]
     d_a, d_b = to_device(a, b)
     out = checks.poisoned((m, n))
@@ -94,7 +94,7 @@ def test_tiled_matmul_memory_budget(lab, rng):
 @pytest.mark.points(2)
 def test_fused_epilogue_matches_numpy(lab, rng):
     """04.2: dropout(relu(a @ b + bias)) from the tiled kernel, in one launch."""
-    a, b, bias, mask, p, expected = epilogue_case(rng)
+    a, b, bias, mask, p, expected = epilogue_case(lab, rng)
     out = checks.poisoned(expected.shape)
     with record_launches() as launches:
         result = lab.linear_relu_dropout_tiled(*to_device(a, b, bias, mask), p, out=out, tile=TILE)
@@ -107,7 +107,7 @@ def test_fused_epilogue_matches_numpy(lab, rng):
 @pytest.mark.points(2)
 def test_fused_epilogue_memory_budget(lab, rng):
     """04.2: the fused kernel reads bias and mask once per element, writes out once, never reads it."""
-    a, b, bias, mask, p, expected = epilogue_case(rng)
+    a, b, bias, mask, p, expected = epilogue_case(lab, rng)
     (m, k), n = a.shape, b.shape[1]
     arrays = dict(zip("a b bias mask".split(), to_device(a, b, bias, mask)))
     out = checks.poisoned((m, n))
@@ -154,7 +154,7 @@ def test_linear_ledger_is_right(lab, fused):
 @pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
 def test_linear_ledger_agrees_with_the_meter(lab, rng, fused):
     """04.3: the ledger matches what the kernels really loaded and stored."""
-    a, b, bias, mask, p, expected = epilogue_case(rng)
+    a, b, bias, mask, p, expected = epilogue_case(lab, rng)
     (m, k), n = a.shape, b.shape[1]
     arrays = dict(zip("a b bias mask".split(), to_device(a, b, bias, mask)))
     out = checks.poisoned((m, n))
@@ -175,7 +175,7 @@ SMALL = {"register_tiled_2d": {"tiles": (8, 16, 8, 4, 4)}, "register_tiled": {"t
 
 @pytest.mark.parametrize("name", list(SMALL))
 def test_matmul_variants_match_numpy(lab, rng, name):
-    a, b, expected = gemm_case(rng)
+    a, b, expected = gemm_case(lab, rng)
     launcher, _why = lab.VARIANTS[name]
     out = checks.poisoned(expected.shape)
     with record_launches() as launches:
@@ -187,8 +187,8 @@ def test_matmul_variants_match_numpy(lab, rng, name):
 def test_epilogue_in_the_register_tiled_kernel(lab, rng):
     """bias_relu_dropout also finishes the register-tiled kernel's accumulators (p = 0 keeps all)."""
     tiles = lab.GemmTiles(16, 8, 8, 4, 4)
-    a, b, bias, mask, _, _ = epilogue_case(rng)
-    expected = np.maximum(a.astype(np.float64) @ b + bias, 0.0) * mask
+    a, b, bias, mask, _, _ = epilogue_case(lab, rng)
+    expected = lab.linear_relu_dropout_reference(a, b, bias, mask, 0.0)
     out = checks.poisoned(expected.shape)
     with record_launches() as launches:
         lab.linear_relu_dropout_register_tiled(*to_device(a, b, bias, mask), 0.0, out=out, tiles=tiles)
@@ -197,7 +197,7 @@ def test_epilogue_in_the_register_tiled_kernel(lab, rng):
 
 
 def test_double_buffered_epilogue_and_unfused_chain(lab, rng):
-    a, b, bias, mask, p, expected = epilogue_case(rng)
+    a, b, bias, mask, p, expected = epilogue_case(lab, rng)
     tiles = lab.GemmTiles(16, 8, 8, 4, 4)
     for launcher, options, count in [
             (lab.linear_relu_dropout_register_tiled, {"tiles": tiles, "double_buffered": True}, 1),

@@ -24,18 +24,6 @@ def rows_case(rng, scale=3.0, offset=0.0, cols=None):
     return checks.nonzero(rng, (rows, cols)) * np.float32(scale) + np.float32(offset)
 
 
-def softmax_reference(x):
-    x64 = x.astype(np.float64)
-    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def layernorm_reference(x, gamma, beta):
-    x64 = x.astype(np.float64)
-    mean = x64.mean(axis=1, keepdims=True)
-    return (x64 - mean) / np.sqrt(x64.var(axis=1, keepdims=True) + EPS) * gamma + beta
-
-
 def affine(rng, cols):
     return checks.nonzero(rng, cols), checks.nonzero(rng, cols)
 
@@ -55,7 +43,7 @@ def test_softmax_fused_matches_numpy(lab, rng):
     x = rows_case(rng)
     out, launch = run_softmax(lab, lab.softmax_fused, "softmax_fused_kernel", x, block=BLOCK)
     assert launch.grid == (x.shape[0], 1, 1) and launch.block == (BLOCK, 1, 1), launch
-    checks.assert_matches(out, softmax_reference(x), rtol=1e-5, what="softmax_fused")
+    checks.assert_matches(out, lab.softmax_reference(x), rtol=1e-5, what="softmax_fused")
 
 
 @pytest.mark.points(1)
@@ -68,7 +56,7 @@ def test_softmax_fused_is_stable_and_any_length(lab, rng):
         x = rows_case(rng, scale=60.0, cols=cols)
         out, launch = run_softmax(lab, lab.softmax_fused, "softmax_fused_kernel", x, block=block)
         assert launch.block == (block or 64, 1, 1), launch
-        checks.assert_matches(out, softmax_reference(x), rtol=1e-5, what=f"softmax_fused, {cols} columns")
+        checks.assert_matches(out, lab.softmax_reference(x), rtol=1e-5, what=f"softmax_fused, {cols} columns")
 
 
 @simulator_only
@@ -91,7 +79,7 @@ def test_softmax_online_matches_numpy(lab, rng):
     x[0] = np.sort(x[0])                               # each new value is a new maximum
     out, launch = run_softmax(lab, lab.softmax_online, "softmax_online_kernel", x, block=2 * BLOCK)
     assert launch.grid == (x.shape[0], 1, 1) and launch.block == (2 * BLOCK, 1, 1), launch
-    checks.assert_matches(out, softmax_reference(x), rtol=1e-5, what="softmax_online")
+    checks.assert_matches(out, lab.softmax_reference(x), rtol=1e-5, what="softmax_online")
 
 
 @pytest.mark.points(1)
@@ -101,7 +89,7 @@ def test_softmax_online_with_idle_threads(lab, rng):
     for cols in (1, 2, 7, 15, 16, 17, 31, int(rng.integers(3, 31))):
         x = rows_case(rng, scale=60.0, cols=cols)
         out, _ = run_softmax(lab, lab.softmax_online, "softmax_online_kernel", x, block=BLOCK)
-        checks.assert_matches(out, softmax_reference(x), rtol=1e-5,
+        checks.assert_matches(out, lab.softmax_reference(x), rtol=1e-5,
                               what=f"softmax_online, rows of {cols} columns on {BLOCK} threads")
 
 
@@ -134,7 +122,7 @@ def test_layernorm_fused_matches_numpy(lab, rng):
         checks.assert_launched(launches, "layernorm_fused_kernel", count=1)
         assert len(launches) == 1 and launches[0].grid == (x.shape[0], 1, 1), launches
         assert launches[0].block == (block, 1, 1), launches
-        checks.assert_matches(out, layernorm_reference(x, gamma, beta), rtol=1e-4,
+        checks.assert_matches(out, lab.layernorm_reference(x, gamma, beta, EPS), rtol=1e-4,
                               what=f"layernorm_fused, {x.shape[1]} columns about a mean of {offset:g}")
 
 
@@ -212,7 +200,7 @@ def test_given_layernorm_forms_match_numpy(lab, rng, form):
     launcher, _why = lab.LAYERNORM_VARIANTS[form]
     out = checks.poisoned(x.shape)
     launcher(*(cuda.to_device(v) for v in (x, gamma, beta)), out=out, eps=EPS, block=BLOCK)
-    checks.assert_matches(out, layernorm_reference(x, gamma, beta), rtol=1e-4, what=f"layernorm {form}")
+    checks.assert_matches(out, lab.layernorm_reference(x, gamma, beta, EPS), rtol=1e-4, what=f"layernorm {form}")
 
 
 def test_given_unfused_softmax_matches_numpy(lab, rng):
@@ -221,7 +209,7 @@ def test_given_unfused_softmax_matches_numpy(lab, rng):
     with record_launches() as launches:
         lab.softmax_unfused(cuda.to_device(x), out=out, block=BLOCK)
     assert launches.names() == ["row_max_kernel", "row_exp_sum_kernel", "softmax_normalize_kernel"]
-    checks.assert_matches(out, softmax_reference(x), rtol=1e-5, what="softmax_unfused")
+    checks.assert_matches(out, lab.softmax_reference(x), rtol=1e-5, what="softmax_unfused")
 
 
 def test_launch_shape_rules(lab):

@@ -94,8 +94,7 @@ def test_run_independent_allocates_and_rejects_no_streams(lab, rng):
 
 def diamond_case(lab, rng):
     (host,), (x,) = inputs(rng, 1, 40, 120)
-    y = lab.busy_reference(host, ITERS)
-    return x, lab.busy_reference(y, ITERS) + lab.busy_reference(y, 2 * ITERS)
+    return x, lab.diamond_reference(host, ITERS)
 
 
 @pytest.mark.points(2)

@@ -21,14 +21,6 @@ def random_coeffs(rng, steps):
     return [(float(a), float(b)) for a, b in zip(checks.nonzero(rng, steps), checks.nonzero(rng, steps))]
 
 
-def chain_reference(x, coeffs, times=1):
-    out = x.astype(np.float64)
-    for _ in range(times):
-        for a, b in coeffs:
-            out = a * out + b
-    return out
-
-
 def chain_case(rng, block, steps, n=None):
     n = n or checks.awkward_size(rng, block, 1, 3)
     return checks.nonzero(rng, n), random_coeffs(rng, steps)
@@ -45,7 +37,7 @@ def test_affine_step_kernel(lab, rng):
         with record_launches() as launches:
             lab.affine_step_kernel[grid, 32](d_x, a, b)
         checks.assert_launched(launches, "affine_step_kernel", count=1)
-        checks.assert_matches(d_x, chain_reference(x, [(a, b)]), rtol=1e-6,
+        checks.assert_matches(d_x, lab.chain_reference(x, [(a, b)]), rtol=1e-6,
                               what=f"affine_step_kernel on {x.size} elements")
 
 
@@ -59,7 +51,7 @@ def test_affine_step_guard(lab, rng):
     lab.affine_step_kernel[-(-x.size // 32), 32](buffer[: x.size], a, b)
     host = buffer.copy_to_host()
     assert np.array_equal(host[x.size:], canary[x.size:]), "a thread past the end of x wrote"
-    checks.assert_matches(host[: x.size], chain_reference(x, [(a, b)]), rtol=1e-6,
+    checks.assert_matches(host[: x.size], lab.chain_reference(x, [(a, b)]), rtol=1e-6,
                           what="affine_step_kernel")
 
 
@@ -85,7 +77,7 @@ def test_pipeline_eager(lab, rng):
     for launch in launches:
         assert launch.threads >= x.size, f"a launch of {launch.threads} threads for {x.size} elements"
     assert result is d_x, "pipeline works in place and returns x"
-    checks.assert_matches(d_x, chain_reference(x, coeffs), rtol=1e-5, what="pipeline")
+    checks.assert_matches(d_x, lab.chain_reference(x, coeffs), rtol=1e-5, what="pipeline")
 
 
 @pytest.mark.points(2)
@@ -97,9 +89,9 @@ def test_pipeline_captures_and_replays(lab, rng):
     assert graph.launches.names() == ["affine_step_kernel"] * len(coeffs), graph.launches.names()
     assert np.array_equal(d_x.copy_to_host(), x), "capture ran kernels: it must only record them"
     graph.replay()
-    checks.assert_matches(d_x, chain_reference(x, coeffs), rtol=1e-5, what="after one replay")
+    checks.assert_matches(d_x, lab.chain_reference(x, coeffs), rtol=1e-5, what="after one replay")
     graph.replay()
-    checks.assert_matches(d_x, chain_reference(x, coeffs, times=2), rtol=1e-5,
+    checks.assert_matches(d_x, lab.chain_reference(x, coeffs, times=2), rtol=1e-5,
                           what="after two replays")
 
 
@@ -121,7 +113,7 @@ def test_batched_pipeline_one_graph_per_batch_size(lab, rng, monkeypatch):
     for batch in (3, 5, 3, 7, 5, 3):
         x = batch_case(rng, features, batch)
         out = dispatcher(cuda.to_device(x))
-        checks.assert_matches(out, chain_reference(x, coeffs), rtol=1e-5,
+        checks.assert_matches(out, lab.chain_reference(x, coeffs), rtol=1e-5,
                               what=f"BatchedPipeline on a batch of {batch}")
         results.setdefault(batch, []).append(out)
     assert sorted(dispatcher.graphs.keys()) == [3, 5, 7], dispatcher.graphs.keys()
@@ -145,10 +137,13 @@ def test_batched_pipeline_rejects_wrong_shapes(lab, rng):
 
 @pytest.mark.points(1)
 def test_idle_gap_fraction(lab):
-    """Idle gaps over kernel time, zero when the kernels fill the total, and bad input refused."""
+    """Idle gaps over kernel time, zero when the kernels fill the total, negative (reported as it
+    is, never clamped to 0) when the total is below the kernels' sum, and bad input refused."""
     assert lab.idle_gap_fraction(1.05, 0.01, 100) == pytest.approx(0.05)
     assert lab.idle_gap_fraction(3.0, 0.002, 500) == pytest.approx(2.0)
-    assert lab.idle_gap_fraction(0.99, 0.01, 100) == 0.0       # noise below the sum: no gap
+    assert lab.idle_gap_fraction(1.0, 0.01, 100) == pytest.approx(0.0, abs=1e-12)
+    assert lab.idle_gap_fraction(0.99, 0.01, 100) == pytest.approx(-0.01)   # a measurement problem
+    assert lab.idle_gap_fraction(0.5, 0.002, 500) == pytest.approx(-0.5)
     for bad in ((1.0, 0.0, 10), (1.0, 0.01, 0)):
         with pytest.raises(ValueError):
             lab.idle_gap_fraction(*bad)
@@ -156,15 +151,18 @@ def test_idle_gap_fraction(lab):
 
 @pytest.mark.points(1)
 def test_reconstructed_timeline(lab):
-    """Kernels of equal length, equal gaps between them, the last ending at the total."""
+    """Kernels of equal length, equal gaps between them (signed), the last ending at the total."""
     bars = np.asarray(lab.reconstructed_timeline(0.02, 3.0, 100), dtype=np.float64)
     assert bars.shape == (100, 2)
     assert bars[0, 0] == 0.0 and bars[-1, 1] == pytest.approx(3.0)
     assert np.allclose(bars[:, 1] - bars[:, 0], 0.02)
     gaps = bars[1:, 0] - bars[:-1, 1]
     assert np.allclose(gaps, (3.0 - 2.0) / 99)
-    packed = np.asarray(lab.reconstructed_timeline(0.5, 1.0, 3), dtype=np.float64)
-    assert np.allclose(packed, [[0, 0.5], [0.5, 1.0], [1.0, 1.5]])   # total below the sum: no gaps
+    packed = np.asarray(lab.reconstructed_timeline(0.5, 1.5, 3), dtype=np.float64)
+    assert np.allclose(packed, [[0, 0.5], [0.5, 1.0], [1.0, 1.5]])   # no idle time: no gaps
+    overlapping = np.asarray(lab.reconstructed_timeline(0.5, 1.0, 3), dtype=np.float64)
+    assert np.allclose(overlapping, [[0, 0.5], [0.25, 0.75], [0.5, 1.0]]), \
+        "a total below the kernels' sum: negative gaps, the bars overlap and the last ends at the total"
     assert np.allclose(lab.reconstructed_timeline(0.5, 2.0, 1), [[0.0, 0.5]])
     with pytest.raises(ValueError):
         lab.reconstructed_timeline(0.0, 1.0, 3)

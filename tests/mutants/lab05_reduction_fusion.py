@@ -10,7 +10,8 @@ MUTANTS = [
     ("tree reduction: no barrier after each thread stores its value",
      "    scratch[tid] = value\n    cuda.syncthreads()\n", "    scratch[tid] = value\n"),
     ("tree reduction: no barrier between the halving steps",
-     "        cuda.syncthreads()\n        stride //= 2", "        stride //= 2"),
+     "scratch[tid] + other\n        cuda.syncthreads()\n        stride //= 2",
+     "scratch[tid] + other\n        stride //= 2"),
     ("tree reduction: no barrier before scratch is used again",
      "    result = scratch[0]\n    cuda.syncthreads()          # all have read the result before scratch is used again\n"
      "    return result\n\n\n@cuda.jit(device=True)\ndef warp_combine",

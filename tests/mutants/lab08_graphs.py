@@ -19,8 +19,11 @@ MUTANTS = [
      "        pipeline(static.reshape(static.size), self.coeffs, stream=stream, block=self.block)\n"),
     ("call builds a new graph every time", "        static, graph = self.graphs[x.shape[0]]",
      "        static, graph = self.build(x.shape[0])"),
-    ("idle gaps over the total, not kernel time", "    return max(0.0, (total_ms - busy) / busy)",
-     "    return max(0.0, (total_ms - busy) / total_ms)"),
+    ("idle gaps over the total, not kernel time", "    return (total_ms - busy) / busy",
+     "    return (total_ms - busy) / total_ms"),
+    ("idle gaps clamped at 0", "    return (total_ms - busy) / busy", "    return max(0.0, (total_ms - busy) / busy)"),
+    ("timeline gaps clamped at 0", "    idle = total_ms - kernels * kernel_ms ",
+     "    idle = max(0.0, total_ms - kernels * kernel_ms)"),
     ("timeline gap also after the last kernel", "    gap = idle / (kernels - 1) if kernels > 1 else 0.0",
      "    gap = idle / kernels"),
 ]
