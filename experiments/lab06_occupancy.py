@@ -17,7 +17,7 @@
      dynamic shared memory, so the code never changes), against the copy bandwidth and the FP32
      peak; the seed article says memory-bound kernels need occupancy to keep requests in flight;
   2. `calculator_vs_driver` and `resources_vs_driver`: kernellab's audit of itself
-     (kernellab.kernels.audit: the calculator and ptxas's figures against the driver, for sweep
+     (kernellab.course.audit: the calculator and ptxas's figures against the driver, for sweep
      kernels and every lab's declared kernels);
   3. `linear_relu_register_caps` and `linear_relu_shared_sweep`: Lab 06.5's kernel under register
      caps and at each tile depth: registers, spills, shared memory, occupancy and TFLOP/s.
@@ -40,7 +40,8 @@ from kernellab.gpu.traffic import Ledger
 from kernellab.show import plots
 from kernellab.course import bench as harness
 from kernellab.course import protocol, reference, target
-from kernellab.kernels import audit, resources
+from kernellab.course import audit
+from kernellab.kernels import driver, jit, resources
 from kernellab import occupancy as occ
 from kernellab.course.claims import Claim, Missing, need
 from kernellab.show.progress import printing, progress_bar
@@ -503,7 +504,7 @@ def renamed_copy(kernel, name: str, **options):
     fn = kernel.py_func
     copy = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
     copy.__qualname__ = name
-    return resources.jit(**options)(copy)
+    return jit.jit(**options)(copy)
 
 
 def measure_register_caps(lab, reps: int = 20) -> dict:
@@ -552,7 +553,7 @@ def measure_linear_relu(lab, configs, reps: int = 20) -> dict:
                "registers": on_driver.registers_per_thread, "local_bytes": on_driver.local_bytes,
                "spill_stores": on_ptxas.spill_stores_bytes, "spill_loads": on_ptxas.spill_loads_bytes,
                "occupancy": calc.occupancy, "limiters": list(calc.limiters),
-               "driver_blocks": occ.driver_active_blocks(kernel, sig, config.block_size),
+               "driver_blocks": driver.driver_active_blocks(kernel, sig, config.block_size),
                "calculator_blocks": calc.active_blocks, **t.as_dict(),
                "tflops": flops / (t.median_ms * 1e-3) / 1e12}
         rows.append(row)
@@ -649,7 +650,7 @@ def full_wave(kernel, args, n: int) -> int:
     needed = -(-n // PROBE_BLOCK)
     if device.is_simulator():
         return min(needed, SIM_BLOCKS)
-    return min(needed, occ.driver_active_blocks(kernel, args, PROBE_BLOCK) * device.facts().sm_count)
+    return min(needed, driver.driver_active_blocks(kernel, args, PROBE_BLOCK) * device.facts().sm_count)
 
 
 def probe_variant(name: str) -> harness.Variant:
@@ -695,13 +696,13 @@ def probe_benchmarks(lab, torch) -> list[harness.Benchmark]:
 # --- kernellab's audit of itself, recorded with this lab -------------------------------------------
 
 def audit_calculator(lab) -> dict:
-    """The calculator against the driver (kernellab.kernels.audit) for the sweep kernels and every lab's."""
+    """The calculator against the driver (kernellab.course.audit) for the sweep kernels and every lab's."""
     declared, _ = audit.course_kernels()
     return audit.calculator_vs_driver(audit.sweep_kernels() + declared, reference.provenance())
 
 
 def audit_resources(lab) -> dict:
-    """ptxas's figures against the driver's (kernellab.kernels.audit) for the same kernels."""
+    """ptxas's figures against the driver's (kernellab.course.audit) for the same kernels."""
     declared, undeclared = audit.course_kernels()
     return audit.resources_vs_driver(audit.sweep_kernels() + declared, undeclared, reference.provenance())
 

@@ -31,7 +31,7 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from kernellab.course import bench as harness
-from kernellab.course import profile, protocol, reference
+from kernellab.course import protocol, reference
 from kernellab.course.claims import Claim, Missing, need, repeats_of
 from kernellab.gpu import checks, device, graphs, timing
 from kernellab.gpu.traffic import Ledger
@@ -190,7 +190,7 @@ NCU = ("Nsight Compute gpu__time_duration of affine_step_kernel (recorded profil
 def ncu_duration(n: int) -> tuple | None:
     """(low, median, high) ms of affine_step_kernel at `n` over the recorded profile's launches,
     and the profile's date; None when no profile of lab 08 at that size is recorded."""
-    found = [r["gpu_time_ns"] * 1e-6 for r in profile.rows(NUMBER)
+    found = [r["gpu_time_ns"] * 1e-6 for r in reference.profile_rows(NUMBER)
              if r["kernel"] == "affine_step_kernel" and r["size"] == n]
     if not found:
         return None

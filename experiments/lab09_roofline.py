@@ -18,7 +18,7 @@
 Lab 09's own scale_rows points join the plot from its `scale_rows` record: live on a GPU (the
 tour and bench time it, marked "live"), recorded in the simulator (marked "recorded"); the other
 labs' points come from their recorded data (a claim reads them live where this process measured
-them), and the figure says so. Profile rows are read through `kernellab.course.profile` (`rows`,
+them), and the figure says so. Profile rows are read through `kernellab.course.reference` (`profile_rows`,
 `variant_dram_bytes`), the ceilings from each record's "ceilings" (`timing.ceilings` of its run).
 """
 
@@ -35,7 +35,7 @@ import numpy as np
 from matplotlib import colormaps
 
 from kernellab.course import bench as harness
-from kernellab.course import profile, protocol, reference
+from kernellab.course import protocol, reference
 from kernellab.course.claims import Claim, Missing, need
 from kernellab.gpu import checks, device, timing
 from kernellab.gpu.traffic import Ledger, buffer_address
@@ -398,7 +398,7 @@ def roofline_points(lab, own: dict | None = None, records_of: Callable[[str], di
     09's own scale_rows variants from its records `own` (live or recorded) when they hold one.
 
     Each point's bytes are the DRAM bytes (read + write) of the variant's profile rows at its
-    size where `kernellab profile` recorded them (`profile.variant_dram_bytes`), else the bytes
+    size where `kernellab profile` recorded them (`reference.variant_dram_bytes`), else the bytes
     its record requested, and `bytes_kind` says which. `lab` gives roofline_point and bound."""
     points = []
     for kernel in MAIN_KERNELS:
@@ -407,11 +407,11 @@ def roofline_points(lab, own: dict | None = None, records_of: Callable[[str], di
             continue
         chosen, record = found
         measured = _measured(chosen, record)
-        dram = profile.variant_dram_bytes(chosen.lab, chosen.record, chosen.variant, measured["size"])
+        dram = reference.variant_dram_bytes(chosen.lab, chosen.record, chosen.variant, measured["size"])
         points.append(_point(lab, chosen.label, chosen.lab, measured, dram, ceilings_of(record, records_of),
                              record, chosen.counted))
     for entry in own_rows(own or {}, records_of):
-        dram = profile.variant_dram_bytes(NUMBER, entry["benchmark"], entry["variant"], entry["size"])
+        dram = reference.variant_dram_bytes(NUMBER, entry["benchmark"], entry["variant"], entry["size"])
         name = f"09 {entry['variant']} ({'live' if entry['live'] else 'recorded'})"
         points.append(_point(lab, name, NUMBER, entry, dram, entry["ceilings"], entry,
                              "one multiply per element"))

@@ -79,33 +79,33 @@ def cmd_profile(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from kernellab.grading import runner as grader
+    from kernellab.grading import runner
     from kernellab.course import settings
     if args.batch:
         if args.fail_under is not None:
             raise ValueError("--fail-under sets the exit code of one submission's grade; "
                              "with --batch, read the gradebook instead")
-        grader.grade_batch(Path(args.batch), jobs=args.jobs, labs=args.labs or None,
+        runner.grade_batch(Path(args.batch), jobs=args.jobs, labs=args.labs or None,
                            gradebook=Path(args.gradebook), timeout=args.timeout,
                            seed=settings.seed(args.seed),
                            stress=args.stress)
         return 0
-    document = grader.grade(args.labs or None, target_name="labs", results=Path(args.results),
+    document = runner.grade(args.labs or None, target_name="labs", results=Path(args.results),
                             seed=settings.seed(args.seed), timeout=args.timeout,
                             root=Path(args.root) if args.root else None, jobs=args.jobs,
                             stress=args.stress)
-    if args.fail_under is not None and grader.percent(document) < args.fail_under:
-        print(f"kernellab grade: {grader.percent(document):.4g}% is under --fail-under "
+    if args.fail_under is not None and runner.percent(document) < args.fail_under:
+        print(f"kernellab grade: {runner.percent(document):.4g}% is under --fail-under "
               f"{args.fail_under:g}%", file=sys.stderr)
         return 1
     return 0  # without --fail-under, lost points never set the exit code
 
 
 def cmd_check(args) -> int:
-    from kernellab.grading import runner as grader
+    from kernellab.grading import runner
     from kernellab.course import settings, target
     target.require_solutions()
-    return 0 if grader.check(args.labs or None, Path(args.out), seed=settings.seed(args.seed),
+    return 0 if runner.check(args.labs or None, Path(args.out), seed=settings.seed(args.seed),
                              timeout=args.timeout, stress=args.stress) else 1
 
 
@@ -126,10 +126,10 @@ def cmd_occupancy(args) -> int:
 
 
 def cmd_mutants(args) -> int:
-    from kernellab.grading import mutants as mutation
+    from kernellab.grading import mutants
     from kernellab.course import settings, target
     target.require_solutions()
-    verdicts = mutation.run(args.labs or None, jobs=args.jobs, seeds=args.seeds,
+    verdicts = mutants.run(args.labs or None, jobs=args.jobs, seeds=args.seeds,
                             first_seed=settings.seed(args.seed))
     return 0 if all(v.as_expected for found in verdicts.values() for v in found) else 1
 

@@ -16,7 +16,8 @@ The header also has a barrier limit (cc >= 9.0) and a virtual-resource limit (cc
 kernels use one barrier, which allows at least as many blocks as the block cap, and no virtual
 resources, so neither can bind here and neither is modelled. `__launch_bounds__` does not enter.
 
-This module is pure arithmetic: no GPU, no Numba. `driver_active_blocks` asks a real driver.
+This module is pure arithmetic: no GPU, no Numba, no other kernellab module.
+`kernellab.kernels.driver.driver_active_blocks` asks a real driver.
 """
 
 from __future__ import annotations
@@ -352,16 +353,3 @@ def max_potential_block_size(cc: CCLike, registers_per_thread: int, static_share
             break
     return best
 
-
-def driver_active_blocks(kernel, signature, block_size: int, dynamic_shared: int = 0) -> int:
-    """The driver's own answer (cuOccupancyMaxActiveBlocksPerMultiprocessor) for a Numba kernel
-    compiled for `signature` (a signature string, numba types or example arguments); GPU only.
-    Compare with `occupancy(device.facts().cc, ...)` on `kernellab.kernels.resources.kernel_resources`."""
-    from kernellab.gpu import device
-    from kernellab.kernels import resources
-    if device.is_simulator():
-        raise RuntimeError("driver_active_blocks needs a GPU; the simulator has no occupancy API")
-    overload = resources.compiled_overload(kernel, signature)
-    cufunc = overload._codelibrary.get_cufunc()
-    return int(device.cuda().current_context().get_active_blocks_per_multiprocessor(
-        cufunc, block_size, dynamic_shared))

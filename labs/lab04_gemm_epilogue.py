@@ -40,7 +40,7 @@ import math
 import numpy as np
 
 from kernellab.gpu import device
-from kernellab.kernels import resources
+from kernellab.kernels.jit import jit
 from kernellab.gpu.traffic import Ledger
 
 TILE = 16                          # 04.1's shared tile: a 16 x 16 block of threads
@@ -405,7 +405,7 @@ def register_tiled_kernels(tiles, max_registers=None):
     A_LOADS = BM * BK // THREADS
     B_LOADS = BK * BN // THREADS
     ALIGN = SHARED_ALIGNMENT
-    kernel = resources.jit(max_registers=max_registers)  # cuda.jit that passes max_registers on a GPU
+    kernel = jit(max_registers=max_registers)  # cuda.jit that passes max_registers on a GPU
 
     @cuda.jit(device=True, inline="always")
     def fetch_tiles(a, b, k0, a_regs, b_regs):

@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernellab.kernels import resources
+from kernellab.kernels.jit import jit
 from kernellab.occupancy import LIMITERS, UNLIMITED, architecture, shared_per_sm
 
 
@@ -135,7 +135,7 @@ AS_WRITTEN = LinearReluConfig(block_size=128, tile_k=64, max_registers=None)
 # 06.5 FILL ME IN (roughly 1 line): choose block_size, tile_k and max_registers so that
 # linear_relu_kernel reaches >= 75% occupancy on an H200 (cc 9.0); it must still compute
 # relu(x @ w + b). Start from what limits AS_WRITTEN:
-#   found = resources.kernel_resources(linear_relu_kernel, None, cc=(9, 0))   # its real figures
+#   found = kernellab.kernels.resources.kernel_resources(linear_relu_kernel, None, cc=(9, 0))   # its real figures
 #   kernellab.occupancy.occupancy((9, 0), TUNED.block_size, found.registers_per_thread,
 #                                 found.static_shared_bytes)                 # or your occupancy()
 # then change one knob at a time and watch the limiter move (notebook 06 draws it).
@@ -155,7 +155,7 @@ def linear_relu_kernel_for(config):
     w_at = tile_m * tile_k                               # the w tile starts after the x tile
     words = w_at + tile_k * tile_n                       # a compile-time constant: the array's size
 
-    @resources.jit(max_registers=config.max_registers)
+    @jit(max_registers=config.max_registers)
     def linear_relu_kernel(x, w, b, out):
         tiles = cuda.shared.array(words, float32)        # the x tile (row-major), then the w tile
         t = cuda.threadIdx.x

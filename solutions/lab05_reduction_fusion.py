@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from kernellab.gpu import device
-from kernellab.kernels import resources
+from kernellab.kernels.jit import jit
 from kernellab.gpu.traffic import Ledger
 
 ITEMS_PER_THREAD = 8     # values of its row each thread of the fused kernels holds, by default
@@ -366,7 +366,7 @@ def fused_kernels(items, max_registers=None):
     if not 1 <= items <= MAX_ITEMS:
         raise ValueError(f"items must be 1..{MAX_ITEMS}, got {items}")
     ITEMS = items
-    kernel = resources.jit(max_registers=max_registers)  # cuda.jit that passes max_registers on a GPU
+    kernel = jit(max_registers=max_registers)  # cuda.jit that passes max_registers on a GPU
 
     @kernel
     def softmax_fused_kernel(x, out):

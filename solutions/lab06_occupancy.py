@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernellab.kernels import resources
+from kernellab.kernels.jit import jit
 from kernellab.occupancy import LIMITERS, UNLIMITED, architecture, shared_per_sm
 
 
@@ -176,7 +176,7 @@ def linear_relu_kernel_for(config):
     w_at = tile_m * tile_k                               # the w tile starts after the x tile
     words = w_at + tile_k * tile_n                       # a compile-time constant: the array's size
 
-    @resources.jit(max_registers=config.max_registers)
+    @jit(max_registers=config.max_registers)
     def linear_relu_kernel(x, w, b, out):
         tiles = cuda.shared.array(words, float32)        # the x tile (row-major), then the w tile
         t = cuda.threadIdx.x

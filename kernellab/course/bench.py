@@ -79,7 +79,7 @@ import numpy as np
 
 from kernellab.gpu import checks, device, timing, traffic
 from kernellab.show import plots
-from kernellab.course import profile, reference, target
+from kernellab.course import reference, target
 from kernellab.gpu.launches import record_launches
 from kernellab.show.progress import progress_bar
 
@@ -357,7 +357,7 @@ def draw(result: dict, lab: str | None, out_dir: Path | None) -> Path:
     dram = {}
     if lab is not None:
         for r in result["rows"]:
-            moved = profile.variant_dram_bytes(lab, result["benchmark"], r["variant"], r["size"])
+            moved = reference.variant_dram_bytes(lab, result["benchmark"], r["variant"], r["size"])
             if moved is not None:
                 dram[(r["variant"], r["size"])] = moved
     plots.bandwidth_vs_size(ax_bw, result, dram)

@@ -18,8 +18,8 @@ counted yet. `kernellab profile LAB[:KERNEL]` measures the second kind:
    "variant", "size", "kernel", "dram_bytes_read", "dram_bytes_write", "requested_bytes" (the
    whole variant's ledger), "flops", "gpu_time_ns", "l1_sectors_per_request",
    "achieved_occupancy_pct", "sm_throughput_pct", "dram_throughput_pct", "registers_per_thread"}]}
-  (the format agreed with Lab 09's roofline, which reads it through `rows` and
-  `variant_dram_bytes`).
+  (the format agreed with Lab 09's roofline, which reads it through
+  `kernellab.course.reference.profile_rows` and `variant_dram_bytes`).
 In the simulator it prints the recorded rows and says they are recorded.
 """
 
@@ -111,22 +111,6 @@ def rows_from(launches: list[dict], manifest: list[dict]) -> list[dict]:
             row[field] = int(round(row[field]))
         rows.append(row)
     return rows
-
-
-# --- reading recorded rows -----------------------------------------------------------------------
-
-def rows(lab: str) -> list[dict]:
-    """The recorded profile rows of a lab (empty when none)."""
-    from kernellab.course import reference
-    stored = reference.load(lab)
-    return list(((stored or {}).get("profile") or {}).get("rows", []))
-
-
-def variant_dram_bytes(lab: str, benchmark: str, variant: str, size) -> int | None:
-    """DRAM bytes read + written by all of a variant's kernels at a size, or None if not profiled."""
-    found = [r for r in rows(lab) if r["benchmark"] == benchmark and r["variant"] == variant
-             and r["size"] == size]
-    return sum(r["dram_bytes_read"] + r["dram_bytes_write"] for r in found) if found else None
 
 
 def table(profile: dict, kernel: str | None = None) -> str:

@@ -103,6 +103,15 @@ class Lab:
         return target.load(self.number)
 
 
+@dataclasses.dataclass(frozen=True)
+class TourResult:
+    """What `kernellab tour` prints for a lab: whether it validated, and its key figure."""
+
+    ok: bool
+    key_figure: str          # one line: the number that matters, or why there is none
+    figures: tuple[str, ...] = ()
+
+
 def experiment(lab: str) -> ModuleType:
     """The experiments module of a lab (`experiments/labNN_topic.py`)."""
     number = target.lab_number(lab)
@@ -224,9 +233,8 @@ def draw(declared: Lab, lab: ModuleType, records: dict, figures_dir: Path) -> li
             if all(name in records for name in figure.needs)]
 
 
-def tour(declared: Lab, figures_dir: Path):
+def tour(declared: Lab, figures_dir: Path) -> TourResult:
     """`kernellab tour`: validate, gather the records (live or recorded), draw, one key line."""
-    from kernellab.course.tour import TourResult
     lab = declared.module()
     names = validate(declared)
     records, source = tour_records(declared, lab)

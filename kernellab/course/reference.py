@@ -86,6 +86,18 @@ def save(lab: str, record: dict, out_dir: Path | None = None) -> Path:
     return file
 
 
+def profile_rows(lab: str) -> list[dict]:
+    """The lab's recorded Nsight Compute rows (`kernellab profile`; empty when none)."""
+    return list(((load(lab) or {}).get("profile") or {}).get("rows", []))
+
+
+def variant_dram_bytes(lab: str, benchmark: str, variant: str, size) -> int | None:
+    """DRAM bytes read + written by all of a variant's kernels at a size, or None if not profiled."""
+    found = [r for r in profile_rows(lab) if r["benchmark"] == benchmark and r["variant"] == variant
+             and r["size"] == size]
+    return sum(r["dram_bytes_read"] + r["dram_bytes_write"] for r in found) if found else None
+
+
 def live_or_recorded(lab: str, name: str, measure) -> dict | None:
     """`measure()` live on a GPU (marked live); in the simulator, the lab's recorded reference
     record `name`, or None when nothing was recorded yet."""

@@ -7,7 +7,6 @@ in labs/) is the caller's: `kernellab tour --target` resolves it as `kernellab b
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import time
 import traceback
@@ -15,13 +14,7 @@ from pathlib import Path
 
 from kernellab.gpu import device
 from kernellab.course import target
-
-
-@dataclasses.dataclass(frozen=True)
-class TourResult:
-    ok: bool
-    key_figure: str          # one line: the number that matters, or why there is none
-    figures: tuple[str, ...] = ()
+from kernellab.course.protocol import TourResult
 
 
 def lab_tour(number: str, figures_dir: Path) -> TourResult:

@@ -634,7 +634,7 @@ def _float32x4_python():
 
 load_float32x4, store_float32x4 = (_float32x4_python() if device.is_simulator()
                                    else _float32x4_intrinsics())
-# The float32x4 kernels are module-level dispatchers: `kernellab.kernels.audit.ptx` finds them by
+# The float32x4 kernels are module-level dispatchers: `kernellab.course.audit.ptx` finds them by
 # name to read their PTX without a GPU.
 
 

@@ -17,7 +17,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from kernellab.grading import runner as grader, release
+from kernellab.grading import runner, release
 
 GRADER_USER = "student"       # the unprivileged user that runs student code on Gradescope
 
@@ -93,7 +93,7 @@ def build_bundle(out_dir: Path, labs=None) -> Path:
     `labs` limits it to some labs (one Gradescope assignment per lab, say). The solutions and
     the mutants (near-copies of them) stay out: nothing in the bundle can leak them.
     """
-    chosen = "".join(f"{n} " for n in grader.resolve_labs(labs)) if labs else ""
+    chosen = "".join(f"{n} " for n in runner.resolve_labs(labs)) if labs else ""
     out_dir = Path(out_dir)
     source = out_dir / "source"
     if source.exists():

@@ -22,7 +22,7 @@ import importlib.util
 import tempfile
 from pathlib import Path
 
-from kernellab.grading import runner as grader, plugin as grading
+from kernellab.grading import runner, plugin
 from kernellab.course import target
 
 MUTANTS = target.ROOT / "tests" / "mutants"
@@ -103,11 +103,11 @@ def first_lost(mutant: Mutant, graded: dict, seed: int, timeout: float) -> str:
         labs_dir = Path(tmp) / "labs"
         labs_dir.mkdir()
         (labs_dir / f"{target.labs()[mutant.lab]}.py").write_text(mutated_source(mutant))
-        env = grader.child_env("labs", labs_dir, seed)
-        run = grader.run_lab(mutant.lab, env, Path(tmp), timeout, 2000, graded=graded,
+        env = runner.child_env("labs", labs_dir, seed)
+        run = runner.run_lab(mutant.lab, env, Path(tmp), timeout, 2000, graded=graded,
                              first_failure=True, compile_check=False, probe=False)
         if all(o["outcome"] == "passed" for o in run.outcomes.values()):
-            grader.check_compiles([run])   # only here: compiling every kernel of every mutant costs minutes
+            runner.check_compiles([run])   # only here: compiling every kernel of every mutant costs minutes
     failed = [n for n, o in run.outcomes.items() if o["outcome"] != "passed"]
     return failed[0].split("::")[-1] if failed else ""
 
@@ -128,15 +128,15 @@ def run(labs=None, jobs: int = 2, seeds: int = DEFAULT_SEEDS, first_seed: int | 
     """Judge every mutant and alternative of the given labs; print the results per lab."""
     if seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {seeds}")
-    first_seed = grading.new_seed() if first_seed is None else first_seed
+    first_seed = plugin.new_seed() if first_seed is None else first_seed
     seed_list = [first_seed + i for i in range(seeds)]
     out(f"seeds {', '.join(map(str, seed_list))} (replay with --seed {first_seed} --seeds {seeds})")
-    numbers = grader.resolve_labs(labs)
+    numbers = runner.resolve_labs(labs)
     todo = [m for lab in numbers for m in load(lab)]
     for mutant in todo:
         mutated_source(mutant)   # a stale mutant is an error before minutes of grading
     with tempfile.TemporaryDirectory(prefix="kernellab-mutants-") as tmp:
-        manifests = grader.collect(numbers, grader.child_env("labs", None, first_seed), Path(tmp))
+        manifests = runner.collect(numbers, runner.child_env("labs", None, first_seed), Path(tmp))
     verdicts: dict[str, list[Verdict]] = {lab: [] for lab in numbers}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for verdict in pool.map(lambda m: judge(m, manifests[m.lab], seed_list, timeout), todo):

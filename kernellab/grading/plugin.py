@@ -233,8 +233,8 @@ class GradeState:
             fn = getattr(launch.kernel, "py_func", None)
             if fn is not None and fn.__module__.startswith(prefix):
                 seen.setdefault((id(launch.kernel), launch.argtypes), launch)
-        from kernellab.kernels import resources
-        self.kernels[item.nodeid] = [resources.compile_request(l.kernel, l.argtypes)
+        from kernellab.grading import compile_check
+        self.kernels[item.nodeid] = [compile_check.compile_request(l.kernel, l.argtypes)
                                      for l in seen.values()]
 
     def pytest_runtest_logreport(self, report):

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from kernellab.gpu import device
-from kernellab.grading import plugin as grading, integrity
+from kernellab.grading import plugin, integrity
 from kernellab.course import target
 from kernellab.course import settings
 
@@ -57,16 +57,13 @@ class LabRun:
 def check_compiles(runs: list[LabRun]):
     """A test passes only if every lab kernel it launched also compiles for a real GPU: the
     kernels of all `runs` are compiled in one child (one numba import for the whole grade)."""
-    from kernellab.kernels import resources
+    from kernellab.grading import compile_check
     unique = {json.dumps(r, sort_keys=True): r for run in runs
               for reqs in run.kernels.values() for r in reqs}
     if not unique:
         return
     try:
-        canary, *found = resources.gpu_compile_errors([canary_request(), *unique.values()])
-        if canary:
-            raise RuntimeError(f"a kernel known to compile did not: {canary}")
-        errors = dict(zip(unique, found))
+        errors = dict(zip(unique, compile_check.gpu_compile_errors(list(unique.values()))))
     except Exception as exc:  # the check itself broke: say so, cost nothing
         for run in runs:
             for outcome in run.outcomes.values():
@@ -81,17 +78,9 @@ def check_compiles(runs: list[LabRun]):
                 outcome["outcome"] = "failed"
                 outcome["output"] = (
                     "fails the compile check for a real GPU (sm_"
-                    f"{resources.GPU_CHECK_CC[0]}{resources.GPU_CHECK_CC[1]}: it must compile, "
+                    f"{compile_check.GPU_CHECK_CC[0]}{compile_check.GPU_CHECK_CC[1]}: it must compile, "
                     "in float32 where the lab declares float32):\n"
                     + "\n".join(failures) + "\n" + outcome["output"])
-
-
-def canary_request() -> dict:
-    """The compile check's control: a kernel that compiles wherever compiling works."""
-    from numba import types
-    from kernellab.grading import compile_canary
-    from kernellab.kernels import resources
-    return resources.compile_request(compile_canary.canary_kernel, (types.float32[::1],))
 
 
 def child_env(target_name: str, labs_dir: Path | None, seed: int) -> dict:
@@ -315,13 +304,13 @@ def labs_dir_of(root: Path | None) -> Path | None:
 
 def grade(labs=None, target_name: str = "labs", results: Path = Path("results.json"),
           seed: int | None = None, timeout: float | None = None, root: Path | None = None,
-          output_cap: int = grading.OUTPUT_CAP, jobs: int = 1, stress: bool = True,
+          output_cap: int = plugin.OUTPUT_CAP, jobs: int = 1, stress: bool = True,
           out=print) -> dict:
     """Grade `labs` of the chosen target, `jobs` labs at a time; write results.json; print
     (unless `out` is None) the score table and each lost test with the first line of its
     reason."""
     import concurrent.futures
-    seed = grading.new_seed() if seed is None else seed
+    seed = plugin.new_seed() if seed is None else seed
     timeout = timeout or DEFAULT_TIMEOUT
     env = child_env(target_name, labs_dir_of(root), seed)
     graded, outcomes = {}, {}
@@ -343,7 +332,7 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
     if tampered:
         header += ("\nWARNING: tests/ differs from the instructor's checksums, so this is not an "
                    "official grade:\n  " + "\n  ".join(tampered))
-    document = grading.results_document(graded, outcomes, header)
+    document = plugin.results_document(graded, outcomes, header)
     Path(results).parent.mkdir(parents=True, exist_ok=True)
     Path(results).write_text(json.dumps(document, indent=2))
     if out is not None:
@@ -354,8 +343,8 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
 
 def feedback(document: dict, results: Path, out=print):
     """The console's report: the score table, then each lost test and the first line of why."""
-    out(grading.score_table(document))
-    lost = grading.lost_points(document)
+    out(plugin.score_table(document))
+    lost = plugin.lost_points(document)
     if lost:
         out("lost points (the full reasons are in the report):")
         for line in lost:
@@ -376,7 +365,7 @@ def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None 
     The two targets are graded side by side (each grade runs in child processes), on one seed."""
     import concurrent.futures
     wants = {"solutions": "full", "labs": "zero"}
-    seed = grading.new_seed() if seed is None else seed
+    seed = plugin.new_seed() if seed is None else seed
     out(f"kernellab check: seed {seed} for both targets (replay with --seed {seed})")
 
     def one(target_name):
@@ -388,7 +377,7 @@ def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         for target_name, results, document in pool.map(one, wants):
             out(f"== {target_name} ==")
-            out(grading.score_table(document))
+            out(plugin.score_table(document))
             out(f"report: {results}")
             want = wants[target_name]
             complete = bool(document["tests"]) and all(
@@ -416,7 +405,7 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, gradebook: Path = Path("
     import concurrent.futures
     import csv
     from kernellab.show.progress import printing, progress_bar
-    seed = grading.new_seed() if seed is None else seed
+    seed = plugin.new_seed() if seed is None else seed
     submissions = sorted(p for p in Path(folder).iterdir() if p.is_dir())
     if not submissions:
         raise ValueError(f"{folder} holds no submission folders")

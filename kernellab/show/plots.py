@@ -107,7 +107,7 @@ REQUESTED_LABEL = "GB/s of requested bytes (ledger), not DRAM bytes"
 def bandwidth_vs_size(ax, result: dict, dram_bytes: dict | None = None):
     """Achieved GB/s (requested bytes from the ledger / time) against the sweep axis, under the
     copy ceiling; error bars span the repeats. `dram_bytes` {(variant, size): bytes} from
-    Nsight Compute (`profile.variant_dram_bytes`) adds DRAM GB/s points where they were measured."""
+    Nsight Compute (`kernellab.course.reference.variant_dram_bytes`) adds DRAM GB/s points where they were measured."""
     for (variant, size), moved in (dram_bytes or {}).items():
         timed = [r for r in result["rows"] if r["variant"] == variant and r["size"] == size and "median_ms" in r]
         if timed:

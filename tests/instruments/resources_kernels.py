@@ -2,7 +2,7 @@
 `axpy`, which the simulator runs after the compile child has come and gone)."""
 
 from kernellab.gpu import device  # first: chooses GPU or simulator before numba.cuda is imported
-from kernellab.kernels.resources import jit
+from kernellab.kernels.jit import jit
 from numba import float32, int32
 
 cuda = device.cuda()

@@ -1,4 +1,4 @@
-"""kernellab.kernels.audit: which kernels it audits, and that it asks a driver, never guesses one.
+"""kernellab.course.audit: which kernels it audits, and that it asks a driver, never guesses one.
 
 The audit itself runs on a GPU (`kernellab bench 06`: calculator_vs_driver, resources_vs_driver);
 here, what a laptop can check: the kernel lists, the dynamic sizes it sweeps, its refusals.
@@ -9,7 +9,7 @@ import pytest
 from kernellab import occupancy as occ
 from kernellab.course import protocol, target
 from kernellab.gpu import device
-from kernellab.kernels import audit
+from kernellab.course import audit
 
 
 def test_lab_kernels_take_declared_signatures_and_name_the_rest():

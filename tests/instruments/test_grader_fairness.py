@@ -15,7 +15,7 @@ import yaml
 
 from kernellab import cli
 from kernellab.gpu import device
-from kernellab.grading import runner as grader, plugin as grading
+from kernellab.grading import runner, plugin
 from kernellab.course import target
 
 SOLUTIONS = target.ROOT / "solutions"
@@ -30,12 +30,12 @@ def submission(tmp_path: Path, lab_file: str, source: str) -> Path:
 
 def record_children(monkeypatch) -> list[tuple[str, list[str], list[str]]]:
     """Each child the grader starts, as (its KERNELLAB_DEVICE, its tests, its extra options)."""
-    children, real = [], grader.run_child
+    children, real = [], runner.run_child
 
     def run_child(nodeids, env, *args):
         children.append((env.get("KERNELLAB_DEVICE", "auto"), list(nodeids), list(args[-1])))
         return real(nodeids, env, *args)
-    monkeypatch.setattr(grader, "run_child", run_child)
+    monkeypatch.setattr(runner, "run_child", run_child)
     return children
 
 
@@ -46,38 +46,38 @@ def test_on_a_gpu_the_simulator_tests_run_in_a_simulator_child(tmp_path, monkeyp
     monkeypatch.delenv("KERNELLAB_DEVICE", raising=False)        # its children would be too
     children = record_children(monkeypatch)
     root = submission(tmp_path, "lab00_indexing.py", (SOLUTIONS / "lab00_indexing.py").read_text())
-    document = grader.grade(["00"], root=root, results=tmp_path / "r.json", seed=5, out=None)
-    manifest = grader.collect(["00"], grader.child_env("labs", None, 5), tmp_path)["00"]
+    document = runner.grade(["00"], root=root, results=tmp_path / "r.json", seed=5, out=None)
+    manifest = runner.collect(["00"], runner.child_env("labs", None, 5), tmp_path)["00"]
     simulated = {n for n, info in manifest.items() if info["simulator"]}
     assert simulated and len(simulated) < len(manifest)
     assert {(d, n) for d, nodeids, _ in children for n in nodeids} == (
         {("sim", n) for n in simulated} | {("auto", n) for n in manifest if n not in simulated})
-    assert document["score"] == document["max_score"] > 0, grading.lost_points(document)
+    assert document["score"] == document["max_score"] > 0, plugin.lost_points(document)
 
 
 def test_in_the_simulator_one_child_runs_everything(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELLAB_DEVICE", "sim")
     graded = {"a": {"simulator": True}, "b": {"simulator": False}}
-    assert grader.device_groups(graded, dict(os.environ)) == [(dict(os.environ), ["a", "b"])]
+    assert runner.device_groups(graded, dict(os.environ)) == [(dict(os.environ), ["a", "b"])]
 
 
 def test_only_a_kernel_known_to_be_running_is_blamed_for_a_timeout():
-    simulated = grader.timed_out("t::a", "loop_kernel", on_gpu=False, timeout=60)
+    simulated = runner.timed_out("t::a", "loop_kernel", on_gpu=False, timeout=60)
     assert simulated.kernel == "loop_kernel" and "kernel loop_kernel was still running" in simulated.reason
-    queued = grader.timed_out("t::a", "loop_kernel", on_gpu=True, timeout=60)
+    queued = runner.timed_out("t::a", "loop_kernel", on_gpu=True, timeout=60)
     assert queued.kernel is None and "the last kernel it launched was loop_kernel" in queued.reason
-    assert grader.timed_out("t::a", None, on_gpu=False, timeout=60).kernel is None
+    assert runner.timed_out("t::a", None, on_gpu=False, timeout=60).kernel is None
 
 
 def test_a_compile_check_that_cannot_compile_anything_costs_nothing(monkeypatch):
     """Where no kernel compiles (say, no linker that works without a CUDA context), the canary
     fails too: the check says it is unavailable, and no student kernel is blamed."""
-    from kernellab.kernels import resources
-    monkeypatch.setattr(resources, "gpu_compile_errors",
-                        lambda requests: ["LinkerError: CUDA_ERROR_INVALID_CONTEXT"] * len(requests))
-    run = grader.LabRun("00", {"t": {}}, {"t": {"outcome": "passed", "output": ""}},
+    from kernellab.kernels import ptxas
+    monkeypatch.setattr(ptxas, "run_child", lambda requests: [
+        {"kind": "compile", "error": "LinkerError: CUDA_ERROR_INVALID_CONTEXT"}] * len(requests))
+    run = runner.LabRun("00", {"t": {}}, {"t": {"outcome": "passed", "output": ""}},
                         {"t": [{"name": "axpb_kernel"}]})
-    grader.check_compiles([run])
+    runner.check_compiles([run])
     assert run.outcomes["t"]["outcome"] == "passed"
     assert "compile check unavailable: a kernel known to compile did not" in run.outcomes["t"]["output"]
 
@@ -102,11 +102,11 @@ def test_plain_pytest_on_a_gpu_does_not_call_simulator_tests_lost():
     graded = {"t::a": {"name": "Lab 00 a", "points": 2, "visibility": "visible"},
               "t::b": {"name": "Lab 00 b", "points": 1, "visibility": "visible"}}
     outcomes = {"t::a": {"outcome": "passed", "output": ""},
-                "t::b": {"outcome": "elsewhere", "output": f"skipped: {grading.ELSEWHERE}"}}
-    document = grading.results_document(graded, outcomes, "header")
-    table = grading.score_table(document)
+                "t::b": {"outcome": "elsewhere", "output": f"skipped: {plugin.ELSEWHERE}"}}
+    document = plugin.results_document(graded, outcomes, "header")
+    table = plugin.score_table(document)
     assert "(1 not run here)" in table and "not lost" in table
-    assert grading.lost_points(document) == []
+    assert plugin.lost_points(document) == []
 
 
 def test_console_names_each_lost_test_and_why():
@@ -116,7 +116,7 @@ def test_console_names_each_lost_test_and_why():
                                                   "visibility": "hidden"}}
     outcomes = {n: {"outcome": "failed", "output": "[call] AssertionError: axpb: element 7 was "
                                                    "never written\nmore detail"} for n in graded}
-    lines = grading.lost_points(grading.results_document(graded, outcomes, "header"))
+    lines = plugin.lost_points(plugin.results_document(graded, outcomes, "header"))
     assert lines == ["  - Lab 00 test_one (-2): AssertionError: axpb: element 7 was never written",
                      "  - Lab 00 test_two (-1): (hidden test)"]
 
@@ -180,7 +180,7 @@ def test_fail_under_sets_the_exit_code_and_no_stress_reaches_the_children(tmp_pa
     assert cli.main(common + ["--fail-under", "100", "--no-stress"]) == 1
     assert "0% is under --fail-under 100%" in capsys.readouterr().err
     assert children and all("--no-stress" in extra for _, _, extra in children)
-    monkeypatch.setattr(grader, "grade", lambda *a, **k: {"score": 7, "max_score": 14})
+    monkeypatch.setattr(runner, "grade", lambda *a, **k: {"score": 7, "max_score": 14})
     assert [cli.main(common + ["--fail-under", value]) for value in ("50", "50.1")] == [0, 1]
     assert cli.main(common) == 0     # without --fail-under, lost points leave the exit code 0
     with pytest.raises(SystemExit):
@@ -197,9 +197,9 @@ def test_check_grades_both_targets_on_one_seed(monkeypatch, tmp_path):
         return {"score": score, "max_score": 1, "tests": [
             {"name": "Lab 00 t", "number": "t", "score": score, "max_score": 1,
              "output": "", "visibility": "visible"}]}
-    monkeypatch.setattr(grader, "grade", fake_grade)
+    monkeypatch.setattr(runner, "grade", fake_grade)
     lines = []
-    assert grader.check(["00"], tmp_path, out=lines.append)
+    assert runner.check(["00"], tmp_path, out=lines.append)
     assert len(seeds) == 2 and seeds[0] == seeds[1]
     assert sum(str(seeds[0]) in line for line in lines) == 1
 

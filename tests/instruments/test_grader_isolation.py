@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernellab.grading import runner as grader
+from kernellab.grading import runner
 from kernellab.course import target
 
 SOLUTION = (target.ROOT / "solutions" / "lab00_indexing.py").read_text()
@@ -30,7 +30,7 @@ def submission(tmp_path: Path, *edits: tuple[str, str], prepend: str = "") -> Pa
 
 def grade(root: Path, timeout: float = 4.0, console: list | None = None) -> dict[str, dict]:
     results = root / "results.json"
-    grader.grade(["00"], root=root, results=results, seed=1234, timeout=timeout,
+    runner.grade(["00"], root=root, results=results, seed=1234, timeout=timeout,
                  out=(console if console is not None else []).append)
     document = json.loads(results.read_text())
     assert document["tests"], "the report must list every graded test"
@@ -91,7 +91,7 @@ def test_unimportable_lab_fails_every_test_with_the_reason(tmp_path, plant, reas
 
 
 def test_import_that_hangs_is_reported_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(grader, "IMPORT_TIMEOUT", 3.0)
+    monkeypatch.setattr(runner, "IMPORT_TIMEOUT", 3.0)
     tests = grade(submission(tmp_path, prepend="while True:\n    pass\n"))
     assert all(t["score"] == 0 and "did not finish" in t["output"] for t in tests.values())
 

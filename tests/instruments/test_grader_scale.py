@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from kernellab.grading import runner as grader, plugin as grading
+from kernellab.grading import runner, plugin
 from kernellab.course import target
 
 SOLUTION = target.ROOT / "solutions" / "lab00_indexing.py"
@@ -20,12 +20,12 @@ def test_batch_grading_writes_a_gradebook(tmp_path):
     for name, source in (("alice", SOLUTION), ("bob", STARTER)):
         (tmp_path / "subs" / name / "labs").mkdir(parents=True)
         shutil.copy(source, tmp_path / "subs" / name / "labs" / "lab00_indexing.py")
-    gradebook = grader.grade_batch(tmp_path / "subs", jobs=2, labs=["00"],
+    gradebook = runner.grade_batch(tmp_path / "subs", jobs=2, labs=["00"],
                                    gradebook=tmp_path / "out" / "gradebook.csv", seed=7,
                                    out=lambda *a: None)
     rows = {row["submission"]: row for row in csv.DictReader(open(gradebook))}
     alice = json.loads((tmp_path / "out" / "alice.results.json").read_text())
     assert float(rows["alice"]["score"]) == float(rows["alice"]["max_score"]) > 0, (
-        grading.lost_points(alice))
+        plugin.lost_points(alice))
     assert float(rows["bob"]["score"]) == 0 and rows["bob"]["lab00"] == "0.0"
     assert (tmp_path / "out" / "alice.results.json").exists()

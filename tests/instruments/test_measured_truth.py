@@ -181,7 +181,7 @@ def test_the_float32x4_ceiling_kernels_move_16_bytes_per_load_and_store():
     per thread is its only 4-byte store."""
     import re
     from kernellab.gpu import timing
-    from kernellab.kernels import audit
+    from kernellab.course import audit
     one, two, four = (", ".join(["float32[::1]"] * n) for n in (2, 3, 5))
     kernels = {timing.copy_float32x4_kernel: one, timing.add_2_to_1_float32x4_kernel: two,
                timing.add_4_to_1_float32x4_kernel: four, timing.read_sum_float32x4_kernel: one}

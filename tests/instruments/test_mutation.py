@@ -5,7 +5,7 @@ The full run (every mutant graded on 3 seeds) is `make mutants` / `kernellab mut
 
 import pytest
 
-from kernellab.grading import runner as grader, mutants as mutation
+from kernellab.grading import runner, mutants
 from kernellab.course import target
 
 pytestmark = pytest.mark.usefixtures("grade_in_the_simulator")
@@ -13,31 +13,31 @@ pytestmark = pytest.mark.usefixtures("grade_in_the_simulator")
 
 @pytest.mark.parametrize("lab", sorted(target.labs()))
 def test_every_lab_has_mutants_that_apply_to_its_solution(lab):
-    assert len(mutation.mutants(lab)) >= 6, f"lab {lab} needs planted bugs in tests/mutants/"
+    assert len(mutants.mutants(lab)) >= 6, f"lab {lab} needs planted bugs in tests/mutants/"
     solution = (target.ROOT / "solutions" / f"{target.labs()[lab]}.py").read_text()
-    for mutant in mutation.load(lab):
-        assert mutation.mutated_source(mutant) != solution
+    for mutant in mutants.load(lab):
+        assert mutants.mutated_source(mutant) != solution
 
 
 def test_a_bug_is_killed_on_every_seed_and_an_alternative_passes(tmp_path):
-    env = grader.child_env("labs", None, 5)
-    graded = grader.collect(["00"], env, tmp_path)["00"]
-    bug = mutation.Mutant("00", "off-by-one in the guard", "if i < out.size:          # the guard",
+    env = runner.child_env("labs", None, 5)
+    graded = runner.collect(["00"], env, tmp_path)["00"]
+    bug = mutants.Mutant("00", "off-by-one in the guard", "if i < out.size:          # the guard",
                           "if i <= out.size - 2:    # the guard")
-    harmless = mutation.Mutant("00", "a comment", "# the guard: the last block", "# the check: the last block",
+    harmless = mutants.Mutant("00", "a comment", "# the guard: the last block", "# the check: the last block",
                                valid=True)
-    killed = mutation.judge(bug, graded, seeds=(5, 6))
+    killed = mutants.judge(bug, graded, seeds=(5, 6))
     assert killed.killed and killed.as_expected and list(killed.lost) == [5, 6]
-    passed = mutation.judge(harmless, graded, seeds=(5,))
+    passed = mutants.judge(harmless, graded, seeds=(5,))
     assert passed.passed and passed.as_expected
 
 
 def test_a_bug_that_escapes_one_seed_is_not_killed():
-    bug = mutation.Mutant("00", "caught on seed 1 only", "x", "y")
-    verdict = mutation.Verdict(bug, {1: "test_axpb_matches_numpy", 2: ""})
+    bug = mutants.Mutant("00", "caught on seed 1 only", "x", "y")
+    verdict = mutants.Verdict(bug, {1: "test_axpb_matches_numpy", 2: ""})
     assert not verdict.killed and not verdict.as_expected
     assert verdict.describe() == "caught on seed 1 only (escapes seed 2)"
-    alternative = mutation.Verdict(mutation.Mutant("00", "valid", "x", "y", valid=True),
+    alternative = mutants.Verdict(mutants.Mutant("00", "valid", "x", "y", valid=True),
                                    {1: "", 2: "test_axpb_matches_numpy"})
     assert not alternative.as_expected
     assert alternative.describe() == "valid (lost test_axpb_matches_numpy on seed 2)"
@@ -45,4 +45,4 @@ def test_a_bug_that_escapes_one_seed_is_not_killed():
 
 def test_a_mutant_whose_text_is_gone_is_a_clear_error():
     with pytest.raises(ValueError, match="occurs 0 times"):
-        mutation.mutated_source(mutation.Mutant("00", "stale", "no such text", "x"))
+        mutants.mutated_source(mutants.Mutant("00", "stale", "no such text", "x"))

@@ -52,10 +52,10 @@ def test_recorded_rows_are_read_back_and_summed_per_variant(monkeypatch, capsys)
     stored = {"lab": "02", "records": {}, "profile": {"rows": rows, "provenance": {
         "gpu": "NVIDIA H200", "date": "2026-12-01T09:00:00+00:00", "tool": "ncu 2025.3.1"}}}
     monkeypatch.setattr(reference, "load", lambda lab, gpu=None: stored)
-    assert profile.rows("02") == rows
-    assert profile.variant_dram_bytes("02", "chain", "unfused", 1 << 24) == \
+    assert reference.profile_rows("02") == rows
+    assert reference.variant_dram_bytes("02", "chain", "unfused", 1 << 24) == \
         134_229_248 + 54_955_264 + 67_110_912 + 60_817_408
-    assert profile.variant_dram_bytes("02", "chain", "fused", 1 << 24) is None
+    assert reference.variant_dram_bytes("02", "chain", "fused", 1 << 24) is None
     if kernellab.gpu.device.is_simulator():
         assert profile.main("02:relu_kernel") == 0
         shown = capsys.readouterr().out

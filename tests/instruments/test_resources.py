@@ -1,4 +1,5 @@
-"""kernellab.kernels.resources: kernels' registers, shared memory and stack, without a GPU.
+"""kernellab.kernels: kernels' registers, shared memory and stack, without a GPU, and the
+grader's compile check (kernellab.grading.compile_check) that runs on the same compile child.
 
 In the simulator (this machine, CI) the figures come from a child process that compiles the
 kernels of tests/instruments/resources_kernels.py with the real numba.cuda and reads ptxas's report; one
@@ -14,7 +15,8 @@ import numpy as np
 import pytest
 
 from kernellab.gpu import device
-from kernellab.kernels import resources
+from kernellab.grading import compile_check
+from kernellab.kernels import jit, ptxas, resources
 from kernellab.occupancy import occupancy
 
 KERNELS_FILE = Path(__file__).parent / "resources_kernels.py"
@@ -24,7 +26,7 @@ simulator_only = pytest.mark.skipif(not device.is_simulator(), reason="checks th
 @pytest.fixture(scope="module")
 def kernels():
     """The kernels' module, imported as `kernellab occupancy FILE:NAME` would import it."""
-    axpy = resources.resolve_kernel(f"{KERNELS_FILE}:axpy")
+    axpy = jit.resolve_kernel(f"{KERNELS_FILE}:axpy")
     return sys.modules[axpy.py_func.__module__]
 
 
@@ -36,7 +38,7 @@ def found(kernels):
     batch = [(k.axpy, None), (k.reverse_block, None), (k.heavy, None),
              (k.heavy_capped, "void(float64[::1], float64[::1])"), (k.local_scratch, None),
              (k.broken, "void(float32[::1], float32[::1])")]
-    with pytest.raises(resources.KernelCompileError):
+    with pytest.raises(ptxas.KernelCompileError):
         resources.kernel_resources_batch(batch)
     return {kernel.__name__ if kernel is not k.heavy_capped else "heavy_capped":
             resources.kernel_resources(kernel, sig) for kernel, sig in batch[:-1]}
@@ -90,7 +92,7 @@ def test_other_cc(kernels):
 
 
 def test_compile_failure_is_one_clear_line(found, kernels):
-    with pytest.raises(resources.KernelCompileError) as info:
+    with pytest.raises(ptxas.KernelCompileError) as info:
         resources.kernel_resources(kernels.broken, "void(float32[::1], float32[::1])")
     message = str(info.value)
     assert message.startswith("broken(") and "TypingError" in message
@@ -113,14 +115,14 @@ def test_bad_inputs(kernels):
 
 
 def test_resolve_kernel_and_declared_signatures(kernels):
-    assert resources.resolve_kernel(f"{kernels.__name__}:axpy") is kernels.axpy
-    assert resources.declared_signatures(kernels.axpy) == [kernels.SIGNATURES["axpy"]]
+    assert jit.resolve_kernel(f"{kernels.__name__}:axpy") is kernels.axpy
+    assert jit.declared_signatures(kernels.axpy) == [kernels.SIGNATURES["axpy"]]
     with pytest.raises(ValueError, match="its kernels: .*axpy"):
-        resources.resolve_kernel(f"{KERNELS_FILE}:nothing_here")
+        jit.resolve_kernel(f"{KERNELS_FILE}:nothing_here")
     with pytest.raises(ValueError, match="must look like"):
-        resources.resolve_kernel("resources_kernels.py")
+        jit.resolve_kernel("resources_kernels.py")
     with pytest.raises(TypeError):
-        resources.resolve_kernel(f"{KERNELS_FILE}:not_a_kernel")
+        jit.resolve_kernel(f"{KERNELS_FILE}:not_a_kernel")
 
 
 @simulator_only
@@ -153,11 +155,11 @@ def line_of(marker: str) -> int:
 def test_float32_kernels_are_those_with_only_float32_arguments(kernels):
     from numba import float32, float64, int64
     vector, vector64 = float32[::1], float64[::1]
-    assert resources.is_float32_kernel(kernels.axpy, (float32, vector, vector, vector))
-    assert not resources.is_float32_kernel(kernels.axpy, (float64, vector, vector, vector))
-    assert not resources.is_float32_kernel(kernels.heavy, (vector, vector))  # declared float64
-    assert not resources.is_float32_kernel(kernels.float64_accumulator, (vector64, vector))
-    assert not resources.is_float32_kernel(kernels.float64_accumulator, (int64[::1], int64[::1]))
+    assert compile_check.is_float32_kernel(kernels.axpy, (float32, vector, vector, vector))
+    assert not compile_check.is_float32_kernel(kernels.axpy, (float64, vector, vector, vector))
+    assert not compile_check.is_float32_kernel(kernels.heavy, (vector, vector))  # declared float64
+    assert not compile_check.is_float32_kernel(kernels.float64_accumulator, (vector64, vector))
+    assert not compile_check.is_float32_kernel(kernels.float64_accumulator, (int64[::1], int64[::1]))
 
 
 def test_the_compile_check_names_float64_arithmetic_and_failures_by_their_line(kernels):
@@ -169,8 +171,8 @@ def test_the_compile_check_names_float64_arithmetic_and_failures_by_their_line(k
              (kernels.float64_accumulator, (vector, vector)),
              (kernels.broken, (vector, vector)),
              (kernels.reverse_block, (vector, vector))]
-    requests = [resources.compile_request(kernel, types) for kernel, types in cases]
-    device_function, accumulator, broken, clean = resources.gpu_compile_errors(requests)
+    requests = [compile_check.compile_request(kernel, types) for kernel, types in cases]
+    device_function, accumulator, broken, clean = compile_check.gpu_compile_errors(requests)
     assert device_function.startswith("lab kernel `_half_plus_zero` computes in float64 at ")
     assert device_function.endswith(
         f"resources_kernels.py:{line_of('# PRECISION')}: "
@@ -197,9 +199,9 @@ def test_float64_arithmetic_is_found_in_ptx_with_its_line():
 \tcvt.f64.f32 \t%fd1, %f1;
 \tfma.rn.f64 \t%fd2, %fd1, 0d3FE0000000000000, 0d0000000000000000;
 """
-    found = resources.float64_arithmetic(ptx)
-    assert found == resources.Float64Use("cvt.f64.f32 %fd1, %f1", "/course/labs/lab02.py", 13)
-    assert resources.float64_arithmetic(ptx.replace("f64", "f32")) is None
+    found = compile_check.float64_arithmetic(ptx)
+    assert found == compile_check.Float64Use("cvt.f64.f32 %fd1, %f1", "/course/labs/lab02.py", 13)
+    assert compile_check.float64_arithmetic(ptx.replace("f64", "f32")) is None
 
 
 LTO_LOG = """\
@@ -223,11 +225,11 @@ info    : used 13 registers, used 1 barriers, 0 stack, 1024 bytes smem, 464 byte
 
 
 def test_parse_ptxas_log():
-    assert resources.parse_ptxas_log(LTO_LOG, "K") == dict(
+    assert ptxas.parse_ptxas_log(LTO_LOG, "K") == dict(
         registers_per_thread=40, static_shared_bytes=1024, local_bytes=16,
         spill_stores_bytes=4, spill_loads_bytes=12)
-    assert resources.parse_ptxas_log(PTX_LOG, "K") == dict(
+    assert ptxas.parse_ptxas_log(PTX_LOG, "K") == dict(
         registers_per_thread=13, static_shared_bytes=1024, local_bytes=0,
         spill_stores_bytes=0, spill_loads_bytes=0)
-    with pytest.raises(resources.KernelCompileError, match="no ptxas figures"):
-        resources.parse_ptxas_log(LTO_LOG, "other")
+    with pytest.raises(ptxas.KernelCompileError, match="no ptxas figures"):
+        ptxas.parse_ptxas_log(LTO_LOG, "other")

@@ -110,7 +110,7 @@ def test_labs_07_and_08_are_on_the_roofline_from_their_records():
     lab = target.load("09", "solutions")
     points = {p["name"]: p for p in experiment.roofline_points(lab)}
     chain = points["08 chain eager"]
-    rows = [r for r in profile.rows("08") if r["benchmark"] == "chain" and r["variant"] == "eager"]
+    rows = [r for r in reference.profile_rows("08") if r["benchmark"] == "chain" and r["variant"] == "eager"]
     assert len(rows) == 4 and chain["bytes_kind"] == experiment.DRAM_BYTES
     assert chain["bytes"] == sum(r["dram_bytes_read"] + r["dram_bytes_write"] for r in rows)
     assert chain["flops"] == 2.0 * 4 * 2**25 and chain["bound"] == "memory"

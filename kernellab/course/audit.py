@@ -26,19 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
-import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from kernellab import occupancy as occ
 from kernellab.gpu import device
-from kernellab.kernels import resources
+from kernellab.kernels import driver, jit, ptxas, resources
 from kernellab.show.progress import progress_bar
 
 cuda = device.cuda()
@@ -49,7 +43,7 @@ from numba import float32  # noqa: E402  (after device.cuda(), which chooses GPU
 
 def cufunction(kernel, signature_or_args):
     """numba-cuda's loaded function for one overload (its `.handle` is the CUkernel launches use)."""
-    return resources.compiled_overload(kernel, signature_or_args)._codelibrary.get_cufunc()
+    return driver.compiled_overload(kernel, signature_or_args)._codelibrary.get_cufunc()
 
 
 def get_attribute(cufunc, name: str) -> int:
@@ -85,53 +79,20 @@ def _require_gpu(what: str) -> None:
 
 # --- what the compiler makes of a kernel, without a GPU ------------------------------------------
 
-# The simulator's numba.cuda compiles nothing, so there a child compiles with the real one:
-# kernellab.kernels.resources' compile child (which tells kernellab.gpu.device "gpu" before
-# anything imports kernellab), asked for PTX instead of resources.
-_SERVE_RESOURCES = 'resources._serve(payload["requests"])'
-_PTX_CHILD = resources._CHILD_BOOTSTRAP.replace(
-    _SERVE_RESOURCES, 'from kernellab.kernels import audit\naudit._serve_ptx(payload["requests"])')
-PTX_MARK = "__kernellab_ptx__ "
-
-
 def ptx(kernels_and_signatures, cc=(9, 0)) -> list[str]:
     """The PTX numba-cuda compiles each (kernel, signature) to for `cc`; no GPU needed. In the
-    simulator one child process compiles them all (about 20 s), so each kernel must be a
-    module-level name of an importable module."""
-    if _SERVE_RESOURCES not in resources._CHILD_BOOTSTRAP:
-        raise RuntimeError("kernellab.kernels.resources' compile child no longer ends in "
-                           f"{_SERVE_RESOURCES}: audit.ptx cannot reuse it")
+    simulator kernellab.kernels.ptxas's compile child compiles them all in one process (about
+    20 s), so each kernel must be a module-level name of an importable module."""
     if not device.is_simulator():
         return [cuda.compile_ptx(kernel.py_func, sig, cc=tuple(cc))[0]
                 for kernel, sig in kernels_and_signatures]
-    requests = [{"module": kernel.py_func.__module__, "name": _module_name(kernel), "signature": str(sig),
-                 "cc": list(cc)} for kernel, sig in kernels_and_signatures]
-    payload = {"paths": [p for p in sys.path if isinstance(p, str)], "requests": requests,
-               "device_py": str(Path(device.__file__).resolve()),
-               "facts": dataclasses.asdict(device.facts())}
-    done = subprocess.run([sys.executable, "-c", _PTX_CHILD], input=json.dumps(payload), text=True,
-                          capture_output=True, timeout=600,
-                          env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0", KERNELLAB_DEVICE="gpu"))
-    answer = [line for line in done.stdout.splitlines() if line.startswith(PTX_MARK)]
-    if not answer:
-        raise RuntimeError(f"the PTX compile child failed (exit {done.returncode}): "
-                           + " | ".join((done.stderr or done.stdout).strip().splitlines()[-8:]))
-    return json.loads(answer[-1][len(PTX_MARK):])
-
-
-def _module_name(kernel) -> str:
-    module = sys.modules[kernel.py_func.__module__]
-    for name, value in vars(module).items():
-        if value is kernel:
-            return name
-    raise ValueError(f"{kernel.py_func.__qualname__} is no module-level name of {module.__name__}: "
-                     "the compile child finds kernels by their module's names")
-
-
-def _serve_ptx(requests: list[dict]) -> None:
-    """The child's work: each request's PTX, printed as one JSON list."""
-    kernels = [(getattr(importlib.import_module(r["module"]), r["name"]), r["signature"]) for r in requests]
-    print(PTX_MARK + json.dumps(ptx(kernels, tuple(requests[0]["cc"]) if requests else (9, 0))), flush=True)
+    requests = [dict(ptxas.child_request(kernel, jit.numba_argtypes(kernel, sig), tuple(cc), False),
+                     return_ptx=True) for kernel, sig in kernels_and_signatures]
+    answers = ptxas.run_child(requests)
+    failed = [answer["error"] for answer in answers if "ok" not in answer]
+    if failed:
+        raise RuntimeError(f"the PTX compile child failed: {failed[0]}")
+    return [answer["ok"]["ptx"] for answer in answers]
 
 
 # --- the kernels it audits -----------------------------------------------------------------------
@@ -150,7 +111,7 @@ def sweep_kernel(live: int, shared_bytes: int = 0, max_registers: int | None = N
     """(label, kernel) for a kernel that keeps `live` float32 values alive at once and declares
     `shared_bytes` of static shared memory. Written out as source: explicit scalars make the
     register count predictable (about live + 24), where a local array may stay in memory. Each
-    gets its own name, which kernellab.kernels.resources' cache tells kernels apart by."""
+    gets its own name, which kernellab.kernels.jit's compile cache tells kernels apart by."""
     name = f"sweep_live{live}_shared{shared_bytes}_cap{max_registers or 'none'}"
     names = [f"v{j}" for j in range(live)]
     words = shared_bytes // 4
@@ -167,7 +128,7 @@ def sweep_kernel(live: int, shared_bytes: int = 0, max_registers: int | None = N
     namespace = {"cuda": cuda, "float32": float32, "ONE": np.float32(1.0)}
     exec("\n".join(lines), namespace)
     options = {} if max_registers is None else {"max_registers": max_registers}
-    return name, resources.jit(**options)(namespace[name])
+    return name, jit.jit(**options)(namespace[name])
 
 
 @functools.cache
@@ -186,7 +147,7 @@ def lab_kernels(labs: dict) -> tuple[list, list]:
     for number, (module, names) in sorted(labs.items()):
         for name in names:
             label = f"lab{number}.{name}"
-            signatures = resources.declared_signatures(getattr(module, name))
+            signatures = jit.declared_signatures(getattr(module, name))
             if signatures:
                 found += [(label, getattr(module, name), sig) for sig in signatures]
             else:
@@ -199,7 +160,7 @@ def module_kernels(module) -> list[str]:
     names, seen = [], set()
     for name, value in sorted(vars(module).items()):
         try:
-            resources.declared_signatures(value)
+            jit.declared_signatures(value)
         except TypeError:                          # not a kernel, or a device function
             continue
         if id(value) not in seen:
@@ -210,8 +171,7 @@ def module_kernels(module) -> list[str]:
 
 def course_kernels() -> tuple[list, list]:
     """`lab_kernels` over every lab of the course (its solutions): the kernels each lab declares
-    (`protocol.declaration(NN).kernels`). The audit's one reading of the course, imported here so
-    that kernels/ imports nothing of course/ at load time."""
+    (`protocol.declaration(NN).kernels`)."""
     from kernellab.course import protocol, target
     labs = {}
     for number in target.labs():
@@ -313,7 +273,7 @@ def resources_vs_driver(kernels, undeclared, provenance: dict) -> dict:
     out = []
     for label, kernel, sig in kernels:
         try:
-            (row,) = resources.driver_comparison([(kernel, sig)])
+            (row,) = driver.driver_comparison([(kernel, sig)])
         except Exception as exc:  # one kernel that fails to build must not end the run
             out.append({"kernel": label, "signature": str(sig), "agree": False,
                         "error": f"{type(exc).__name__}: {exc}"})

@@ -1,0 +1,182 @@
+"""The grader's compile check: every lab kernel a test launched must also compile for a real GPU,
+in float32 where the lab declares float32.
+
+The simulator runs Python that no GPU compiles (lists, dicts, most NumPy calls), and a bare
+`0.0` makes float32 arithmetic float64 without changing a simulated result. The plugin
+(kernellab.grading.plugin) writes a `compile_request` for each kernel a test launched; the runner
+compiles them all in one child (kernellab.kernels.ptxas) with `gpu_compile_errors`, which names the
+kernel, its argument types and the offending line of the student's file.
+
+`canary_kernel` compiles wherever numba-cuda can compile at all, and is compiled first. Where it
+fails too, the check itself cannot work on this machine (for example, cuda.core without a usable
+nvJitLink falls back to the driver's linker, which needs a CUDA context the compile child does not
+have), and the grader says so instead of failing every kernel the student wrote.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+from kernellab import occupancy
+from kernellab.gpu import device
+from kernellab.kernels import jit, ptxas
+
+GPU_CHECK_CC = (8, 0)   # a real target every kernel in the course must compile for
+
+cuda = device.cuda()
+
+
+@cuda.jit
+def canary_kernel(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 1.0
+
+
+def compile_request(kernel, argtypes, cc=GPU_CHECK_CC) -> dict:
+    """A JSON-able request to compile `kernel` for `argtypes` in the compile child, with line
+    info (through PTX, whose `.loc` lines the checks read), and checked for float64 arithmetic
+    when it is a float32 kernel (`is_float32_kernel`)."""
+    request = ptxas.child_request(kernel, argtypes, occupancy.architecture(cc).cc, False)
+    float32_only = is_float32_kernel(kernel, argtypes)
+    request.update(lineinfo=True, float32_only=float32_only, return_ptx=float32_only)
+    return request
+
+
+def canary_request() -> dict:
+    """The check's control: `canary_kernel`, which compiles wherever compiling works."""
+    from numba import types
+    return compile_request(canary_kernel, (types.float32[::1],))
+
+
+def gpu_compile_errors(requests: list[dict]) -> list[str | None]:
+    """Compile and link each request for a real GPU in one child: None if it did, else why not.
+    A float32 kernel (`compile_request` marks it) that computes in float64 fails too, naming the
+    line. RuntimeError when the canary fails: then the check cannot work on this machine."""
+    if not requests:
+        return []
+    canary, *answers = ptxas.run_child([canary_request(), *requests])
+    if "ok" not in canary:
+        raise RuntimeError(f"a kernel known to compile did not: {canary['error']}")
+    return [_problem(request, answer) for request, answer in zip(requests, answers)]
+
+
+def _problem(request: dict, answer: dict) -> str | None:
+    if "ok" not in answer:
+        return answer["error"]
+    if request.get("float32_only"):
+        found = float64_arithmetic(answer["ok"]["ptx"])
+        if found:
+            return _float64_message(request["name"], found)
+    return None
+
+
+# --- which kernels must stay float32 ---------------------------------------------------------------
+
+def _float_types(argtypes) -> set[str]:
+    """The float types among a signature's arguments, scalars and array elements alike."""
+    found = set()
+    for argtype in argtypes:
+        name = str(getattr(argtype, "dtype", argtype))
+        if name.startswith("float"):
+            found.add(name)
+    return found
+
+
+def is_float32_kernel(kernel, argtypes) -> bool:
+    """A kernel whose float arguments are all float32, as launched and as its lab declares it
+    (`SIGNATURES`): its arithmetic must stay float32. A kernel declared or launched with a
+    float64 argument (Lab 01's `scale`, Lab 08's coefficients) may compute in float64."""
+    declared = [jit.numba_argtypes(kernel, sig) for sig in jit.declared_signatures(kernel)]
+    return all(_float_types(types) == {"float32"} for types in [tuple(argtypes), *declared])
+
+
+# --- finding float64 arithmetic in PTX, and the line it came from ------------------------------------
+
+_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+")
+_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', re.MULTILINE)
+_OPCODE = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][a-z0-9]*(?:\.[a-z0-9]+)+)\s")
+
+
+@dataclasses.dataclass(frozen=True)
+class Float64Use:
+    """The first float64 instruction of a kernel's PTX and the source line it came from."""
+
+    instruction: str
+    file: str | None
+    line: int | None
+
+
+def float64_arithmetic(ptx: str) -> Float64Use | None:
+    """The first instruction that computes in float64 (add/mul/fma/div/selp/setp/max/cvt into
+    or out of .f64, ...), with the file and line of the `.loc` before it; None if there is none.
+    Loads, stores and moves are not arithmetic: a float32 kernel has none of .f64 anyway."""
+    files = dict(_FILE.findall(ptx))
+    where = (None, None)
+    for text in ptx.splitlines():
+        if (loc := _LOC.match(text)):
+            where = (files.get(loc.group(1)), int(loc.group(2)))
+            continue
+        opcode = _OPCODE.match(text)
+        if opcode is None:
+            continue
+        parts = opcode.group(1).split(".")
+        if "f64" in parts and parts[0] not in ("ld", "st", "mov"):
+            file, line = where
+            return Float64Use(" ".join(text.split()).rstrip(";"), file, line or None)
+    return None
+
+
+def _float64_message(kernel_name: str, found: Float64Use) -> str:
+    advice = "write float32(0.0) or a float32 variable"
+    if found.file is None or found.line is None:
+        return (f"lab kernel `{kernel_name}` computes in float64 (its first float64 instruction: "
+                f"`{found.instruction}`); {advice}")
+    function = _function_at(found.file, found.line)
+    name = function[0] if function else kernel_name
+    message = f"lab kernel `{name}` computes in float64 at {ptxas.source_line(found.file, found.line)}"
+    started = _float_literal_start(function, found.line) if function else None
+    if started:
+        variable, line = started
+        message += (f" (`{variable}` starts as a float64 at line {line}: "
+                    f"`{ptxas.line_text(found.file, line)}`)")
+    return f"{message}; {advice}"
+
+
+_AUGMENTED = re.compile(r"^\s*(\w+)(?:\[[^\]]*\])?\s*[-+*/]=")
+_LITERAL_START = r"^\s*{}\s*=\s*[-+]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][-+]?\d+)\s*(#.*)?$"
+
+
+def _float_literal_start(function, line: int):
+    """For `acc += ...` at `line`: the variable and the earlier line of the function that set it
+    to a bare float literal (`acc = 0.0`), the float64 the sum inherits; else None."""
+    _, start, lines = function
+    augmented = _AUGMENTED.match(lines[line - start])
+    if augmented is None:
+        return None
+    literal = re.compile(_LITERAL_START.format(re.escape(augmented.group(1))))
+    for number in range(line - 1, start - 1, -1):
+        if literal.match(lines[number - start]):
+            return augmented.group(1), number
+    return None
+
+
+def _function_at(path: str, line: int):
+    """(name, first line, source lines) of the module-level function (kernel or device function)
+    of the file at `path` whose source, decorators included, holds `line`; None if none does.
+    Read from the file: the grader that asks has not imported the student's module."""
+    try:
+        source = Path(path).read_text()
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    lines = source.splitlines(keepends=True)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            start = min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])
+            if start <= line <= node.end_lineno:
+                return node.name, start, lines[start - 1:node.end_lineno]
+    return None
