@@ -60,17 +60,10 @@ def cmd_bench(args) -> int:
 
 
 def bench_each(numbers: list[str], out: str | None):
+    from kernellab.course import protocol
     for number in numbers:
-        from kernellab.course import protocol
-        module = protocol.experiment(number)
-        if isinstance(getattr(module, "LAB", None), protocol.Lab):   # TRANSITION: declared labs
-            protocol.bench(module.LAB, Path(out) if out else None)
-            continue
-        if not hasattr(module, "bench"):
-            print(f"lab {number}: no benchmarks declared")
-            continue
         print(f"== lab {number} ==")
-        module.bench(Path(out) if out else None)
+        protocol.bench(protocol.declaration(number), Path(out) if out else None)
 
 
 def cmd_profile(args) -> int:

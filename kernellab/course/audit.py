@@ -155,20 +155,6 @@ def lab_kernels(labs: dict) -> tuple[list, list]:
     return found, undeclared
 
 
-def module_kernels(module) -> list[str]:
-    """TRANSITION (labs not yet declared through the protocol): every kernel a lab module defines."""
-    names, seen = [], set()
-    for name, value in sorted(vars(module).items()):
-        try:
-            jit.declared_signatures(value)
-        except TypeError:                          # not a kernel, or a device function
-            continue
-        if id(value) not in seen:
-            seen.add(id(value))
-            names.append(name)
-    return names
-
-
 def course_kernels() -> tuple[list, list]:
     """`lab_kernels` over every lab of the course (its solutions): the kernels each lab declares
     (`protocol.declaration(NN).kernels`)."""
@@ -176,9 +162,7 @@ def course_kernels() -> tuple[list, list]:
     labs = {}
     for number in target.labs():
         module = target.load(number, "solutions")
-        declared = getattr(protocol.experiment(number), "LAB", None)
-        labs[number] = (module, [k.name for k in declared.kernels] if isinstance(declared, protocol.Lab)
-                        else module_kernels(module))
+        labs[number] = (module, [k.name for k in protocol.declaration(number).kernels])
     return lab_kernels(labs)
 
 

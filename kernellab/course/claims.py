@@ -205,11 +205,7 @@ def judge(claim: Claim, lab: str) -> tuple[Verdict, dict]:
 
 def claims_of(lab: str) -> list[Claim]:
     from kernellab.course import protocol
-    module = protocol.experiment(lab)
-    declared = getattr(module, "LAB", None)
-    if isinstance(declared, protocol.Lab):          # TRANSITION: declared labs
-        return list(declared.claims)
-    return list(getattr(module, "CLAIMS", []))
+    return list(protocol.declaration(lab).claims)
 
 
 def report(lab: str, names: list[str] | None = None, out=print) -> list[Verdict]:

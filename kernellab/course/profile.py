@@ -26,7 +26,6 @@ In the simulator it prints the recorded rows and says they are recorded.
 from __future__ import annotations
 
 import csv
-import inspect
 import io
 import json
 import shlex
@@ -139,20 +138,11 @@ def table(profile: dict, kernel: str | None = None) -> str:
 # --- the child: run each declared variant once, between profiler start and stop ---------------
 
 def declared_benchmarks(module, lab) -> list:
-    """Every Benchmark the lab's experiment module declares through `*_benchmark(s)` functions."""
-    from kernellab.course import bench, protocol
-    declared = getattr(module, "LAB", None)
-    if isinstance(declared, protocol.Lab):          # TRANSITION: declared labs
-        return list(declared.benchmarks(lab, None))
-    found = []
-    for name, fn in sorted(vars(module).items()):
-        if not callable(fn) or not (name.endswith("_benchmark") or name.endswith("_benchmarks")):
-            continue
-        params = inspect.signature(fn).parameters
-        made = fn(lab) if params and next(iter(params)) == "lab" else fn()
-        found += [b for b in (made if isinstance(made, (list, tuple)) else [made])
-                  if isinstance(b, bench.Benchmark)]
-    return found
+    """Every Benchmark the lab's declaration (`LAB.benchmarks`) names."""
+    from kernellab.course import protocol
+    if not isinstance(getattr(module, "LAB", None), protocol.Lab):
+        raise TypeError(f"{module.__name__} declares no `LAB = kernellab.course.protocol.Lab(...)`")
+    return list(module.LAB.benchmarks(lab, None))
 
 
 def run_child(lab_name: str, manifest_path: Path):

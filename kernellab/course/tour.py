@@ -18,12 +18,9 @@ from kernellab.course.protocol import TourResult
 
 
 def lab_tour(number: str, figures_dir: Path) -> TourResult:
-    """TRANSITION: a declared lab runs the generic tour; an undeclared one its own `tour`."""
+    """The generic tour of the lab's declaration."""
     from kernellab.course import protocol
-    module = protocol.experiment(number)
-    if isinstance(getattr(module, "LAB", None), protocol.Lab):
-        return protocol.tour(module.LAB, figures_dir)
-    return module.tour(figures_dir)
+    return protocol.tour(protocol.declaration(number), figures_dir)
 
 
 def recorded_tour(number: str, figures_dir: Path) -> TourResult:
