@@ -29,15 +29,16 @@ labs=${LABS:-}
 mkdir -p "$out/reference" "$out/figures" "$out/logs"
 export PYTHONUNBUFFERED=1 KERNELLAB_DEVICE=gpu KERNELLAB_TARGET=solutions   # grade picks its own targets
 if ls .whl/*.whl > /dev/null 2>&1; then   # numpy 2.4.x, numba-cuda 0.30.4, Jupyter: an image that has others
-  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
+  [ -n "${SKIP_INSTALL:-}" ] ||   # sessions run side by side install once, before the others start
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/logs/install.txt" 2>&1
+[ -n "${SKIP_INSTALL:-}" ] || python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/logs/install.txt" 2>&1
 
 {   # provenance: what ran, where, with which settings (clocks as read, never set)
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) changed files"
-  echo "stages: $stages; labs: ${labs:-all}; repeat: ${REPEAT:-3}"
+  echo "stages: ${stages:-none}; labs: ${labs:-all}; repeat: ${REPEAT:-3}"
   echo "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset} (lab 07 sets its own per process)"
   python3 -m kernellab.cli info
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,temperature.gpu,persistence_mode,compute_mode --format=csv
