@@ -5,6 +5,7 @@ the test venv's packages, then used from its own folder, from a subfolder and fr
 the course folder is found from the working directory, falling back to the package's location.
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -31,7 +32,9 @@ def student_release(tmp_path_factory):
 def installed(student_release, fresh_venv, tmp_path_factory):
     """The python of a fresh venv with the release installed from its folder, not editable."""
     python = fresh_venv(tmp_path_factory.mktemp("venv") / "venv")
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps",
+    # setuptools from the test venv (linked into the fresh one) builds it: no package index needed
+    offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", *offline,
                            "--disable-pip-version-check", str(student_release)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
