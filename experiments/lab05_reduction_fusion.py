@@ -403,11 +403,15 @@ def _target_values(records):
 
 CLAIMS = [
     Claim("short_rows_are_launches",
-          "From {lo} to {hi} columns the fused softmax takes {min_us:.0f}-{max_us:.0f} us, flat while its bytes "
-          "grow {growth}x: that is Numba's launch path (an empty launch: {floor:.0f} us), not barriers or idle "
-          "threads; torch.softmax, with a cheaper launch, takes {torch_us:.1f} us at {lo} columns.",
+          "From {lo} to {hi} columns the fused softmax takes {min_us:.0f}-{max_us:.0f} us of GPU time while its "
+          "bytes grow {growth}x; an empty launch takes {floor:.1f} us, so these short rows are not the launch's "
+          "cost; torch.softmax takes {torch_us:.1f} us at {lo} columns.",
           values=_short_rows_values,
-          holds=lambda v: v["max_us"] < 1.2 * v["min_us"] and v["min_us"] < 2.5 * v["floor"]),
+          holds=lambda v: v["min_us"] > 2 * v["floor"],
+          explains="recordings before the harness held the host's submit outside the timing window put "
+                   "these sizes at a flat 28-29 us, Numba's launch path; timed on the GPU alone they cost "
+                   "several empty launches, which the launch path no longer explains (what does, barriers "
+                   "or the rows in flight, is not measured here)"),
     Claim("fused_vs_torch",
           "At {cols} x {cols} the fused softmax takes {fused:.3f} ms, torch.softmax {torch:.3f} ms: "
           "{vs_torch:.2f}x torch's speed.",
@@ -439,18 +443,21 @@ CLAIMS = [
     Claim("staged_rows_in_flight",
           "In registers, every split holds at most {rows_per_sm} rows per SM. Staged in shared memory: "
           "{staged_table}. The fastest, {staged}, holds {staged_rows} rows per SM and moves {staged_pct:.0f}% "
-          "of copy, against {best_pct:.0f}% for the best split in registers.",
+          "of copy, against {best_pct:.0f}% for the best split in registers: more rows in flight did not "
+          "make the row faster.",
           values=_staged_values,
-          holds=lambda v: v["staged_rows"] > v["rows_per_sm"] and v["staged_pct"] > v["best_pct"],
-          explains="a memory-bound row kernel is fed by the loads in flight while other rows reduce: "
-                   "registers hold 8192 values for 2 rows per SM (the rest of each thread's 32 "
-                   "registers is addresses and temporaries), shared memory (228 KB) holds 6 at 32 KB "
-                   "each, and each staged thread issues its loads in bursts that do not wait on each other."),
+          holds=lambda v: v["staged_rows"] > v["rows_per_sm"] and abs(v["staged_pct"] - v["best_pct"]) < 5,
+          explains="staging was written on the prediction that a memory-bound row kernel is fed by the "
+                   "loads in flight (registers hold 2 rows of 8192 per SM, shared memory 6); the 2026-12-01 "
+                   "recording measured the same speed at 4-6 rows per SM, so rows in flight are not what "
+                   "limits it (the cause is not measured here)."),
     Claim("softmax_target",
           "The fastest fused softmax, {variant}, takes {ms:.3f} ms at {cols} x {cols}: {gbps:.0f} GB/s, "
-          "{pct:.0f}% of the copy ceiling of the same run (target {target:.0f}%), {vs_torch:.2f}x "
+          "{pct:.0f}% of the copy ceiling of the same run (target {target:.0f}%: {verdict}), {vs_torch:.2f}x "
           "torch.softmax's speed ({torch_ms:.3f} ms, timed beside it).",
-          values=_target_values, holds=lambda v: v["pct"] >= v["target"] and v["vs_torch"] >= 1.0),
+          values=lambda records: {**_target_values(records), "verdict": "met" if _target_values(records)["pct"]
+                                  >= _target_values(records)["target"] else "MISSED"},
+          holds=lambda v: v["vs_torch"] >= 1.0 and (v["verdict"] == "met") == (v["pct"] >= v["target"])),
     Claim("shape_spread",
           "The 1024 x 8 kernel capped at 32 registers is the same kernel (it needs 32 anyway): it measured "
           "{capped:.0f}% of copy beside the uncapped {uncapped:.0f}%, the spread of one measurement here.",

@@ -23,6 +23,16 @@ SOLUTIONS = target.ROOT / "solutions"
 pytestmark = pytest.mark.usefixtures("grade_in_the_simulator")
 
 
+def builds_without_an_index() -> bool:
+    """Whether the test venv's own setuptools (linked into the fresh one) can build the release
+    (a wheel needs the `wheel` package before setuptools 70.1): then pip needs no package index,
+    as on the offline GPU machine."""
+    if importlib.util.find_spec("setuptools") is None:
+        return False
+    import setuptools
+    major, minor = (int(part) for part in setuptools.__version__.split(".")[:2])
+    return importlib.util.find_spec("wheel") is not None or (major, minor) >= (70, 1)
+
 @pytest.fixture(scope="module")
 def student_release(tmp_path_factory):
     return release.build(tmp_path_factory.mktemp("release") / "kernellab")
@@ -32,8 +42,7 @@ def student_release(tmp_path_factory):
 def installed(student_release, fresh_venv, tmp_path_factory):
     """The python of a fresh venv with the release installed from its folder, not editable."""
     python = fresh_venv(tmp_path_factory.mktemp("venv") / "venv")
-    # setuptools from the test venv (linked into the fresh one) builds it: no package index needed
-    offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
+    offline = ["--no-build-isolation"] if builds_without_an_index() else []
     proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", *offline,
                            "--disable-pip-version-check", str(student_release)],
                           capture_output=True, text=True, timeout=300)
