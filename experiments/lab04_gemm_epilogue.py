@@ -362,17 +362,6 @@ FUSING_PAST_THE_CAP = Claim(
              "saving of the fusion alone is the capped pair's, compiled alike.")
 
 CLAIMS = [
-    Claim(f"epilogue_{family}",
-          "{unfused_name} {unfused:.3f} ms, {fused_name} {fused:.3f} ms at n = {n}: fusing saves {saved:.3f} ms, "
-          "{share:.1%} of the call, {ratio:.2f}x what its saved bytes take at copy speed ({at_copy:.3f} ms).",
-          values=_pair_values(family), holds=lambda v: -0.05 < v["share"] < 0.15,
-          explains="the saving is the bytes of three elementwise kernels plus their launches, but it is "
-                   "measured as the difference of two GEMM-sized times, each with its own run-to-run "
-                   "spread: a fraction of a percent of a 5 ms call is within that spread, so the "
-                   "ratio to the byte model is noise wherever the GEMM dominates.")
-    for family in PAIRS]
-
-CLAIMS = [
     Claim("gemm_ladder",
           "At n = {n}: naive {naive:.1f}, 16 x 16 tiled {tiled:.1f}, 4 x 4 per thread {register_tiled_2d:.1f}, "
           "8 x 8 per thread {register_tiled:.1f}, double-buffered {double_buffered:.1f} (capped at 128 "
