@@ -4,6 +4,9 @@ A claim whose records are not there yet (a benchmark added after the recording) 
 what it awaits; one whose check fails on the data is a failure: change the claim, or the code.
 """
 
+import json
+import re
+
 import pytest
 
 from kernellab.course import claims, reference, target
@@ -87,3 +90,15 @@ def test_a_claim_the_live_run_did_not_measure_falls_back_to_the_reference(monkey
     monkeypatch.setattr(reference, "LIVE", {"00": {"grid_size_sweep": {"live": True, "n": 7}}})
     verdict, _ = claims.judge(size, "00")
     assert (verdict.text, verdict.source) == ("n = 7", "live")
+
+
+MEASURED_LOOKING = re.compile(r"\d[\d.,]*\s*(?:TB/s|GB/s|TFLOP/s|GFLOP/s|us\b|µs|ms\b)")
+
+
+@pytest.mark.parametrize("notebook", sorted((target.ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_no_measured_looking_figure_is_typed_into_markdown(notebook):
+    """The prose is the data: a figure with a unit of time or speed is printed by a cell."""
+    cells = json.loads(notebook.read_text())["cells"]
+    typed = [m.group(0) for c in cells if c["cell_type"] == "markdown"
+             for m in MEASURED_LOOKING.finditer("".join(c["source"]))]
+    assert not typed, f"{notebook.name}: typed into markdown: {typed}"
