@@ -17,7 +17,6 @@ from pathlib import Path
 
 from kernellab.gpu import device
 from kernellab.course import settings
-from kernellab.course.settings import TARGETS  # noqa: F401  (the names, for option choices)
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # kernellab/course/target.py -> the clone
 

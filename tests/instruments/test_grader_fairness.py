@@ -16,7 +16,7 @@ import yaml
 from kernellab import cli
 from kernellab.gpu import device
 from kernellab.grading import runner, plugin
-from kernellab.course import target
+from kernellab.course import settings, target
 
 SOLUTIONS = target.ROOT / "solutions"
 STARTER = target.ROOT / "labs"
@@ -158,7 +158,7 @@ def test_lab06_may_not_use_kernellabs_reference_implementation(tmp_path):
 
 
 def test_the_starter_and_solutions_use_no_reference_implementation(tmp_path):
-    for target_name in target.TARGETS:
+    for target_name in settings.TARGETS:
         assert target.reference_uses(target.load("06", target_name), "06") == []
     # a name imported from the reference and then defined by the lab itself is the lab's own
     shadowed = tmp_path / "lab06_shadowed.py"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import kernellab  # noqa: F401
-from kernellab.course import profile, reference, target, tour, protocol
+from kernellab.course import profile, protocol, reference, target
 
 SAMPLE = (Path(__file__).parent / "data" / "ncu_sample.csv").read_text()
 MANIFEST = [{"benchmark": "chain", "variant": "unfused", "size": 1 << 24, "kernel": k,

@@ -13,7 +13,7 @@ import pytest
 
 from kernellab.gpu import checks, device
 from kernellab.kernels import resources
-from kernellab.course import target, tour, protocol
+from kernellab.course import protocol
 from kernellab.gpu.launches import record_launches
 from kernellab.gpu.traffic import meter
 
