@@ -58,10 +58,11 @@ def autograder(fresh_venv):
                                capture_output=True, text=True, timeout=300)
         assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
         assert "apt steps skipped" in setup.stdout
-        # As root, run_autograder drops to `nobody`; check here that `nobody` can run this venv.
+        # As root, run_autograder drops to `nobody`; check here that `nobody` can run this venv,
+        # packages included (they are links into the test venv, unreadable inside a 0700 clone).
         drops = os.geteuid() == 0 and subprocess.run(
             ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "env",
-             str(python), "-c", ""], capture_output=True).returncode == 0
+             str(python), "-c", "import numba, pytest"], capture_output=True).returncode == 0
         if os.geteuid() == 0 and not drops:
             env["KERNELLAB_GRADER_USER"] = "no-such-user"      # grade as root, say so below
         yield root, env, drops
@@ -86,10 +87,12 @@ def run_autograder(autograder, files: dict[str, str], **env) -> dict:
 def test_flat_submission_gets_full_marks_without_touching_the_tests(autograder):
     results = run_autograder(autograder, {"lab00_indexing.py": SOLUTION.read_text() + PLANT})
     assert results["score"] == results["max_score"] > 0, results["log"][-3000:]
-    assert "WARNING" not in results["output"], results["output"]   # the bundle's tests verify
     planted = autograder[0] / "source" / "tests" / "labs" / "planted.py"
     if autograder[2]:   # the grader dropped to `nobody`, who cannot write to source/tests/labs
         assert not planted.exists()
+        assert "WARNING" not in results["output"], results["output"]   # the bundle's tests verify
+    else:               # graded as this user, the plant lands, and the checksums say so
+        assert "added: tests/labs/planted.py" in results["output"], results["output"]
     planted.unlink(missing_ok=True)
 
 
