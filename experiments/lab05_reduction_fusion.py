@@ -39,6 +39,9 @@ TARGET_PCT_OF_COPY = 80.0
 SHAPES = ((1024, 8, None), (512, 16, None), (256, 32, None), (1024, 8, 32))
 # (threads, loads in flight per thread) for a row of 8192 staged in shared memory (solution side).
 STAGED_SHAPES = ((256, 8), (256, 16), (256, 32), (512, 8))
+# threads for a row of 8192 in 16-byte vectors held in registers (solution side): 8, 16, 32 values each.
+VECTOR_BLOCKS = (1024, 512, 256)
+SHAPES_SIM_COLS = [76]                    # a multiple of 4, as 16-byte rows need; not of any block
 
 
 def rows_for_size(cols: int) -> int:
@@ -111,6 +114,10 @@ def staged_name(block, burst):
     return f"staged_{block}x{HEADLINE_COLS // block}_burst{burst}"
 
 
+def vector_name(block):
+    return f"vector_{block}x{HEADLINE_COLS // block}"
+
+
 def shape_rows() -> int:
     """Rows of the shapes' inputs: one in the simulator (each shape is the same code; keep it quick)."""
     return 1 if device.is_simulator() else ROWS
@@ -150,11 +157,18 @@ def shapes_benchmark(lab, torch=None) -> harness.Benchmark:
             f"the row staged in shared memory by {block} threads, {burst} loads in flight each",
             ledger=lambda cols: lab.softmax_ledger(shape_rows(), cols, "fused", block))
 
+    def vector(block):
+        return harness.Variant(
+            vector_name(block),
+            lambda d, out: lab.softmax_vector(d["x"], out=out, block=shape_block(block)),
+            f"the row in registers by {block} threads in 16-byte vectors, exp as one exp2",
+            ledger=lambda cols: lab.softmax_ledger(shape_rows(), cols, "fused", block))
+
     variants = [fused(*shape) for shape in SHAPES]
     if hasattr(lab, "softmax_staged"):     # solution side: the starter would give 05.1 away
-        variants += [staged(*shape) for shape in STAGED_SHAPES]
+        variants += [staged(*shape) for shape in STAGED_SHAPES] + [vector(block) for block in VECTOR_BLOCKS]
     return harness.Benchmark(
-        name="softmax_shapes", axis="columns per row", sizes=[HEADLINE_COLS], sim_sizes=SIM_SIZES,
+        name="softmax_shapes", axis="columns per row", sizes=[HEADLINE_COLS], sim_sizes=SHAPES_SIM_COLS,
         make_inputs=one_row_in_the_simulator, reference=lambda h: lab.softmax_reference(h["x"]), rtol=1e-5,
         variants=variants, baselines=[torch_softmax(lab, torch)] if torch is not None else ())
 
@@ -163,24 +177,30 @@ def benchmarks(lab, torch) -> list[harness.Benchmark]:
     return [softmax_benchmark(lab, torch), layernorm_benchmark(lab, torch), shapes_benchmark(lab, torch)]
 
 
-def shape_kernels(lab) -> list[tuple[str, int, int, object]]:
-    """(shape name, threads, values per thread, kernel) of every shape the shapes benchmark times."""
+def shape_kernels(lab) -> list[tuple[str, int, int, object, str]]:
+    """(shape name, threads, values per thread, kernel, signature) of every shape the shapes
+    benchmark times."""
+    rows_signature = lab.SIGNATURES["softmax_fused_kernel"]
     found = [(shape_name(block, items, cap), block, items,       # compiled as softmax_fused compiles it
-              lab.fused_kernels(items, lab.register_cap(block, cap)).softmax) for block, items, cap in SHAPES]
+              lab.fused_kernels(items, lab.register_cap(block, cap)).softmax, rows_signature)
+             for block, items, cap in SHAPES]
     if hasattr(lab, "softmax_staged"):
         found += [(staged_name(block, burst), block, HEADLINE_COLS // block,
-                   lab.staged_kernels(block, HEADLINE_COLS // block, burst)) for block, burst in STAGED_SHAPES]
+                   lab.staged_kernels(block, HEADLINE_COLS // block, burst), rows_signature)
+                  for block, burst in STAGED_SHAPES]
+        found += [(vector_name(block), block, HEADLINE_COLS // block,
+                   lab.vector_kernels(block, lab.vector_shape(HEADLINE_COLS, block)),
+                   lab.SIGNATURES[VECTOR_KERNEL]) for block in VECTOR_BLOCKS]
     return found
 
 
 def measure_shape_registers(lab, records) -> dict:
     """Registers, shared memory and occupancy of each shape's kernel (the driver's figures, GPU
     only), beside its timing from this run's shapes benchmark."""
-    signature = lab.SIGNATURES["softmax_fused_kernel"]
     shapes = shape_kernels(lab)
-    found = registers.resources_rows([(kernel, signature, block) for _, block, _, kernel in shapes])
+    found = registers.resources_rows([(kernel, signature, block) for _, block, _, kernel, signature in shapes])
     rows = []
-    for (name, block, items, _), res in zip(shapes, found):
+    for (name, block, items, _, _), res in zip(shapes, found):
         timed = next((r for r in records["softmax_shapes"]["rows"]
                       if r["variant"] == name and r["size"] == HEADLINE_COLS), {})
         rows.append({"shape": name, "block": block, "items": items,
@@ -207,7 +227,7 @@ def validate(lab, seed: int) -> list[str]:
     staged kernel where the module has it); on a GPU, each launcher launches only declared
     kernels (in the simulator the benchmarks' validation launches every form anyway)."""
     declared = {k.name for k in KERNELS}
-    if not set(lab.SIGNATURES) <= declared or not declared - {STAGED_KERNEL} <= set(lab.SIGNATURES):
+    if not set(lab.SIGNATURES) <= declared or not declared - SOLUTION_SIDE_KERNELS <= set(lab.SIGNATURES):
         raise AssertionError(f"lab 05's declared kernels differ from its SIGNATURES: "
                              f"{sorted(declared ^ set(lab.SIGNATURES))}")
     if device.is_simulator():
@@ -303,7 +323,7 @@ def shapes_figure(record: dict, figures_dir: Path) -> Path:
     rows per SM and occupancy."""
     rows = record["rows"]
     fig, (ax,) = plots.new_figure(f"Fused softmax, {ROWS} x {HEADLINE_COLS}: each way of holding a row "
-                                  "(in registers: fused_, in shared memory: staged_)", record, width=9.0)
+                                  "(in registers: fused_, in shared memory: staged_, in 16-byte vectors: vector_)", record, width=9.0)
     bars = ax.bar([r["shape"] for r in rows], [r["pct_of_copy"] or 0 for r in rows])
     for bar, r in zip(bars, rows):
         ax.annotate(f"{r['registers']} regs\n{r['active_blocks']} rows/SM\n{r['occupancy']:.0%} occ.",
@@ -475,7 +495,9 @@ def _shape(records, name):
     raise Missing(f"shape_registers has no {name} row")
 
 
-STAGED_KERNEL = "softmax_staged_kernel"   # solution side: the starter lacks it
+STAGED_KERNEL = "softmax_staged_kernel"   # solution side: the starter lacks these two
+VECTOR_KERNEL = "softmax_vector_kernel"
+SOLUTION_SIDE_KERNELS = {STAGED_KERNEL, VECTOR_KERNEL}
 _ROW_BLOCK = "one block per row, row_block(cols) threads (1024 at 8192 columns)"
 KERNELS = (
     *(protocol.Kernel(name, _ROW_BLOCK) for name in (
@@ -488,6 +510,8 @@ KERNELS = (
                     block_size=256),
     protocol.Kernel(STAGED_KERNEL, "one block of 256 threads per row, the row staged in shared memory, "
                     "bursts of 8 loads", block_size=256),
+    protocol.Kernel(VECTOR_KERNEL, "one block of 512 threads per row, 4 float32x4 each in registers "
+                    "(x and out as 1-D views)", block_size=512),
 )
 
 LAB = protocol.Lab(

@@ -49,21 +49,22 @@ def cmd_bench(args) -> int:
     if device.is_simulator():
         print("simulator mode: benchmarks validate each variant; no timing exists without a GPU "
               "(recorded H200 figures are in data/reference/h200/)")
-    numbers = [target.lab_number(lab) for lab in args.labs] or list(target.labs())
+    from kernellab.course import protocol
+    specs = [protocol.bench_spec(spec) for spec in args.labs] or [(n, None) for n in target.labs()]
     if args.repeat > 1 and not device.is_simulator():
         from kernellab.course import bench
-        bench.run_repeats(numbers, args.repeat, Path(args.out) if args.out else None, name)
+        bench.run_repeats(specs, args.repeat, Path(args.out) if args.out else None, name)
         return 0
     with settings.using(target=name):
-        bench_each(numbers, args.out)
+        bench_each(specs, args.out)
     return 0
 
 
-def bench_each(numbers: list[str], out: str | None):
+def bench_each(specs: list[tuple[str, tuple[str, ...] | None]], out: str | None):
     from kernellab.course import protocol
-    for number in numbers:
-        print(f"== lab {number} ==")
-        protocol.bench(protocol.declaration(number), Path(out) if out else None)
+    for number, only in specs:
+        print(f"== lab {number}{': ' + ', '.join(only) if only else ''} ==")
+        protocol.bench(protocol.declaration(number), Path(out) if out else None, only)
 
 
 def cmd_profile(args) -> int:
@@ -156,7 +157,9 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tour)
 
     p = sub.add_parser("bench", help="run the labs' declared benchmarks (timing needs a GPU)")
-    p.add_argument("labs", nargs="*")
+    p.add_argument("labs", nargs="*", metavar="LAB[:NAME,...]",
+                   help="lab numbers (default: all); LAB:NAME,... runs only those benchmarks and "
+                        "measurements of the lab and keeps its other records")
     p.add_argument("--target", choices=settings.TARGETS, help=TARGET_HELP)
     p.add_argument("--out", help="folder for the JSON (default: data/reference/<gpu>/)")
     p.add_argument("--repeat", type=int, default=1,

@@ -519,25 +519,40 @@ def combine_repeats(stored: list[dict]) -> dict:
             "targets_over_repeats": targets_over_repeats([s["records"] for s in stored])}
 
 
-def run_repeats(labs: list[str], repeat: int, out_dir: Path | None = None,
+def keep_unrun_records(combined: dict, previous: dict, only: tuple[str, ...]) -> dict:
+    """A partial bench's file: the re-run records (and targets) over the previous file's others,
+    each repeat likewise over the previous repeat of the same index where there is one."""
+    before_repeats = previous.get("repeats") or []
+    repeats = [{**(before_repeats[i] if i < len(before_repeats) else {}), **new}
+               for i, new in enumerate(combined["repeats"])]
+    return {**combined, "records": {**previous.get("records", {}), **combined["records"]},
+            "repeats": repeats,
+            "records_note": f"{', '.join(only)} (and the targets) are merged over {len(repeats)} repeats "
+                            f"of a partial bench; the other records are the previous file's "
+                            f"({previous.get('records_note', 'one run')})"}
+
+
+def run_repeats(specs: list[tuple[str, tuple[str, ...] | None]], repeat: int, out_dir: Path | None = None,
                 target_name: str = "solutions", out=print) -> dict[str, Path]:
-    """`kernellab bench LAB` for every lab, `repeat` times, each in a fresh process (repeat-major,
-    so slow drift spreads over all labs), then one combined reference file per lab (the lab's
-    recorded profile rows kept) and its benchmark figures with the range across repeats."""
+    """`kernellab bench LAB[:NAME,...]` for every (lab, names or None) spec, `repeat` times, each in
+    a fresh process (repeat-major, so slow drift spreads over all labs), then one combined reference
+    file per lab (the lab's recorded profile rows kept, and, for a partial bench, its records not
+    re-run) and its benchmark figures with the range across repeats."""
     import subprocess
     import tempfile
     from kernellab.course import settings
     base = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="kernellab-repeats-"))
     env = settings.child_env(target=target_name)
     for r in range(1, repeat + 1):
-        for lab in labs:
-            out(f"== repeat {r} of {repeat}: lab {lab} (fresh process) ==")
-            command = [sys.executable, "-m", "kernellab.cli", "bench", lab, "--out", str(base / f"repeat-{r}")]
+        for lab, only in specs:
+            spec = lab + (":" + ",".join(only) if only else "")
+            out(f"== repeat {r} of {repeat}: lab {spec} (fresh process) ==")
+            command = [sys.executable, "-m", "kernellab.cli", "bench", spec, "--out", str(base / f"repeat-{r}")]
             done = subprocess.run(command, env=env, cwd=target.ROOT)
             if done.returncode:
-                raise RuntimeError(f"lab {lab}, repeat {r}: `{' '.join(command)}` exited {done.returncode}")
+                raise RuntimeError(f"lab {spec}, repeat {r}: `{' '.join(command)}` exited {done.returncode}")
     written = {}
-    for lab in labs:
+    for lab, only in specs:
         name = f"lab{target.lab_number(lab)}.json"
         files = [base / f"repeat-{r}" / name for r in range(1, repeat + 1)]
         if not all(f.exists() for f in files):
@@ -545,8 +560,12 @@ def run_repeats(labs: list[str], repeat: int, out_dir: Path | None = None,
         combined = combine_repeats([json.loads(f.read_text()) for f in files])
         destination = (Path(out_dir) / name) if out_dir else reference.path(lab, device.gpu_slug())
         previous = json.loads(destination.read_text()) if destination.exists() else {}
+        if not previous and only:                     # the records this partial bench keeps
+            previous = reference.load(lab) or {}
         if "profile" in previous:
             combined["profile"] = previous["profile"]
+        if only:
+            combined = keep_unrun_records(combined, previous, only)
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_text(json.dumps(combined, indent=1, sort_keys=True) + "\n")
         for record in combined["records"].values():

@@ -17,7 +17,8 @@ counted yet. `kernellab profile LAB[:KERNEL]` measures the second kind:
   {"provenance": {bench provenance + "tool", "metrics", "command"}, "rows": [{"benchmark",
    "variant", "size", "kernel", "dram_bytes_read", "dram_bytes_write", "requested_bytes" (the
    whole variant's ledger), "flops", "gpu_time_ns", "l1_sectors_per_request",
-   "achieved_occupancy_pct", "sm_throughput_pct", "dram_throughput_pct", "registers_per_thread"}]}
+   "achieved_occupancy_pct", "sm_throughput_pct", "dram_throughput_pct", "registers_per_thread",
+   "warp_instructions" (smsp__inst_executed.sum; rows recorded before 2026-12-01 15:00 lack it)}]}
   (the format agreed with Lab 09's roofline, which reads it through
   `kernellab.course.reference.profile_rows` and `variant_dram_bytes`).
 In the simulator it prints the recorded rows and says they are recorded.
@@ -44,13 +45,14 @@ METRICS = {
     "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
     "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
     "launch__registers_per_thread": "registers_per_thread",
+    "smsp__inst_executed.sum": "warp_instructions",   # issued: what a kernel costs the SM besides bytes
 }
-INTEGER_FIELDS = ("dram_bytes_read", "dram_bytes_write", "registers_per_thread")
+INTEGER_FIELDS = ("dram_bytes_read", "dram_bytes_write", "registers_per_thread", "warp_instructions")
 # ncu scales units unless told `--print-units base`; both are read back in base units.
 UNIT_SCALE = {"": 1, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
               "KB": 1e3, "MB": 1e6, "GB": 1e9, "nsecond": 1, "usecond": 1e3, "msecond": 1e6,
               "second": 1e9, "ns": 1, "us": 1e3, "ms": 1e6, "%": 1, "sector": 1, "request": 1,
-              "register/thread": 1, "cycle": 1}
+              "register/thread": 1, "cycle": 1, "inst": 1}
 
 
 class ProfileError(RuntimeError):

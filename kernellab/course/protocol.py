@@ -166,27 +166,62 @@ def validate(declared: Lab, seed: int = 0) -> list[str]:
     return names
 
 
-def bench(declared: Lab, out_dir: Path | None = None) -> dict:
-    """`kernellab bench NN`: validate; on a GPU, measure, save record by record, judge, draw."""
+def record_names(declared: Lab) -> list[str]:
+    """The records `bench` makes: the benchmarks', then the measurements'."""
+    return ([b.name for b in declared.benchmarks(declared.module(), None)]
+            + [m.name for m in declared.measurements])
+
+
+def check_selection(declared: Lab, only) -> None:
+    """A ValueError naming the lab's records when `only` names one it does not make."""
+    unknown = sorted(set(only or ()) - set(record_names(declared)))
+    if unknown:
+        raise ValueError(f"lab {declared.number} records no {', '.join(unknown)}; its records are "
+                         f"{', '.join(record_names(declared))}")
+
+
+def bench_spec(spec: str) -> tuple[str, tuple[str, ...] | None]:
+    """'06' -> ('06', None), every record; '06:compute_probe,memory_probe' -> ('06',
+    ('compute_probe', 'memory_probe')): those records alone (ValueError for names the lab lacks)."""
+    lab, _, names = str(spec).partition(":")
+    number = target.lab_number(lab)
+    if not names:
+        return number, None
+    only = tuple(name.strip() for name in names.split(",") if name.strip())
+    check_selection(declaration(number), only)
+    return number, only
+
+
+def bench(declared: Lab, out_dir: Path | None = None, only: tuple[str, ...] | None = None) -> dict:
+    """`kernellab bench NN[:NAME]`: validate; on a GPU, measure (only the benchmarks and
+    measurements named in `only`, when given), save record by record, judge, draw. A partial
+    bench judges the targets on its new records over the recorded rest."""
+    check_selection(declared, only)
     lab = declared.module()
     print(f"validated: {', '.join(declared.validate(lab, 0))}")
     records = {}
     for benchmark in declared.benchmarks(lab, harness.optional_torch()):
-        records[benchmark.name] = harness.run(benchmark, lab=declared.number, out_dir=out_dir)
+        if only is None or benchmark.name in only:
+            records[benchmark.name] = harness.run(benchmark, lab=declared.number, out_dir=out_dir)
     if device.is_simulator():
         print(f"simulator: no timing exists here; the recorded measurements are in "
               f"{reference.path(declared.number).relative_to(target.ROOT)}")
         return {}
+    fresh = records
+    if only is not None:
+        records = {**recorded(declared), **records}   # the partial bench's inputs and targets' rest
     for measurement in declared.measurements:
+        if only is not None and measurement.name not in only:
+            continue
         started = time.perf_counter()
         print(f"== {measurement.name}: {measurement.why}")
-        records[measurement.name] = measurement.run(lab, records)
+        records[measurement.name] = fresh[measurement.name] = measurement.run(lab, records)
         reference.save(declared.number, {measurement.name: records[measurement.name]}, out_dir)
         print(f"   {measurement.name}: {time.perf_counter() - started:.0f} s")
     if declared.targets is not None:
         if all(r.get("ok", True) for r in records.values() if isinstance(r, dict)):
             goals = declared.targets(lab, records)
-            provenance = next((r["provenance"] for r in records.values() if "provenance" in r),
+            provenance = next((r["provenance"] for r in fresh.values() if "provenance" in r),
                               reference.provenance())
             reference.save(declared.number, {"targets": {"provenance": provenance, **goals}}, out_dir)
             records["targets"] = goals

@@ -216,3 +216,20 @@ def test_repeats_keep_every_run_and_judge_targets_on_the_worst():
         "a provenance flag is not a target"
     assert "worst repeat" in combined["targets_over_repeats"]["rule"]
     assert "INSTRUMENT ERROR" in bench.table(combined["records"]["b"])
+
+
+def test_a_partial_bench_keeps_the_records_it_did_not_run():
+    previous = {"records": {"b": {"old": True}, "other": {"kept": 1}}, "repeats": [{"other": {"kept": 1}}],
+                "records_note": "one run"}
+    combined = bench.keep_unrun_records(bench.combine_repeats([_repeat(0.004, 3.0, True)] * 2), previous, ("b",))
+    assert combined["records"]["other"] == {"kept": 1} and "old" not in combined["records"]["b"]
+    assert combined["repeats"][0]["other"] == {"kept": 1} and "other" not in combined["repeats"][1]
+    assert combined["records_note"].startswith("b (and the targets) are merged over 2 repeats")
+
+
+def test_a_partial_bench_names_the_records_a_lab_makes():
+    from kernellab.course import protocol
+    assert protocol.bench_spec("6") == ("06", None)
+    assert protocol.bench_spec("06:compute_probe, memory_probe") == ("06", ("compute_probe", "memory_probe"))
+    with pytest.raises(ValueError, match="lab 06 records no nonsense; its records are memory_probe"):
+        protocol.bench_spec("06:nonsense")

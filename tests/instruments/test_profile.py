@@ -30,7 +30,8 @@ def test_rows_follow_the_record_format():
     assert set(first) == {"benchmark", "variant", "size", "kernel", "dram_bytes_read", "dram_bytes_write",
                           "requested_bytes", "flops", "gpu_time_ns", "l1_sectors_per_request",
                           "achieved_occupancy_pct", "sm_throughput_pct", "dram_throughput_pct",
-                          "registers_per_thread"}
+                          "registers_per_thread", "warp_instructions"}
+    assert first["warp_instructions"] == 4_718_592
     assert first["dram_bytes_write"] == 54_955_264 and first["l1_sectors_per_request"] == 4.0
     assert first["registers_per_thread"] == 16 and first["gpu_time_ns"] == 41_632
     assert "DRAM = dram__bytes_read.sum" in profile.table({"rows": rows})
