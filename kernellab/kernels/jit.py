@@ -221,10 +221,17 @@ def source_stamp(fn) -> tuple[str, int]:
 
 
 def compile_key(kernel, argtypes, cc: tuple[int, int], how) -> tuple:
-    """Everything a compile's answer depends on: the kernel's file and mtime, module and name,
+    """Everything a compile's answer depends on: the kernel's file and mtime, module, name and closure,
     argument types, options (numba's and those `jit` recorded), target cc, and `how` it was
     compiled (the source of the figures and the PTX/LTO-IR path)."""
     fn = python_function(kernel)
     options = repr(sorted({**getattr(kernel, "targetoptions", {}),
                            **(getattr(kernel, "_kernellab_options", None) or {})}.items()))
-    return (source_stamp(fn), fn.__module__, kernel_name(kernel), str(argtypes), options, cc, how)
+    return (source_stamp(fn), fn.__module__, kernel_name(kernel), closure_values(fn), str(argtypes),
+            options, cc, how)
+
+
+def closure_values(fn) -> tuple:
+    """The constants a kernel factory closed over (two kernels of one factory share a name: a
+    block size or a trip count in the closure is what tells them apart)."""
+    return tuple(repr(cell.cell_contents) for cell in fn.__closure__ or ())

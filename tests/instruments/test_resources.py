@@ -233,3 +233,15 @@ def test_parse_ptxas_log():
         spill_stores_bytes=0, spill_loads_bytes=0)
     with pytest.raises(ptxas.KernelCompileError, match="no ptxas figures"):
         ptxas.parse_ptxas_log(LTO_LOG, "other")
+
+
+def test_kernels_of_one_factory_are_told_apart_by_what_they_closed_over():
+    """Two kernels a factory builds share their name; the constants they closed over (block
+    sizes, trip counts) make them different compiles (a cache keyed on the name alone gave the
+    second the first one's registers)."""
+    from kernellab.course import target
+    lab05 = target.load("05", "solutions")
+    small, large = lab05.vector_kernels(256, 8), lab05.vector_kernels(1024, 2)
+    assert jit.kernel_name(small) == jit.kernel_name(large)
+    keys = {jit.compile_key(k, ("float32[::1]",), (9, 0), None) for k in (small, large)}
+    assert len(keys) == 2
