@@ -322,8 +322,9 @@ def shapes_figure(record: dict, figures_dir: Path) -> Path:
     """% of copy bandwidth of the fused softmax per way of holding the row, labelled with registers,
     rows per SM and occupancy."""
     rows = record["rows"]
-    fig, (ax,) = plots.new_figure(f"Fused softmax, {ROWS} x {HEADLINE_COLS}: each way of holding a row "
-                                  "(in registers: fused_, in shared memory: staged_, in 16-byte vectors: vector_)", record, width=9.0)
+    fig, (ax,) = plots.new_figure(f"Fused softmax, {ROWS} x {HEADLINE_COLS}, by how a row is held:\n"
+                                  "fused_ in registers, staged_ in shared memory, vector_ in 16-byte vectors",
+                                  record, width=9.0)
     bars = ax.bar([r["shape"] for r in rows], [r["pct_of_copy"] or 0 for r in rows])
     for bar, r in zip(bars, rows):
         ax.annotate(f"{r['registers']} regs\n{r['active_blocks']} rows/SM\n{r['occupancy']:.0%} occ.",

@@ -559,9 +559,8 @@ def run_repeats(specs: list[tuple[str, tuple[str, ...] | None]], repeat: int, ou
             continue                                  # a lab that records nothing (no GPU timing)
         combined = combine_repeats([json.loads(f.read_text()) for f in files])
         destination = (Path(out_dir) / name) if out_dir else reference.path(lab, device.gpu_slug())
-        previous = json.loads(destination.read_text()) if destination.exists() else {}
-        if not previous and only:                     # the records this partial bench keeps
-            previous = reference.load(lab) or {}
+        previous = (json.loads(destination.read_text()) if destination.exists()   # its profile rows, and
+                    else reference.load(lab) or {})                               # a partial bench's rest
         if "profile" in previous:
             combined["profile"] = previous["profile"]
         if only:
