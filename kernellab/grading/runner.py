@@ -26,13 +26,13 @@ from pathlib import Path
 
 from kernellab.gpu import device
 from kernellab.grading import plugin, integrity
+from kernellab.kernels import ptxas
 from kernellab.course import target
 from kernellab.course import settings
 
 DEFAULT_TIMEOUT = 60.0       # seconds one graded test may run in the simulator
 IMPORT_TIMEOUT = 60.0        # seconds the probe may take to import a lab
 POLL = 0.05
-IMPORTED = "kernellab: lab imported"  # the probe's last word: exit code 0 alone proves nothing
 
 
 @dataclasses.dataclass
@@ -54,16 +54,16 @@ class LabRun:
 
 
 
-def check_compiles(runs: list[LabRun]):
+def check_compiles(runs: list[LabRun], server=None):
     """A test passes only if every lab kernel it launched also compiles for a real GPU: the
-    kernels of all `runs` are compiled in one child (one numba import for the whole grade)."""
+    kernels of all `runs` are compiled once each, in one child (the `server`'s, where given)."""
     from kernellab.grading import compile_check
     unique = {json.dumps(r, sort_keys=True): r for run in runs
               for reqs in run.kernels.values() for r in reqs}
     if not unique:
         return
     try:
-        errors = dict(zip(unique, compile_check.gpu_compile_errors(list(unique.values()))))
+        errors = dict(zip(unique, compile_check.gpu_compile_errors(list(unique.values()), server)))
     except Exception as exc:  # the check itself broke: say so, cost nothing
         for run in runs:
             for outcome in run.outcomes.values():
@@ -115,19 +115,51 @@ def collect(labs: list[str], env: dict, workdir: Path) -> dict[str, dict]:
 
 def probe_import(lab: str, env: dict, timeout: float) -> str | None:
     """Import the lab once in a child; None if it imports, else why not (one line or a short tail)."""
-    code = ("import kernellab\nfrom kernellab.course import target\n"
-            f"target.load({lab!r})\nprint({IMPORTED!r})\n")
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], cwd=target.ROOT, env=env,
-                              capture_output=True, text=True, timeout=timeout,
-                              start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return f"importing the lab did not finish within {timeout:.0f} s (a loop at import time?)"
-    if proc.returncode == 0 and IMPORTED in proc.stdout:
-        return None
-    tail = [line for line in proc.stderr.strip().splitlines() if line.strip()][-6:]
+    return probe_imports([lab], env, timeout)[lab]
+
+
+def probe_imports(labs: list[str], env: dict, timeout: float, workdir: Path | None = None) -> dict:
+    """{lab: None if it imports, else why not}: the labs imported one after another in one child
+    (starting a child costs more than importing most labs), each within `timeout`. The lab whose
+    import raises, hangs or ends the interpreter is reported, and a fresh child goes on with the
+    labs after it."""
+    found: dict[str, str | None] = {}
+    with tempfile.TemporaryDirectory(prefix="kernellab-probe-", dir=workdir) as tmp:
+        while pending := [lab for lab in labs if lab not in found]:
+            marks, errors = Path(tmp) / f"marks-{len(found)}", Path(tmp) / f"stderr-{len(found)}"
+            code = ("import sys\nimport kernellab\nfrom kernellab.course import target\n"
+                    f"marks = open({str(marks)!r}, 'a', buffering=1)\n"
+                    f"for lab in {pending!r}:\n"
+                    "    marks.write(f'start {lab}\\n')\n"
+                    "    target.load(lab)\n"
+                    "    marks.write(f'done {lab}\\n')\n")
+            with open(errors, "w") as err:
+                proc = subprocess.Popen([sys.executable, "-c", code], cwd=target.ROOT, env=env,
+                                        stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+                current, started, hung = None, time.monotonic(), False
+                while proc.poll() is None and not hung:
+                    words = marks.read_text().split() if marks.exists() else []
+                    if words[-2:-1] == ["start"] and current != words[-1]:
+                        current, started = words[-1], time.monotonic()   # each lab's own clock
+                    hung = time.monotonic() - started > timeout
+                    if hung:
+                        kill_group(proc)
+                    time.sleep(POLL)
+            lines = marks.read_text().splitlines() if marks.exists() else []
+            found.update((line.split()[1], None) for line in lines if line.startswith("done "))
+            stuck = next((lab for lab in pending if lab not in found), None)
+            if stuck is None:
+                break
+            found[stuck] = (f"importing the lab did not finish within {timeout:.0f} s (a loop at "
+                            "import time?)" if hung else _import_failure(errors.read_text(), proc.returncode))
+    return found
+
+
+def _import_failure(stderr: str, returncode: int | None) -> str:
+    """Why a lab did not import: the exception's last line, the lab file's line and a short tail."""
+    tail = [line for line in stderr.strip().splitlines() if line.strip()][-6:]
     if not tail:
-        return f"the lab could not be imported: the interpreter exited with code {proc.returncode}"
+        return f"the lab could not be imported: the interpreter exited with code {returncode}"
     places = [re.search(r'File "([^"]+)", line (\d+)', line) for line in tail]
     where = next((f" ({Path(m.group(1)).name}, line {m.group(2)})" for m in reversed(places)
                   if m and target.LAB_FILE.match(Path(m.group(1)).name)), "")   # the lab's line
@@ -191,12 +223,46 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int,
         for nodeid in graded:
             run.outcomes[nodeid] = {"outcome": "failed", "output": why_not}
         return run
-    attempt, hung = 0, {}
+    run_tests(run, env, workdir, timeout, output_cap, first_failure, stress)
+    if compile_check:
+        check_compiles([run])
+    return run
+
+
+def run_group(labs: list[str], env: dict, workdir: Path, timeout: float, output_cap: int,
+              collected: dict, imports: dict, stress: bool = True) -> LabRun:
+    """Several labs' graded tests in shared children (a child's start is a lab's cost over again;
+    a test that kills its child still costs only itself). A lab that did not import
+    (`probe_imports`) fails all its tests with the reason."""
+    graded = {nodeid: info for lab in labs for nodeid, info in collected[lab].items()}
+    run = LabRun("+".join(labs), graded, {})
+    for lab in labs:
+        for nodeid in collected[lab] if imports.get(lab) else ():
+            run.outcomes[nodeid] = {"outcome": "failed", "output": imports[lab]}
+    run_tests(run, env, workdir, timeout, output_cap, False, stress)
+    return run
+
+
+def balanced_groups(collected: dict[str, dict], groups: int) -> list[list[str]]:
+    """The labs in at most `groups` groups of about equal work, a lab's work counted as its
+    graded tests (the largest first, each to the lightest group), the heaviest group first.
+    Twice as many groups as workers lets a worker that drew light labs take another group."""
+    bins: list[list[str]] = [[] for _ in range(max(1, min(groups, len(collected))))]
+    work = lambda labs: sum(len(collected[lab]) for lab in labs)   # noqa: E731
+    for lab in sorted(collected, key=lambda lab: -len(collected[lab])):
+        min(bins, key=work).append(lab)
+    return sorted((sorted(b) for b in bins if b), key=work, reverse=True)
+
+
+def run_tests(run: LabRun, env: dict, workdir: Path, timeout: float, output_cap: int,
+              first_failure: bool, stress: bool):
+    """Children over the run's tests without an outcome yet, until every test has one."""
+    graded, attempt, hung = {n: i for n, i in run.graded.items() if n not in run.outcomes}, 0, {}
     for group_env, nodeids in device_groups(graded, env):
         while remaining := [n for n in nodeids if n not in run.outcomes]:
             attempt += 1
-            progress = workdir / f"progress-{lab}-{attempt}.jsonl"
-            log = workdir / f"log-{lab}-{attempt}.txt"
+            progress = workdir / f"progress-{run.lab}-{attempt}.jsonl"
+            log = workdir / f"log-{run.lab}-{attempt}.txt"
             extra = [f"--kl-hung={json.dumps(hung)}"] + ([] if stress else ["--no-stress"])
             stuck = run_child(remaining, group_env, progress, log, timeout, output_cap, run,
                               first_failure, extra)
@@ -214,9 +280,6 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int,
                 break
         if run.stops(first_failure):
             break
-    if compile_check:
-        check_compiles([run])
-    return run
 
 
 @dataclasses.dataclass
@@ -316,12 +379,20 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
     graded, outcomes = {}, {}
     numbers = resolve_labs(labs)
     with tempfile.TemporaryDirectory(prefix="kernellab-grade-") as tmp, \
-            concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=1) as compiler, \
+            ptxas.CompileServer(lineinfo=True) as server:       # numba imports there during collect
+        probing = pool.submit(probe_imports, numbers, env, IMPORT_TIMEOUT, Path(tmp))  # beside collect
         collected = collect(numbers, env, Path(tmp))
-        runs = list(pool.map(lambda lab: run_lab(lab, env, Path(tmp), timeout, output_cap,
-                                                 graded=collected[lab], compile_check=False,
-                                                 stress=stress), numbers))
-        check_compiles(runs)
+        imports = probing.result()
+        def grade_group(labs: list[str]) -> tuple[LabRun, concurrent.futures.Future]:
+            run = run_group(labs, env, Path(tmp), timeout, output_cap, collected, imports, stress)
+            return run, compiler.submit(check_compiles, [run], server)   # beside the next group's tests
+
+        started = list(pool.map(grade_group, balanced_groups(collected, 2 * jobs)))
+        for _, checked in started:
+            checked.result()
+        runs = [run for run, _ in started]
         for run in runs:
             graded.update(run.graded)
             outcomes.update(run.outcomes)

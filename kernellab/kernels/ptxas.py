@@ -200,7 +200,7 @@ def child_request(kernel, argtypes, cc: tuple[int, int], lto: bool | None) -> di
 # and tells it "gpu" (and the parent's device facts) before anything imports kernellab.
 _CHILD_BOOTSTRAP = r"""
 import importlib.util, json, sys
-payload = json.loads(sys.stdin.read())
+payload = json.loads(sys.stdin.readline())
 sys.path[:0] = [p for p in payload["paths"] if p not in sys.path]
 spec = importlib.util.spec_from_file_location("kernellab.gpu.device", payload["device_py"])
 dev = importlib.util.module_from_spec(spec)
@@ -212,27 +212,111 @@ dev.facts = lambda: facts
 import kernellab.gpu
 kernellab.gpu.device = dev   # a module found in sys.modules is not set on its package by import
 from kernellab.kernels import ptxas
-ptxas.serve(payload["requests"])
+if "requests" in payload:
+    ptxas.serve(payload["requests"])
+else:
+    ptxas.serve_lines(sys.stdin, payload["lineinfo"])
 """
+
+
+CHILD_TIMEOUT = 900   # seconds a compile child may take over one batch of requests
+
+
+def _child_payload(**what) -> str:
+    return json.dumps({"paths": [p for p in sys.path if isinstance(p, str)],
+                       "device_py": str(Path(device.__file__).resolve()),
+                       "facts": dataclasses.asdict(device.facts()), **what})
+
+
+def _child_env() -> dict:
+    return dict(os.environ, NUMBA_ENABLE_CUDASIM="0", KERNELLAB_DEVICE="gpu")
 
 
 def run_child(requests: list[dict]) -> list[dict]:
     """Compile every request in one child process; one answer per request: {"ok": {"figures",
     "cc", "lto", "log"[, "ptx"]}} or {"kind": "lookup" | "compile", "error": one line}."""
-    payload = {
-        "paths": [p for p in sys.path if isinstance(p, str)],
-        "device_py": str(Path(device.__file__).resolve()),
-        "facts": dataclasses.asdict(device.facts()),
-        "requests": requests,
-    }
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", KERNELLAB_DEVICE="gpu")
-    proc = subprocess.run([sys.executable, "-c", _CHILD_BOOTSTRAP], input=json.dumps(payload),
-                          capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run([sys.executable, "-c", _CHILD_BOOTSTRAP], input=_child_payload(requests=requests),
+                          capture_output=True, text=True, env=_child_env(), timeout=CHILD_TIMEOUT)
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(_RESULT_MARK):
             return json.loads(line[len(_RESULT_MARK):])
     tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
     raise RuntimeError(f"the compile child process failed (exit {proc.returncode}):\n{tail}")
+
+
+def _forward_lines(stream, lines) -> None:
+    """Every line of a child's output into a queue, then None at its end."""
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+class CompileServer:
+    """One compile child kept for many batches of requests (numba imports once, and it can start
+    while the caller does other work): `ask(requests)` answers as `run_child` does. A child that
+    dies or stalls is reported as a RuntimeError and replaced at the next `ask`. `lineinfo`:
+    every request compiles with line info (device functions keep their own lines)."""
+
+    def __init__(self, lineinfo: bool = False):
+        import threading
+        self.lineinfo, self._lock, self._proc = lineinfo, threading.Lock(), None
+
+    def start(self) -> "CompileServer":
+        import queue
+        import tempfile
+        import threading
+        with self._lock:
+            if self._proc is None:
+                self._stderr = tempfile.TemporaryFile(mode="w+")
+                self._proc = subprocess.Popen([sys.executable, "-c", _CHILD_BOOTSTRAP], stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+                                              env=_child_env())
+                self._proc.stdin.write(_child_payload(lineinfo=self.lineinfo) + "\n")
+                self._proc.stdin.flush()
+                self._lines = queue.Queue()
+                threading.Thread(target=_forward_lines, args=(self._proc.stdout, self._lines), daemon=True).start()
+        return self
+
+    def ask(self, requests: list[dict]) -> list[dict]:
+        import queue
+        self.start()
+        with self._lock:
+            try:
+                self._proc.stdin.write(json.dumps(requests) + "\n")
+                self._proc.stdin.flush()
+                while (line := self._lines.get(timeout=CHILD_TIMEOUT)) is not None:
+                    if line.startswith(_RESULT_MARK):
+                        return json.loads(line[len(_RESULT_MARK):])
+                why = f"exit {self._proc.wait()}"
+            except (OSError, queue.Empty) as exc:
+                why = "no answer within its time" if isinstance(exc, queue.Empty) else str(exc)
+            self._stderr.seek(0)
+            tail = "\n".join(self._stderr.read().strip().splitlines()[-15:])
+            self._stop()
+        raise RuntimeError(f"the compile child process failed ({why}):\n{tail}")
+
+    def _stop(self):
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._stderr.close()
+            self._proc = None
+
+    def close(self):
+        with self._lock:
+            if self._proc is not None:
+                self._proc.stdin.close()
+                try:
+                    self._proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+                self._stop()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 class _CompileTarget:
@@ -247,6 +331,17 @@ def serve(requests: list[dict]) -> None:
     if requests:
         _CompileTarget.compute_capability = tuple(requests[0]["cc"])
     _compile_without_a_device(device_lineinfo=any(r.get("lineinfo") for r in requests))
+    _answer_all(requests)
+
+
+def serve_lines(lines, lineinfo: bool) -> None:
+    """A CompileServer's child: one JSON list of requests per line, one answer line each."""
+    _compile_without_a_device(device_lineinfo=lineinfo)
+    for line in lines:
+        _answer_all(json.loads(line))
+
+
+def _answer_all(requests: list[dict]) -> None:
     answers = []
     for request in requests:
         _CompileTarget.compute_capability = tuple(request["cc"])

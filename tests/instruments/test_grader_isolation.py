@@ -96,6 +96,32 @@ def test_import_that_hangs_is_reported_once(tmp_path, monkeypatch):
     assert all(t["score"] == 0 and "did not finish" in t["output"] for t in tests.values())
 
 
+def test_one_probe_reports_each_lab_and_goes_on_after_a_hang_or_a_crash(tmp_path):
+    """The labs' imports are probed in one child; the lab that hangs, raises or ends the
+    interpreter is named, and the labs after it are still probed."""
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    plants = {"00": "", "01": "while True:\n    pass\n", "02": "raise RuntimeError('lab 02 explodes')\n",
+              "03": "import os\nos._exit(7)\n", "04": ""}
+    for number, plant in plants.items():
+        solution = next((target.ROOT / "solutions").glob(f"lab{number}_*.py"))
+        (labs / solution.name).write_text(plant + solution.read_text())
+    found = runner.probe_imports(list(plants), runner.child_env("labs", labs, 1), timeout=5.0)
+    assert found["00"] is None and found["04"] is None, found
+    assert "did not finish within 5 s" in found["01"]
+    assert "lab 02 explodes" in found["02"] and "lab02_vertical_fusion.py, line 1" in found["02"]
+    assert "exited with code 7" in found["03"]
+
+
+def test_labs_are_grouped_by_their_work():
+    collected = {lab: dict.fromkeys(range(count)) for lab, count in
+                 (("00", 10), ("01", 2), ("02", 9), ("03", 3), ("04", 1))}
+    groups = runner.balanced_groups(collected, 2)
+    assert sorted(lab for group in groups for lab in group) == sorted(collected)
+    assert groups == [["00", "01", "04"], ["02", "03"]]      # 13 and 12 tests, the heavier first
+    assert runner.balanced_groups(collected, 9) == [["00"], ["02"], ["03"], ["01"], ["04"]]
+
+
 def test_kernel_the_gpu_cannot_compile_fails_its_tests(tmp_path):
     """The simulator runs a list inside a kernel; a GPU compile does not, and the grader says so."""
     root = submission(tmp_path, ("        out[i] = a * x[i] + b  # 1 read",

@@ -163,8 +163,8 @@ def test_float32_kernels_are_those_with_only_float32_arguments(kernels):
 
 
 def test_the_compile_check_names_float64_arithmetic_and_failures_by_their_line(kernels):
-    """One child: float64 arithmetic in a float32 kernel (in the kernel, and inside a device
-    function), a kernel no GPU compiles, and a clean float32 kernel."""
+    """Float64 arithmetic in a float32 kernel (in the kernel, and inside a device function), a
+    kernel no GPU compiles, and a clean float32 kernel, through the grader's compile server."""
     from numba import float32
     vector = float32[::1]
     cases = [(kernels.float64_in_device_function, (vector, vector)),
@@ -172,7 +172,12 @@ def test_the_compile_check_names_float64_arithmetic_and_failures_by_their_line(k
              (kernels.broken, (vector, vector)),
              (kernels.reverse_block, (vector, vector))]
     requests = [compile_check.compile_request(kernel, types) for kernel, types in cases]
-    device_function, accumulator, broken, clean = compile_check.gpu_compile_errors(requests)
+    with ptxas.CompileServer(lineinfo=True) as server:      # the grader's: one child, many batches
+        device_function, accumulator = compile_check.gpu_compile_errors(requests[:2], server)
+        server._proc.kill()                                 # a child that died is reported, then replaced
+        with pytest.raises(RuntimeError, match="the compile child process failed"):
+            server.ask(requests[2:])
+        broken, clean = compile_check.gpu_compile_errors(requests[2:], server)
     assert device_function.startswith("lab kernel `_half_plus_zero` computes in float64 at ")
     assert device_function.endswith(
         f"resources_kernels.py:{line_of('# PRECISION')}: "
