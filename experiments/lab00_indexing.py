@@ -49,14 +49,16 @@ def axpb_ledger(name: str, n: int) -> traffic.Ledger:
 
 
 def axpb_benchmarks(lab, torch=None) -> list[harness.Benchmark]:
-    """`axpb`: each of lab.VARIANTS over n (the grid-stride one at its default of 4 blocks per SM)."""
+    """`axpb`: each of lab.VARIANTS over n (the grid-stride one at its default of 4 blocks per SM),
+    in blocks of BLOCK threads, as the grid sweep launches them (at the launchers' default of 128,
+    an H200 ran the one-thread-per-element kernel 1.55x slower: twice the blocks, each as short)."""
     return [harness.Benchmark(
         name="axpb", axis="n (float32 elements)",
         sizes=[1 << k for k in range(10, 27, 2)], sim_sizes=[300], tour_sizes=[1 << 16, GPU_N],
         make_inputs=lambda rng, n: {"x": checks.nonzero(rng, n)},
         reference=lambda inputs: lab.reference_axpb(inputs["x"], A, B),
         flops=lambda n: 2.0 * n,                       # a multiply and an add per element
-        variants=[harness.Variant(name, lambda d, out, run=run: run(d["x"], A, B, out=out), why,
+        variants=[harness.Variant(name, lambda d, out, run=run: run(d["x"], A, B, out=out, block=BLOCK), why,
                                   ledger=lambda n, name=name: axpb_ledger(name, n))
                   for name, (run, why) in lab.VARIANTS.items()])]
 

@@ -323,7 +323,7 @@ class UpdatedInPlace:
             self.batch, self.updates = batch, self.updates + 1
         flat.copy_to_device(x.reshape(batch * self.features))
         self.graph.replay()
-        return flat
+        return flat.reshape(batch, self.features)      # the batch's shape, as the others return
 
 
 def batch_streams(seed: int = 8) -> dict[str, list[int]]:
