@@ -173,10 +173,16 @@ class LedgerEntry:
     writes: int
     itemsize: int
     temporary: bool  # an intermediate the launcher allocates (the meter cannot know its name)
+    distinct: int | None = None   # the distinct elements the reads touch, when fewer than the reads
 
     @property
     def bytes(self) -> int:
         return (self.reads + self.writes) * self.itemsize
+
+    @property
+    def cached_bytes(self) -> int:
+        """Re-reads of elements already read: what a cache serves (0 where `distinct` is None)."""
+        return 0 if self.distinct is None else max(0, self.reads - self.distinct) * self.itemsize
 
 
 class Ledger:
@@ -199,14 +205,23 @@ class Ledger:
         self.entries: list[LedgerEntry] = list(entries)
 
     def add(self, op: str, array: str, reads: int = 0, writes: int = 0, itemsize: int = 4,
-            temporary: bool = False) -> "Ledger":
-        """Declare that `op` loads `reads` and stores `writes` elements of `array`; returns self."""
-        if reads < 0 or writes < 0 or itemsize <= 0:
-            raise ValueError(f"ledger entry {op}/{array}: need reads, writes >= 0 and itemsize > 0, "
-                             f"got reads={reads}, writes={writes}, itemsize={itemsize}")
+            temporary: bool = False, distinct: int | None = None) -> "Ledger":
+        """Declare that `op` loads `reads` and stores `writes` elements of `array`; returns self.
+        `distinct`: how many different elements the reads touch, when a small array is re-read
+        (layernorm's gamma, read by every row): the re-reads are requested bytes that a cache
+        serves, not DRAM traffic (`compulsory_bytes` leaves them out)."""
+        if reads < 0 or writes < 0 or itemsize <= 0 or (distinct is not None and not 0 <= distinct <= reads):
+            raise ValueError(f"ledger entry {op}/{array}: need reads, writes >= 0, itemsize > 0 and "
+                             f"0 <= distinct <= reads, got reads={reads}, writes={writes}, "
+                             f"itemsize={itemsize}, distinct={distinct}")
         self.entries.append(LedgerEntry(op, array, int(reads), int(writes), int(itemsize),
-                                        bool(temporary)))
+                                        bool(temporary), None if distinct is None else int(distinct)))
         return self
+
+    def with_distinct(self, array: str, distinct: int) -> "Ledger":
+        """A copy in which every read of `array` touches only `distinct` different elements."""
+        return Ledger(self.name, (dataclasses.replace(e, distinct=min(distinct, e.reads))
+                                  if e.array == array and e.reads else e for e in self.entries))
 
     def by_array(self) -> TrafficCount:
         """Per array, summed over ops, in the meter's form (so the two print alike)."""
@@ -239,6 +254,12 @@ class Ledger:
     @property
     def total_bytes(self) -> int:
         return self.bytes_read + self.bytes_written
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """The requested bytes less the re-reads a cache serves (entries with `distinct`): the
+        least DRAM traffic the variant can cause, which a DRAM ceiling bounds."""
+        return self.total_bytes - sum(e.cached_bytes for e in self.entries)
 
     def ratio(self, other: "Ledger") -> float:
         """self's bytes / other's bytes: the speed-up of `other` over self when both are memory-bound."""

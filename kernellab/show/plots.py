@@ -102,6 +102,7 @@ def band_label(result: dict) -> str:
 
 
 REQUESTED_LABEL = "GB/s of requested bytes (ledger), not DRAM bytes"
+COMPULSORY_LABEL = "GB/s of compulsory bytes: the ledger\nless re-reads a cache serves; not DRAM bytes"
 
 
 def bandwidth_vs_size(ax, result: dict, dram_bytes: dict | None = None):
@@ -123,7 +124,9 @@ def bandwidth_vs_size(ax, result: dict, dram_bytes: dict | None = None):
                     marker="o", markersize=3, capsize=2, label=name)
     _copy_ceiling(ax, result)
     _size_axis(ax, result)
-    ax.set_ylabel(f"achieved bandwidth\n({REQUESTED_LABEL})", fontsize=8)
+    compulsory = any("compulsory_bytes" in r for r in result["rows"])
+    ax.set_ylabel("achieved bandwidth\n(" + (COMPULSORY_LABEL if compulsory else REQUESTED_LABEL) + ")",
+                  fontsize=8)
     ax.legend(fontsize=7)
 
 

@@ -233,3 +233,16 @@ def test_a_partial_bench_names_the_records_a_lab_makes():
     assert protocol.bench_spec("06:compute_probe, memory_probe") == ("06", ("compute_probe", "memory_probe"))
     with pytest.raises(ValueError, match="lab 06 records no nonsense; its records are memory_probe"):
         protocol.bench_spec("06:nonsense")
+
+
+def test_a_row_whose_rereads_a_cache_serves_is_rated_on_its_compulsory_bytes():
+    """Requested bytes may outrun DRAM when L2 serves re-reads; the compulsory bytes may not."""
+    ceilings = {"copy_gbps": 100.0, "copy": {"method": "memcpy", "gbps": 100.0},
+                "streams": {"read_only": {"write_fraction": 0.0, "gbps": 110.0}}}
+    row = {"bytes": 300, "compulsory_bytes": 150, "write_fraction": 1 / 3, "median_ms": 2e-6}
+    bench.rate_against_ceilings(row, ceilings)
+    assert row["gbps_requested"] == pytest.approx(150.0) and row["gbps"] == pytest.approx(75.0)
+    assert "instrument_error" not in row and row["pct_of_copy"] == pytest.approx(75.0)
+    too_fast = {**row, "median_ms": 1e-6}
+    bench.rate_against_ceilings(too_fast, ceilings)
+    assert "instrument error" in too_fast["instrument_error"]

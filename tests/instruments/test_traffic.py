@@ -143,3 +143,17 @@ def test_an_atomic_is_one_read_and_one_write_whatever_the_simulator_does():
     assert shared_sum.copy_to_host()[0] == 2.0
     from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
     assert FakeCUDAAtomic.add.__name__ == "add"     # outside the meter, the simulator's own again
+
+
+def test_compulsory_bytes_leave_out_the_rereads_a_cache_serves():
+    rows, cols = 4, 8
+    ledger = (Ledger("layernorm").add("ln", "x", reads=rows * cols).add("ln", "gamma", reads=rows * cols)
+              .add("ln", "out", writes=rows * cols))
+    marked = ledger.with_distinct("gamma", cols)
+    assert marked.total_bytes == ledger.total_bytes == 3 * rows * cols * 4
+    assert ledger.compulsory_bytes == ledger.total_bytes
+    assert marked.compulsory_bytes == (2 * rows * cols + cols) * 4
+    assert marked == ledger, "the same requests: the meter's check is unchanged"
+    assert Ledger.from_dict(marked.as_dict()).compulsory_bytes == marked.compulsory_bytes
+    with pytest.raises(ValueError, match="0 <= distinct <= reads"):
+        Ledger().add("op", "a", reads=2, distinct=3)
