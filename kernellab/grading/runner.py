@@ -76,11 +76,11 @@ def check_compiles(runs: list[LabRun], server=None):
             if failures:
                 outcome = run.outcomes[nodeid]
                 outcome["outcome"] = "failed"
+                cc = f"sm_{compile_check.GPU_CHECK_CC[0]}{compile_check.GPU_CHECK_CC[1]}"
                 outcome["output"] = (
-                    "fails the compile check for a real GPU (sm_"
-                    f"{compile_check.GPU_CHECK_CC[0]}{compile_check.GPU_CHECK_CC[1]}: it must compile, "
-                    "in float32 where the lab declares float32):\n"
-                    + "\n".join(failures) + "\n" + outcome["output"])
+                    f"fails the compile check for a real GPU ({cc}):\n" + "\n".join(failures)
+                    + "\n(every lab kernel must compile for a GPU, in float32 where the lab declares "
+                      "float32)\n" + outcome["output"])
 
 
 def child_env(target_name: str, labs_dir: Path | None, seed: int) -> dict:

@@ -69,12 +69,13 @@ def _line_in_file(exc: BaseException, source_file: str) -> int | None:
 
 def source_line(path: str, line: int, separator: str = ":") -> str:
     """'labs/lab02_vertical_fusion.py:123: `y = x * 0.5`': the path as the student knows it
-    (relative to the working directory when it is under it) and the line's text."""
+    (relative to the working directory when it is under it, else its folder and name) and the
+    line's text."""
     shown = Path(path)
     try:
         shown = shown.resolve().relative_to(Path.cwd().resolve())
     except (ValueError, OSError):
-        pass
+        shown = Path(shown.parent.name) / shown.name     # a submission elsewhere: labs/labNN_*.py
     text = line_text(path, line)
     return f"{shown}{separator}{line}" + (f": `{text}`" if text is not None else "")
 
