@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernellab.course import bench as harness
-from kernellab.course import protocol, target
-from kernellab.course.claims import Claim, need, row
+from kernellab.course import protocol
+from kernellab.course.claims import Claim, need, row, course_solution
 from kernellab.gpu import checks, device
 from kernellab.gpu.traffic import Ledger
 from kernellab.show import plots
@@ -252,7 +252,7 @@ def time_figure(lab, records: dict, figures_dir: Path) -> Path:
 
 def _chain_values(records):
     chain = need(records, "chain")
-    lab = target.load(NUMBER, "solutions")
+    lab = course_solution(NUMBER)
     n = headline_size(chain)
     small = min(chain["sizes"])
     fused, unfused = row(chain, "fused", n), row(chain, "unfused", n)

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from kernellab.course import bench as harness
-from kernellab.course import protocol, reference, target
-from kernellab.course.claims import Claim, Missing, need, row
+from kernellab.course import protocol, reference
+from kernellab.course.claims import Claim, Missing, need, row, course_solution
 from kernellab.gpu import checks, timing
 from kernellab.show import plots
 
@@ -207,7 +207,7 @@ def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
 def _crossover_values(records):
     offsets_record(records)
     launch = need(records, "host_launch")
-    summary = crossover(target.load(NUMBER, "solutions"), records)
+    summary = crossover(course_solution(NUMBER), records)
     if not summary["rows"]:
         raise Missing("tasks has no validated timings of both versions")
     smallest = summary["rows"][0]

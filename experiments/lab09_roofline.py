@@ -37,7 +37,7 @@ from matplotlib import colormaps
 
 from kernellab.course import bench as harness
 from kernellab.course import protocol, reference
-from kernellab.course.claims import Claim, Missing, need
+from kernellab.course.claims import Claim, Missing, need, course_solution
 from kernellab.gpu import checks, device, timing
 from kernellab.gpu.traffic import Ledger, buffer_address
 from kernellab.show import plots
@@ -638,12 +638,10 @@ def occupancy_gains(records_of: Callable[[str], dict] = recorded) -> dict:
 def claim_points(records: dict) -> tuple[list[dict], Callable[[str], dict]]:
     """The roofline points a claim reads, from its records: every lab's as records["labNN"]
     (live where this process measured them, `claims.sources`), lab 09's own at the top."""
-    from kernellab.course import target
-
     def records_of(lab_number):
         return need(records, f"lab{lab_number}")
 
-    return roofline_points(target.load(NUMBER), own=records, records_of=records_of), records_of
+    return roofline_points(course_solution(NUMBER), own=records, records_of=records_of), records_of
 
 
 def roofline_values(records: dict) -> dict:

@@ -61,6 +61,17 @@ class Missing(LookupError):
     """The records lack what a claim reads: the claim awaits data, it is not false."""
 
 
+def course_solution(lab: str):
+    """The course's solution of `lab`, which some claims compute with (a ledger, a crossover, a
+    roofline point), so that a student's stub never changes a claim. Missing in a student
+    release, which ships no solutions: there the claim awaits them instead of failing."""
+    from kernellab.course import target
+    if not target.has_solutions():
+        raise Missing("it computes with the course's solution, which the student release leaves out "
+                      "(the recorded figures show the measurements)")
+    return target.load(lab, "solutions")
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
     """A sentence with placeholders, the numbers it needs from the records, and its check."""
