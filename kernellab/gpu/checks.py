@@ -85,16 +85,19 @@ def to_host(array) -> np.ndarray:
     return array.copy_to_host() if hasattr(array, "copy_to_host") else np.asarray(array)
 
 
-def relative_error(out, ref) -> float:
-    """||out - ref|| / ||ref|| in float64 (NaN if anything is NaN)."""
+def relative_error(out, ref, scale=None) -> float:
+    """||out - ref|| / ||scale|| in float64 (NaN if anything is NaN); `scale` defaults to ref."""
     out64 = np.asarray(out, dtype=np.float64)
     ref64 = np.asarray(ref, dtype=np.float64)
-    scale = np.linalg.norm(ref64.ravel())
-    return float(np.linalg.norm((out64 - ref64).ravel()) / (scale if scale else 1.0))
+    norm = np.linalg.norm(np.asarray(ref64 if scale is None else scale, dtype=np.float64).ravel())
+    return float(np.linalg.norm((out64 - ref64).ravel()) / (norm if norm else 1.0))
 
 
-def assert_matches(out, ref, rtol=1e-5, what="output"):
-    """Fail with a message a student can act on: shape, unwritten elements, worst element."""
+def assert_matches(out, ref, rtol=1e-5, what="output", scale=None):
+    """Fail with a message a student can act on: shape, unwritten elements, worst element.
+    `scale`: the magnitudes the error is measured against, where the result can cancel to near
+    zero; for a sum of products, |a| @ |b| (a float32 dot product's rounding is bounded by k
+    roundings of |a| . |b|, not of the result): a correct kernel then passes on every seed."""
     out = to_host(out)
     ref = np.asarray(ref)
     if out.shape != ref.shape:
@@ -109,7 +112,7 @@ def assert_matches(out, ref, rtol=1e-5, what="output"):
                 for where, words in origins if where.any()]
     if problems:
         raise AssertionError(f"{what}: " + "; ".join(problems))
-    error = relative_error(out, ref)
+    error = relative_error(out, ref, scale)
     if not error <= rtol:
         worst = np.unravel_index(np.argmax(np.abs(out.astype(np.float64) - ref)), out.shape)
         worst = tuple(int(i) for i in worst)
