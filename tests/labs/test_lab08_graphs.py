@@ -21,6 +21,16 @@ def random_coeffs(rng, steps):
     return [(float(a), float(b)) for a, b in zip(checks.nonzero(rng, steps), checks.nonzero(rng, steps))]
 
 
+def magnitudes(x, coeffs, times=1):
+    """What each element's rounding is measured against: |a| |x| + |b| through every step (a
+    result that cancels to near zero is rounded no worse than its terms)."""
+    m = np.abs(np.asarray(x, dtype=np.float64))
+    for _ in range(times):
+        for a, b in coeffs:
+            m = abs(float(a)) * m + abs(float(b))
+    return m
+
+
 def chain_case(rng, block, steps, n=None):
     n = n or checks.awkward_size(rng, block, 1, 3)
     return checks.nonzero(rng, n), random_coeffs(rng, steps)
@@ -37,7 +47,7 @@ def test_affine_step_kernel(lab, rng):
         with record_launches() as launches:
             lab.affine_step_kernel[grid, 32](d_x, a, b)
         checks.assert_launched(launches, "affine_step_kernel", count=1)
-        checks.assert_matches(d_x, lab.chain_reference(x, [(a, b)]), rtol=1e-6,
+        checks.assert_matches(d_x, lab.chain_reference(x, [(a, b)]), scale=magnitudes(x, [(a, b)]), rtol=1e-6,
                               what=f"affine_step_kernel on {x.size} elements")
 
 
@@ -51,7 +61,8 @@ def test_affine_step_guard(lab, rng):
     lab.affine_step_kernel[-(-x.size // 32), 32](buffer[: x.size], a, b)
     host = buffer.copy_to_host()
     assert np.array_equal(host[x.size:], canary[x.size:]), "a thread past the end of x wrote"
-    checks.assert_matches(host[: x.size], lab.chain_reference(x, [(a, b)]), rtol=1e-6,
+    checks.assert_matches(host[: x.size], lab.chain_reference(x, [(a, b)]), scale=magnitudes(x, [(a, b)]),
+                          rtol=1e-6,
                           what="affine_step_kernel")
 
 
@@ -77,7 +88,7 @@ def test_pipeline_eager(lab, rng):
     for launch in launches:
         assert launch.threads >= x.size, f"a launch of {launch.threads} threads for {x.size} elements"
     assert result is d_x, "pipeline works in place and returns x"
-    checks.assert_matches(d_x, lab.chain_reference(x, coeffs), rtol=1e-5, what="pipeline")
+    checks.assert_matches(d_x, lab.chain_reference(x, coeffs), scale=magnitudes(x, coeffs), rtol=1e-5, what="pipeline")
 
 
 @pytest.mark.points(2)
@@ -89,9 +100,9 @@ def test_pipeline_captures_and_replays(lab, rng):
     assert graph.launches.names() == ["affine_step_kernel"] * len(coeffs), graph.launches.names()
     assert np.array_equal(d_x.copy_to_host(), x), "capture ran kernels: it must only record them"
     graph.replay()
-    checks.assert_matches(d_x, lab.chain_reference(x, coeffs), rtol=1e-5, what="after one replay")
+    checks.assert_matches(d_x, lab.chain_reference(x, coeffs), scale=magnitudes(x, coeffs), rtol=1e-5, what="after one replay")
     graph.replay()
-    checks.assert_matches(d_x, lab.chain_reference(x, coeffs, times=2), rtol=1e-5,
+    checks.assert_matches(d_x, lab.chain_reference(x, coeffs, times=2), scale=magnitudes(x, coeffs, times=2), rtol=1e-5,
                           what="after two replays")
 
 
@@ -113,7 +124,7 @@ def test_batched_pipeline_one_graph_per_batch_size(lab, rng, monkeypatch):
     for batch in (3, 5, 3, 7, 5, 3):
         x = batch_case(rng, features, batch)
         out = dispatcher(cuda.to_device(x))
-        checks.assert_matches(out, lab.chain_reference(x, coeffs), rtol=1e-5,
+        checks.assert_matches(out, lab.chain_reference(x, coeffs), scale=magnitudes(x, coeffs), rtol=1e-5,
                               what=f"BatchedPipeline on a batch of {batch}")
         results.setdefault(batch, []).append(out)
     assert sorted(dispatcher.graphs.keys()) == [3, 5, 7], dispatcher.graphs.keys()
