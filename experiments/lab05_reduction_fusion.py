@@ -417,12 +417,18 @@ def _shapes_values(records):
             "rows_per_sm": max(r["active_blocks"] for r in rows.values()), "best_pct": fastest["pct_of_copy"]}
 
 
+def _timed_shapes(records, kind: str) -> tuple[list[dict], dict]:
+    """The timed shape_registers rows of one way of holding the row ('staged', 'vector'), and the
+    fastest of them; Missing for a recording made before that kind existed."""
+    rows = [r for r in need(records, "shape_registers", "rows") if r["shape"].startswith(f"{kind}_")
+            and r["pct_of_copy"] is not None]
+    if not rows:
+        raise Missing(f"shape_registers has no timed {kind}_ row (recorded before the {kind} softmax)")
+    return rows, max(rows, key=lambda r: r["pct_of_copy"])
+
+
 def _staged_values(records):
-    staged = [r for r in need(records, "shape_registers", "rows") if r["shape"].startswith("staged_")
-              and r["pct_of_copy"] is not None]
-    if not staged:
-        raise Missing("shape_registers has no timed staged_ row (recorded before the staged softmax)")
-    fastest = max(staged, key=lambda r: r["pct_of_copy"])
+    staged, fastest = _timed_shapes(records, "staged")
     table = "; ".join(f"{r['shape']}: {r['registers']} registers, {r['shared_bytes']} B shared, "
                       f"{r['active_blocks']} rows per SM, {r['pct_of_copy']:.0f}% of copy" for r in staged)
     return {**_shapes_values(records), "staged_table": table, "staged": fastest["shape"],
@@ -439,12 +445,7 @@ def _profiled(variant: str) -> dict:
 
 
 def _instruction_values(records):
-    shapes = {r["shape"]: r for r in need(records, "shape_registers", "rows") if r["pct_of_copy"] is not None}
-    staged = max((r for name, r in shapes.items() if name.startswith("staged_")), key=lambda r: r["pct_of_copy"])
-    vector = max((r for name, r in shapes.items() if name.startswith("vector_")), key=lambda r: r["pct_of_copy"],
-                 default=None)
-    if vector is None:
-        raise Missing("shape_registers has no timed vector_ row (recorded before the vectorised softmax)")
+    (_, staged), (_, vector) = _timed_shapes(records, "staged"), _timed_shapes(records, "vector")
     values = {"cols": HEADLINE_COLS, "staged": staged["shape"], "vector": vector["shape"]}
     for key, name in (("fused", shape_name(*SHAPES[0])), ("staged", staged["shape"]), ("vector", vector["shape"])):
         found = _profiled(name)
@@ -454,11 +455,7 @@ def _instruction_values(records):
 
 
 def _vector_values(records):
-    rows = [r for r in need(records, "shape_registers", "rows") if r["shape"].startswith("vector_")
-            and r["pct_of_copy"] is not None]
-    if not rows:
-        raise Missing("shape_registers has no timed vector_ row (recorded before the vectorised softmax)")
-    fastest = max(rows, key=lambda r: r["pct_of_copy"])
+    rows, fastest = _timed_shapes(records, "vector")
     fused = _shape(records, shape_name(*SHAPES[0]))
     table = "; ".join(f"{r['shape']}: {r['registers']} registers, {r['active_blocks']} rows per SM, "
                       f"{r['pct_of_copy']:.0f}% of copy" for r in rows)
