@@ -44,17 +44,21 @@ def canary_request() -> dict:
     return compile_request(compile_canary.canary_kernel, (types.float32[::1],))
 
 
-def gpu_compile_errors(requests: list[dict], server: ptxas.CompileServer | None = None) -> list[str | None]:
+def gpu_compile_errors(requests: list[dict], server: ptxas.CompileServer | None = None,
+                       canary: bool = True) -> list[str | None]:
     """Compile and link each request for a real GPU in one child (the `server`'s, where given):
     None if it did, else why not. A float32 kernel (`compile_request` marks it) that computes in
-    float64 fails too, naming the line. RuntimeError when the canary fails: then the check
-    cannot work on this machine."""
+    float64 fails too, naming the line. The canary is compiled first (`canary=False` where the
+    same server already compiled it): RuntimeError when it fails, since then the check cannot
+    work on this machine."""
     if not requests:
         return []
-    batch = [canary_request(), *requests]
-    canary, *answers = server.ask(batch) if server is not None else ptxas.run_child(batch)
-    if "ok" not in canary:
-        raise RuntimeError(f"a kernel known to compile did not: {canary['error']}")
+    batch = [canary_request(), *requests] if canary else list(requests)
+    answers = server.ask(batch) if server is not None else ptxas.run_child(batch)
+    if canary:
+        control, *answers = answers
+        if "ok" not in control:
+            raise RuntimeError(f"a kernel known to compile did not: {control['error']}")
     return [_problem(request, answer) for request, answer in zip(requests, answers)]
 
 

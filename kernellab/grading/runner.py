@@ -37,12 +37,13 @@ POLL = 0.05
 
 @dataclasses.dataclass
 class LabRun:
-    """The graded tests of one lab and what happened to each."""
+    """Graded tests (of one lab, or a share of several) and what happened to each."""
 
     lab: str
     graded: dict                   # nodeid -> {lab, points, visibility, name}
     outcomes: dict                 # nodeid -> {outcome, output}
     kernels: dict = dataclasses.field(default_factory=dict)  # nodeid -> compile requests
+    compiles: "CompileChecks | None" = None   # where each test's kernels go as it ends
 
     def stops(self, first_failure: bool) -> bool:
         """With `first_failure`, a run stops once any test has not passed."""
@@ -51,36 +52,101 @@ class LabRun:
     def finish(self, event: dict):
         self.outcomes[event["nodeid"]] = {"outcome": event["outcome"], "output": event["output"]}
         self.kernels[event["nodeid"]] = event.get("kernels", [])
+        if self.compiles is not None:
+            self.compiles.submit(self.kernels[event["nodeid"]])
 
+
+class CompileChecks:
+    """The compile check of every kernel the graded tests launched, run beside the tests: each
+    test's kernels are queued as the test ends (`submit`), and one thread compiles, in the
+    `server`'s child, whatever queued while it compiled the last batch. Each kernel (request) is
+    compiled once however many tests launched it; the canary once, in the first batch. `apply`
+    waits for the last batch and fails every test with a kernel that did not compile.
+
+    Queued as they end rather than after a lab's tests, the compiles no longer trail the last
+    test: on 2 cores they cost a whole submission's grade ~10 s there."""
+
+    def __init__(self, server=None):
+        import concurrent.futures
+        import threading
+        self.server = server
+        self._lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self._pending: dict[str, dict] = {}    # key -> request, not yet in a batch
+        self._answers: dict[str, object] = {}  # key -> None, an error line, or the exception
+        self._batches: list = []               # futures of the batches scheduled
+        self._scheduled = False                # a batch is queued that has not started yet
+        self._canary_done = False
+
+    @staticmethod
+    def key(request: dict) -> str:
+        return json.dumps(request, sort_keys=True)
+
+    def submit(self, requests: list[dict]):
+        with self._lock:
+            for request in requests:
+                key = self.key(request)
+                if key not in self._answers and key not in self._pending:
+                    self._pending[key] = request
+                    self._answers[key] = _QUEUED
+            if self._pending and not self._scheduled:
+                self._scheduled = True
+                self._batches.append(self._pool.submit(self._compile_pending))
+
+    def _compile_pending(self):
+        from kernellab.grading import compile_check
+        with self._lock:
+            batch, self._pending, self._scheduled = self._pending, {}, False
+        try:
+            errors = compile_check.gpu_compile_errors(list(batch.values()), self.server,
+                                                      canary=not self._canary_done)
+            self._canary_done = True
+        except Exception as exc:  # the check itself broke: those kernels' tests say so
+            errors = [exc] * len(batch)
+        with self._lock:
+            self._answers.update(zip(batch, errors))
+
+    def apply(self, runs: list[LabRun]):
+        """Wait for every batch, then fail each test whose kernels did not all compile; where the
+        check itself could not run, the test keeps its outcome and says so."""
+        while True:
+            with self._lock:
+                waiting = [b for b in self._batches if not b.done()] or None
+            if waiting is None:
+                break
+            for batch in waiting:
+                batch.result()
+        self._pool.shutdown()
+        from kernellab.grading import compile_check
+        cc = f"sm_{compile_check.GPU_CHECK_CC[0]}{compile_check.GPU_CHECK_CC[1]}"
+        for run in runs:
+            for nodeid, requests in run.kernels.items():
+                answers = [self._answers.get(self.key(r)) for r in requests]
+                broken = next((a for a in answers if isinstance(a, Exception)), None)
+                outcome = run.outcomes[nodeid]
+                if broken is not None:
+                    outcome["output"] += f"\n(compile check unavailable: {broken})"
+                    continue
+                failures = [a for a in answers if isinstance(a, str)]
+                if failures:
+                    outcome["outcome"] = "failed"
+                    outcome["output"] = (
+                        f"fails the compile check for a real GPU ({cc}):\n" + "\n".join(failures)
+                        + "\n(every lab kernel must compile for a GPU, in float32 where the lab "
+                          "declares float32)\n" + outcome["output"])
+
+
+_QUEUED = object()   # a kernel in a batch that has not answered yet
 
 
 def check_compiles(runs: list[LabRun], server=None):
     """A test passes only if every lab kernel it launched also compiles for a real GPU: the
     kernels of all `runs` are compiled once each, in one child (the `server`'s, where given)."""
-    from kernellab.grading import compile_check
-    unique = {json.dumps(r, sort_keys=True): r for run in runs
-              for reqs in run.kernels.values() for r in reqs}
-    if not unique:
-        return
-    try:
-        errors = dict(zip(unique, compile_check.gpu_compile_errors(list(unique.values()), server)))
-    except Exception as exc:  # the check itself broke: say so, cost nothing
-        for run in runs:
-            for outcome in run.outcomes.values():
-                outcome["output"] += f"\n(compile check unavailable: {exc})"
-        return
+    checks = CompileChecks(server)
     for run in runs:
-        for nodeid, requests in run.kernels.items():
-            failures = [errors[json.dumps(r, sort_keys=True)] for r in requests]
-            failures = [f for f in failures if f]
-            if failures:
-                outcome = run.outcomes[nodeid]
-                outcome["outcome"] = "failed"
-                cc = f"sm_{compile_check.GPU_CHECK_CC[0]}{compile_check.GPU_CHECK_CC[1]}"
-                outcome["output"] = (
-                    f"fails the compile check for a real GPU ({cc}):\n" + "\n".join(failures)
-                    + "\n(every lab kernel must compile for a GPU, in float32 where the lab declares "
-                      "float32)\n" + outcome["output"])
+        for requests in run.kernels.values():
+            checks.submit(requests)
+    checks.apply(runs)
 
 
 def child_env(target_name: str, labs_dir: Path | None, seed: int) -> dict:
@@ -229,35 +295,36 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int,
     return run
 
 
-def run_group(labs: list[str], env: dict, workdir: Path, timeout: float, output_cap: int,
-              collected: dict, imports: dict, stress: bool = True) -> LabRun:
-    """Several labs' graded tests in shared children (a child's start is a lab's cost over again;
-    a test that kills its child still costs only itself). A lab that did not import
-    (`probe_imports`) fails all its tests with the reason."""
-    graded = {nodeid: info for lab in labs for nodeid, info in collected[lab].items()}
-    run = LabRun("+".join(labs), graded, {})
-    for lab in labs:
-        for nodeid in collected[lab] if imports.get(lab) else ():
-            run.outcomes[nodeid] = {"outcome": "failed", "output": imports[lab]}
-    run_tests(run, env, workdir, timeout, output_cap, False, stress)
+def run_group(name: str, graded: dict, env: dict, workdir: Path, timeout: float, output_cap: int,
+              imports: dict, stress: bool = True, hung: dict | None = None,
+              compiles: CompileChecks | None = None) -> LabRun:
+    """Graded tests of several labs in shared children (a child's start is a lab's cost over
+    again; a test that kills its child still costs only itself). A lab that did not import
+    (`probe_imports`) fails its tests with the reason. `hung` (kernel -> why), shared between
+    groups, lets a kernel that hung in one group fail at its first launch in the others."""
+    run = LabRun(name, graded, {}, compiles=compiles)
+    for nodeid, info in graded.items():
+        if imports.get(info["lab"]):
+            run.outcomes[nodeid] = {"outcome": "failed", "output": imports[info["lab"]]}
+    run_tests(run, env, workdir, timeout, output_cap, False, stress, hung)
     return run
 
 
-def balanced_groups(collected: dict[str, dict], groups: int) -> list[list[str]]:
-    """The labs in at most `groups` groups of about equal work, a lab's work counted as its
-    graded tests (the largest first, each to the lightest group), the heaviest group first.
-    Twice as many groups as workers lets a worker that drew light labs take another group."""
-    bins: list[list[str]] = [[] for _ in range(max(1, min(groups, len(collected))))]
-    work = lambda labs: sum(len(collected[lab]) for lab in labs)   # noqa: E731
-    for lab in sorted(collected, key=lambda lab: -len(collected[lab])):
-        min(bins, key=work).append(lab)
-    return sorted((sorted(b) for b in bins if b), key=work, reverse=True)
+def balanced_groups(collected: dict[str, dict], groups: int) -> list[dict]:
+    """Every lab's graded tests dealt round to `groups` groups ({nodeid: info} each), one after
+    another in the labs' order, so each group gets a share of every lab: a lab's cost is
+    unknown before it runs (on 2 cores lab 05's 12 tests took 4 times lab 00's 10), and groups
+    of whole labs, balanced by their test counts, left one worker idle for a third of a grade."""
+    tests = [(nodeid, info) for lab in sorted(collected) for nodeid, info in collected[lab].items()]
+    dealt = [dict(tests[start::groups]) for start in range(max(1, groups))]
+    return [group for group in dealt if group]
 
 
 def run_tests(run: LabRun, env: dict, workdir: Path, timeout: float, output_cap: int,
-              first_failure: bool, stress: bool):
+              first_failure: bool, stress: bool, hung: dict | None = None):
     """Children over the run's tests without an outcome yet, until every test has one."""
-    graded, attempt, hung = {n: i for n, i in run.graded.items() if n not in run.outcomes}, 0, {}
+    graded, attempt = {n: i for n, i in run.graded.items() if n not in run.outcomes}, 0
+    hung = {} if hung is None else hung
     for group_env, nodeids in device_groups(graded, env):
         while remaining := [n for n in nodeids if n not in run.outcomes]:
             attempt += 1
@@ -369,7 +436,7 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
           seed: int | None = None, timeout: float | None = None, root: Path | None = None,
           output_cap: int = plugin.OUTPUT_CAP, jobs: int = 1, stress: bool = True,
           out=print) -> dict:
-    """Grade `labs` of the chosen target, `jobs` labs at a time; write results.json; print
+    """Grade `labs` of the chosen target in `jobs` children at a time; write results.json; print
     (unless `out` is None) the score table and each lost test with the first line of its
     reason."""
     import concurrent.futures
@@ -380,19 +447,16 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
     numbers = resolve_labs(labs)
     with tempfile.TemporaryDirectory(prefix="kernellab-grade-") as tmp, \
             concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, \
-            concurrent.futures.ThreadPoolExecutor(max_workers=1) as compiler, \
             ptxas.CompileServer(lineinfo=True) as server:       # numba imports there during collect
         probing = pool.submit(probe_imports, numbers, env, IMPORT_TIMEOUT, Path(tmp))  # beside collect
         collected = collect(numbers, env, Path(tmp))
         imports = probing.result()
-        def grade_group(labs: list[str]) -> tuple[LabRun, concurrent.futures.Future]:
-            run = run_group(labs, env, Path(tmp), timeout, output_cap, collected, imports, stress)
-            return run, compiler.submit(check_compiles, [run], server)   # beside the next group's tests
-
-        started = list(pool.map(grade_group, balanced_groups(collected, 2 * jobs)))
-        for _, checked in started:
-            checked.result()
-        runs = [run for run, _ in started]
+        compiles, hung = CompileChecks(server), {}
+        groups = balanced_groups(collected, max(1, jobs))
+        runs = list(pool.map(lambda named: run_group(f"group{named[0]}", named[1], env, Path(tmp), timeout,
+                                                     output_cap, imports, stress, hung, compiles),
+                             enumerate(groups)))
+        compiles.apply(runs)
         for run in runs:
             graded.update(run.graded)
             outcomes.update(run.outcomes)

@@ -113,13 +113,14 @@ def test_one_probe_reports_each_lab_and_goes_on_after_a_hang_or_a_crash(tmp_path
     assert "exited with code 7" in found["03"]
 
 
-def test_labs_are_grouped_by_their_work():
-    collected = {lab: dict.fromkeys(range(count)) for lab, count in
-                 (("00", 10), ("01", 2), ("02", 9), ("03", 3), ("04", 1))}
+def test_every_group_gets_a_share_of_every_lab():
+    collected = {lab: {f"{lab}::t{k}": {"lab": lab} for k in range(count)} for lab, count in
+                 (("00", 3), ("01", 2), ("02", 4))}
     groups = runner.balanced_groups(collected, 2)
-    assert sorted(lab for group in groups for lab in group) == sorted(collected)
-    assert groups == [["00", "01", "04"], ["02", "03"]]      # 13 and 12 tests, the heavier first
-    assert runner.balanced_groups(collected, 9) == [["00"], ["02"], ["03"], ["01"], ["04"]]
+    assert [list(group) for group in groups] == [["00::t0", "00::t2", "01::t1", "02::t1", "02::t3"],
+                                                 ["00::t1", "01::t0", "02::t0", "02::t2"]]
+    assert groups[0]["02::t1"] == {"lab": "02"}
+    assert len(runner.balanced_groups(collected, 20)) == 9       # no empty group
 
 
 def test_kernel_the_gpu_cannot_compile_fails_its_tests(tmp_path):
