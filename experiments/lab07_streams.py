@@ -40,7 +40,9 @@ import numpy as np
 from kernellab import scheduler
 from kernellab.course import protocol, reference, target
 from kernellab.course.claims import Claim, Missing, need, repeats_of
+from kernellab.course import bench as harness
 from kernellab.gpu import checks, device, timing
+from kernellab.gpu.traffic import Ledger
 from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantt
 from kernellab.kernels import resources
 from kernellab.show import plots
@@ -64,6 +66,40 @@ SIM_ITERS = 3
 # Nominal H200-like figures for model-only pictures (no measurement): 50 GB/s copies of a 16 MB
 # chunk, a chunk's kernel half as long, ~15 us of host time per Numba launch.
 NOMINAL = {"copy_ms": 0.32, "chunk_kernel_ms": 0.16, "host_launch_ms": 0.015}
+
+
+# --- the kernels as benchmarks: what `kernellab profile 07` measures -----------------------------
+
+BENCH_ITERS = 64     # dependent FMAs per element in the busy benchmark
+
+
+def kernel_benchmarks(lab) -> list[harness.Benchmark]:
+    """busy_kernel and add_kernel alone, over one pipeline chunk and the whole pipeline buffer
+    (256 MiB each way, 8x the L2: DRAM bytes are DRAM bytes): the bytes and time of the kernels
+    that the stream experiments overlap, and the DRAM bytes Nsight Compute counts for them."""
+    def busy_ledger(n):
+        return Ledger("busy").add("busy", "x", reads=n).add("busy", "out", writes=n)
+
+    def add_ledger(n):
+        return Ledger("add").add("add", "p", reads=n).add("add", "q", reads=n).add("add", "out", writes=n)
+
+    sizes = [PIPELINE_N // PIPELINE_CHUNKS, PIPELINE_N]
+    return [
+        harness.Benchmark(
+            name="busy", axis="n", sizes=sizes, sim_sizes=[301], profile_size=PIPELINE_N,
+            make_inputs=lambda rng, n: {"x": checks.nonzero(rng, n)},
+            reference=lambda inputs: lab.busy_reference(inputs["x"], BENCH_ITERS),
+            variants=[harness.Variant(
+                "busy", lambda inputs, out: lab.busy(inputs["x"], BENCH_ITERS, out=out),
+                f"one read and one write per element, {BENCH_ITERS} dependent FMAs between",
+                ledger=busy_ledger)]),
+        harness.Benchmark(
+            name="add", axis="n", sizes=sizes, sim_sizes=[301], profile_size=PIPELINE_N,
+            make_inputs=lambda rng, n: {"p": checks.nonzero(rng, n), "q": checks.nonzero(rng, n)},
+            reference=lambda inputs: inputs["p"].astype(np.float64) + inputs["q"],
+            variants=[harness.Variant("add", lambda inputs, out: lab.add(inputs["p"], inputs["q"], out=out),
+                                      "two reads and one write per element", ledger=add_ledger)]),
+    ]
 
 
 # --- validation (both modes) -----------------------------------------------------------------------
@@ -737,6 +773,7 @@ LAB = protocol.Lab(
              protocol.Kernel("count_kernel", "1 block of 32 threads; thread 0 counts", block_size=32)),
     references=("busy_reference", "diamond_reference"),
     validate=validate,
+    benchmarks=lambda lab, torch: kernel_benchmarks(lab),
     measurements=tuple(protocol.Measurement(name, in_fresh_process(name), why) for name, why in (
         ("concurrency", "16 kernels on 1-16 streams at 32 hardware queues, against the model"),
         ("concurrency_8_connections", "the same at the driver's default of 8 hardware queues"),
