@@ -209,26 +209,27 @@ def _ceiling_buffer_bytes(facts) -> int:
 def copy_bandwidth(reps: int = 20) -> dict:
     """The device copy ceiling in GB/s (bytes read + bytes written), measured now.
 
-    The best of the driver's device-to-device memcpy (cuMemcpyDtoD) and grid-stride copy kernels
-    that keep several loads in flight per thread (`_copy_methods`: 4 float32, 4 float64 or 2
-    complex128 per thread and step, each a scalar load of 4 or 8 bytes, and 2 float32x4 per
-    thread and step, each one 16-byte load and store), on buffers at least CEILING_L2_MULTIPLE x
-    the L2, so no copy runs from cache. Each method writes into a poisoned buffer and is checked
-    after its timing. A kernel that measures above this is an instrument error, not a result:
-    the ceiling (or that kernel's byte count) is wrong. On an H200, 2026-12-01, a ceiling of
-    4-per-thread float32 copies on 1 GiB read 3.82-3.96 TB/s while torch's copy moved 4.15 TB/s;
-    Triton's kernels move 16 bytes per load and store, which the float32x4 method does too.
+    The best of the driver's device-to-device memcpy (cuMemcpyDtoD) and copy kernels
+    (`_copy_methods`): grid-stride ones that keep several loads in flight per thread (4 float32,
+    4 float64 or 2 complex128 per thread and step, each a scalar load of 4 or 8 bytes, and 2
+    float32x4 per thread and step, each one 16-byte load and store), and a flat one (one 16-byte
+    load and store per thread over a grid that covers the buffer, as Triton's kernels run), on
+    buffers at least CEILING_L2_MULTIPLE x the L2, so no copy runs from cache. Each method
+    writes into a poisoned buffer and is checked after its timing. A kernel that measures above
+    this is an instrument error, not a result: the ceiling (or that kernel's byte count) is
+    wrong. On an H200, 2026-12-01, a ceiling of 4-per-thread float32 copies on 1 GiB read
+    3.82-3.96 TB/s while torch's copy moved 4.15 TB/s; later the same day the grid-stride
+    float32x4 copy read 3.90 TB/s and the flat one 4.26, as memcpy and torch's copy did.
     """
     require_gpu("copy_bandwidth")
     facts = device.facts()
     nbytes = _ceiling_buffer_bytes(facts)
     src = cuda.to_device(np.ones(nbytes // 4, dtype=np.float32))
     dst = cuda.device_array(nbytes // 4, dtype=np.float32)
-    grid = facts.sm_count * 8                             # 8 blocks of 256 per SM: a full SM
 
     def launcher(kernel, view):
-        a, b = src.view(view), dst.view(view)
-        return lambda: kernel[grid, COPY_BLOCK](a, b)
+        a, b, blocks = src.view(view), dst.view(view), _blocks(kernel, nbytes)
+        return lambda: kernel[blocks, COPY_BLOCK](a, b)
 
     calls = {"memcpy": lambda: dst.copy_to_device(src),
              **{name: launcher(*method) for name, method in _copy_methods().items()}}
@@ -310,16 +311,19 @@ MIX_MATCH = 0.005    # a write fraction this close to a measured mix takes that 
 def stream_bandwidths(reps: int = 20) -> dict:
     """Bandwidth ceilings (GB/s, bytes read + written) of stream kernels at read:write mixes other
     than a copy's 1:1, measured now: 2:1 (out = a + b), 4:1 (out = (a + b) + (c + d)) and
-    read-only (a grid-stride sum into one partial per thread; those partials are its only writes,
-    counted in its write fraction). Each is the best of its methods (`_stream_methods`: 2 float32,
-    float64 or complex128 per thread and step in scalar loads, or 2 float32x4 in 16-byte loads),
-    every buffer at least CEILING_L2_MULTIPLE x the L2, each output poisoned before a method runs
-    and checked after.
+    read-only (a sum into one partial per thread; those partials are its only writes, counted
+    in its write fraction). Each is the best of its methods (`_stream_methods`: grid-stride, 2
+    float32, float64 or complex128 per thread and step in scalar loads, or float32x4 in 16-byte
+    loads; and flat, 16-byte loads over a grid that covers the buffer, READ_VECTORS per thread
+    for the sum), every buffer at least CEILING_L2_MULTIPLE x the L2, each output poisoned before
+    a method runs and checked after.
 
     Why not the copy alone: HBM turns the bus around between reads and writes, so a read-heavy
     stream moves more bytes per second than a 1:1 copy (on an H200, 2026-12-01, torch.compile's
-    4:1 chain read 101.4% of the copy ceiling). Each mix: {"write_fraction", "gbps", "method",
-    "by_method_gbps", "bytes", timing of the best}.
+    4:1 chain read 101.4% of the copy ceiling). Why flat kernels too: the grid-stride forms
+    peaked at 4.23 TB/s on 4:1 while torch.compile's 4:1 kernel moved 4.44, and read 102% of
+    that ceiling in Lab 02; the flat 16-byte form moved 4.42 (probe, same run). Each mix:
+    {"write_fraction", "gbps", "method", "by_method_gbps", "bytes", timing of the best}.
     """
     require_gpu("stream_bandwidths")
     facts = device.facts()
@@ -330,14 +334,18 @@ def stream_bandwidths(reps: int = 20) -> dict:
     for buffer in inputs[1:]:
         buffer.copy_to_device(inputs[0])
     dst = cuda.device_array_like(inputs[0])
-    grid = facts.sm_count * 8
-    partials = cuda.device_array(grid * COPY_BLOCK * 16 // 4, dtype=np.float32)
     methods = _stream_methods()
+
+    def partial_bytes(name):      # one partial per thread of the sum's grid, of its element type
+        kernel, _view, partial = methods["read_only"][name]
+        return _blocks(kernel, nbytes) * COPY_BLOCK * np.dtype(partial).itemsize
+
+    partials = cuda.device_array(max(map(partial_bytes, methods["read_only"])) // 4, dtype=np.float32)
     mixes = {}
     for mix, reads in READS_PER_WRITE.items():
         def launcher(kernel, view, reads=reads):
-            args = [a.view(view) for a in inputs[:reads]] + [dst.view(view)]
-            return lambda: kernel[grid, COPY_BLOCK](*args)
+            args, blocks = [a.view(view) for a in inputs[:reads]] + [dst.view(view)], _blocks(kernel, nbytes)
+            return lambda: kernel[blocks, COPY_BLOCK](*args)
 
         def check(name, mix=mix, reads=reads):
             view = methods[mix][name][1]
@@ -348,12 +356,13 @@ def stream_bandwidths(reps: int = 20) -> dict:
                               written=nbytes, reps=reps)
 
     def partials_of(name):
-        return partials.view(methods["read_only"][name][2])[:grid * COPY_BLOCK]
+        kernel, _view, partial = methods["read_only"][name]
+        return partials.view(partial)[:_blocks(kernel, nbytes) * COPY_BLOCK]
 
     def sum_launcher(name):
         kernel, view, _partial = methods["read_only"][name]
-        src, out = inputs[0].view(view), partials_of(name)
-        return lambda: kernel[grid, COPY_BLOCK](src, out)
+        src, out, blocks = inputs[0].view(view), partials_of(name), _blocks(kernel, nbytes)
+        return lambda: kernel[blocks, COPY_BLOCK](src, out)
 
     def sum_check(name):
         view = methods["read_only"][name][1]
@@ -363,7 +372,7 @@ def stream_bandwidths(reps: int = 20) -> dict:
 
     widths = {}
     for name in methods["read_only"]:   # the partials' bytes depend on the method: one mix per method
-        written = grid * COPY_BLOCK * np.dtype(methods["read_only"][name][2]).itemsize
+        written = partial_bytes(name)
         widths[name] = _best_of("read_only", {name: sum_launcher(name)}, poison=lambda: _poison(partials),
                                 check=sum_check, read=nbytes, written=written, reps=reps)
     best = max(widths.values(), key=lambda m: m["gbps"])
@@ -700,6 +709,80 @@ def read_sum_float32x4_kernel(src, partials):
     partials[first] = total
 
 
+# The flat forms: no loop, a grid that covers the buffer, each thread's 16-byte loads issued before
+# any use. Blocks start and retire as the hardware pleases and each reads one contiguous tile.
+READ_VECTORS = 8   # 16-byte loads per thread of the flat sum: 128 bytes read per 4-byte partial
+
+
+@cuda.jit(device=True)
+def sum4(v):
+    """The sum of a float32x4's lanes."""
+    return (v[0] + v[1]) + (v[2] + v[3])
+
+
+@cuda.jit
+def copy_float32x4_flat_kernel(src, dst):
+    """dst = src, one 16-byte load and store per thread (dst.size a multiple of 4)."""
+    k = cuda.grid(1)
+    if k < dst.size // FLOAT32X4:
+        store_float32x4(dst, k, load_float32x4(src, k))
+
+
+@cuda.jit
+def add_2_to_1_float32x4_flat_kernel(a, b, dst):
+    """dst = a + b, one 16-byte access per array and thread."""
+    k = cuda.grid(1)
+    if k < dst.size // FLOAT32X4:
+        a0, b0 = load_float32x4(a, k), load_float32x4(b, k)
+        store_float32x4(dst, k, (a0[0] + b0[0], a0[1] + b0[1], a0[2] + b0[2], a0[3] + b0[3]))
+
+
+@cuda.jit
+def add_4_to_1_float32x4_flat_kernel(a, b, c, d, dst):
+    """dst = (a + b) + (c + d), one 16-byte access per array and thread."""
+    k = cuda.grid(1)
+    if k < dst.size // FLOAT32X4:
+        a0, b0, c0, d0 = load_float32x4(a, k), load_float32x4(b, k), load_float32x4(c, k), load_float32x4(d, k)
+        store_float32x4(dst, k, ((a0[0] + b0[0]) + (c0[0] + d0[0]), (a0[1] + b0[1]) + (c0[1] + d0[1]),
+                                 (a0[2] + b0[2]) + (c0[2] + d0[2]), (a0[3] + b0[3]) + (c0[3] + d0[3])))
+
+
+@cuda.jit
+def read_sum_float32x4_flat_kernel(src, partials):
+    """Each thread sums READ_VECTORS 16-byte vectors of its block's contiguous tile (vector
+    tile + j x blockDim for j < READ_VECTORS, coalesced per warp), all loaded before the sum
+    where the tile is whole, into partials[thread]."""
+    step = cuda.blockDim.x
+    k = cuda.blockIdx.x * step * READ_VECTORS + cuda.threadIdx.x
+    vectors = src.size // FLOAT32X4
+    if k + (READ_VECTORS - 1) * step < vectors:
+        v0, v1, v2, v3 = (load_float32x4(src, k), load_float32x4(src, k + step),
+                          load_float32x4(src, k + 2 * step), load_float32x4(src, k + 3 * step))
+        v4, v5, v6, v7 = (load_float32x4(src, k + 4 * step), load_float32x4(src, k + 5 * step),
+                          load_float32x4(src, k + 6 * step), load_float32x4(src, k + 7 * step))
+        total = ((sum4(v0) + sum4(v1)) + (sum4(v2) + sum4(v3))) + ((sum4(v4) + sum4(v5)) + (sum4(v6) + sum4(v7)))
+    else:                                       # the last, partial tile
+        total = np.float32(0)
+        for j in range(READ_VECTORS):
+            if k + j * step < vectors:
+                total += sum4(load_float32x4(src, k + j * step))
+    partials[cuda.grid(1)] = total
+
+
+FLAT_VECTORS = {copy_float32x4_flat_kernel: 1, add_2_to_1_float32x4_flat_kernel: 1,
+                add_4_to_1_float32x4_flat_kernel: 1, read_sum_float32x4_flat_kernel: READ_VECTORS}
+
+
+def _blocks(kernel, nbytes: int) -> int:
+    """A ceiling kernel's grid over buffers of `nbytes`: 8 blocks of COPY_BLOCK per SM (a full
+    SM) for a grid-stride kernel; for a flat one (FLAT_VECTORS: 16-byte vectors per thread),
+    as many blocks as cover the buffer."""
+    per_thread = FLAT_VECTORS.get(kernel)
+    if per_thread is None:
+        return device.facts().sm_count * 8
+    return -(-(nbytes // 16) // (per_thread * COPY_BLOCK))
+
+
 def fill_kernel(array, value):
     """array[:] = value, grid-stride (the ceilings poison their outputs with it)."""
     step = cuda.gridsize(1)
@@ -715,7 +798,8 @@ def _copy_methods() -> dict:
     four, two = cuda.jit(copy_4_per_thread_kernel), cuda.jit(copy_2_per_thread_kernel)
     return {"copy_4xfloat32": (four, np.float32), "copy_4xfloat64": (four, np.float64),
             "copy_2xcomplex128": (two, np.complex128),
-            "copy_2xfloat32x4": (copy_float32x4_kernel, np.float32)}
+            "copy_2xfloat32x4": (copy_float32x4_kernel, np.float32),
+            "copy_flat_float32x4": (copy_float32x4_flat_kernel, np.float32)}
 
 
 @functools.cache
@@ -725,11 +809,13 @@ def _stream_methods() -> dict:
     add2, add4, total = cuda.jit(add_2_to_1_kernel), cuda.jit(add_4_to_1_kernel), cuda.jit(read_sum_kernel)
     views = {"2xfloat32": np.float32, "2xfloat64": np.float64, "2xcomplex128": np.complex128}
     vector = {"2:1": add_2_to_1_float32x4_kernel, "4:1": add_4_to_1_float32x4_kernel}
+    flat = {"2:1": add_2_to_1_float32x4_flat_kernel, "4:1": add_4_to_1_float32x4_flat_kernel}
     return {**{mix: {**{name: (kernel, view) for name, view in views.items()},
-                     "float32x4": (vector[mix], np.float32)}
+                     "float32x4": (vector[mix], np.float32), "flat_float32x4": (flat[mix], np.float32)}
                for mix, kernel in (("2:1", add2), ("4:1", add4))},
             "read_only": {**{name: (total, view, view) for name, view in views.items()},
-                          "2xfloat32x4": (read_sum_float32x4_kernel, np.float32, np.float32)}}
+                          "2xfloat32x4": (read_sum_float32x4_kernel, np.float32, np.float32),
+                          "flat_8xfloat32x4": (read_sum_float32x4_flat_kernel, np.float32, np.float32)}}
 
 
 @functools.cache
