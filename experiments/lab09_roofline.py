@@ -260,6 +260,15 @@ FMA_SWEEP = MainKernel("06 FMA probe", "06", "occupancy_vs_speed", "compute_boun
                        "from the record's GFLOP/s and time")
 AXPY_SWEEP = MainKernel("06 axpy probe", "06", "occupancy_vs_speed", "memory_bound_ilp4", None, None,
                         "from the record's GFLOP/s and time")
+BUSY_ALONE = MainKernel("07 busy kernel", "07", "concurrency", "fills_gpu", None, None,
+                        "a*v + b per iteration: 2 x iters per thread (the record's kernel alone)")
+
+
+def busy_iters() -> int:
+    """Lab 07's busy benchmark's iterations per element, read from its declaration."""
+    return protocol.experiment("07").BENCH_ITERS
+
+
 MAIN_KERNELS = (
     MainKernel("00 axpb", "00", "axpb", "one_thread_per_element", ELEMENTWISE, lambda n: 2.0 * n,
                "a*x + b: 2 per element", fallback=AXPB_SWEEP),
@@ -280,8 +289,8 @@ MAIN_KERNELS = (
                "the benchmark's own count (GFLOP/s x time)", fallback=FMA_SWEEP),
     MainKernel("06 axpy probe", "06", "memory_probe", "memory_bound_ilp4", ELEMENTWISE, None,
                "the benchmark's own count (GFLOP/s x time)", fallback=AXPY_SWEEP),
-    MainKernel("07 busy kernel", "07", "concurrency", "fills_gpu", None, None,
-               "a*v + b per iteration: 2 x iters per thread (the record's kernel alone)"),
+    MainKernel("07 busy kernel", "07", "busy", "busy", ELEMENTWISE, lambda n: 2.0 * busy_iters() * n,
+               "a*v + b per iteration: 2 x its iterations per element", fallback=BUSY_ALONE),
     MainKernel("08 chain eager", "08", "chain", "eager", 1 << 25, lambda n: 2.0 * 4 * n,
                "a*x + b per element and step, 4 steps"),
 )
