@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import re
 import secrets
@@ -168,6 +169,51 @@ def pytest_collection_modifyitems(session, config, items):
     manifest = config.getoption("kl_manifest")
     if manifest:
         Path(manifest).write_text(json.dumps(state.graded))
+
+
+_STUB = re.compile(r"""raise NotImplementedError\(["'](Lab \d\d\.\d+: [^"']*)["']\)""")
+
+
+def stub_behind(kernel) -> str | None:
+    """Why a GPU run of `kernel` failed, where the kernel or a function it calls is still a stub:
+    the stub's `Lab NN.M: ...` and what a GPU made of it. The simulator raises a stub's own
+    NotImplementedError; a GPU cannot: a kernel's raise is dropped (its output stays poison),
+    and a device function that only raises has no result, so the kernel calling it fails to
+    compile with a TypingError about `none` that names neither the stub nor the next step."""
+    fn = getattr(kernel, "py_func", None)
+    if fn is None:
+        return None
+    callees = [(None, fn)] + [(name, fn.__globals__.get(name)) for name in fn.__code__.co_names]
+    for name, callee in callees:
+        source_fn = getattr(callee, "py_func", callee)
+        if not inspect.isfunction(source_fn):
+            continue
+        try:
+            found = _STUB.search(inspect.getsource(source_fn))
+        except (OSError, TypeError):
+            continue
+        if found:
+            how = ("is still a stub: on a GPU a kernel's raise is dropped, so it wrote nothing"
+                   if name is None else f"calls {name}, still a stub: a GPU cannot compile a kernel "
+                                        f"that calls a function with no result")
+            return f"{found.group(1)} ({fn.__name__} {how})"
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """On a GPU, a test that fails while a launched kernel is, or calls, a stub fails with the
+    stub's NotImplementedError, as in the simulator, instead of what the GPU made of it."""
+    if device.is_simulator():
+        yield
+        return
+    with record_launches() as launches:
+        outcome = yield
+    if outcome.excinfo is None or isinstance(outcome.excinfo[1], NotImplementedError):
+        return
+    why = next(filter(None, (stub_behind(launch.kernel) for launch in launches)), None)
+    if why is not None:
+        outcome.force_exception(NotImplementedError(why))
 
 
 def test_title(item) -> str:

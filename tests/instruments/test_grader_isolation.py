@@ -151,3 +151,15 @@ def test_an_edited_reference_changes_nothing(tmp_path):
                       ("        out[i] = a * x[i] + b  # 1 read", "        out[i] = a + x[i] + b  # 1 read"))
     tests = grade(root, timeout=30)
     assert {"test_axpb_matches_numpy", "test_axpb_allocates_and_chooses_the_grid"} <= lost(tests)
+
+
+def test_a_gpu_failure_behind_a_stub_names_the_stub():
+    """On a GPU the starter's matmul_tiled_kernel fails to compile (its tiled_dot only raises)
+    and fused_chain_kernel's raise is dropped; the plugin names the stub instead."""
+    from kernellab.grading import plugin
+    starter, solved = target.load("04", "labs"), target.load("04", "solutions")
+    why = plugin.stub_behind(starter.matmul_tiled_kernel)
+    assert why.startswith("Lab 04.1: tiled_dot (matmul_tiled_kernel calls tiled_dot, still a stub")
+    assert plugin.stub_behind(target.load("02", "labs").fused_chain_kernel).startswith(
+        "Lab 02.2: fused_chain_kernel (fused_chain_kernel is still a stub")
+    assert plugin.stub_behind(solved.matmul_tiled_kernel) is None and plugin.stub_behind(len) is None
