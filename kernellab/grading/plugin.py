@@ -189,26 +189,23 @@ def stub_behind(kernel) -> str | None:
         if not inspect.isfunction(source_fn):
             continue
         try:
-            found = _STUB.search(inspect.getsource(source_fn))
+            lines, first = inspect.getsourcelines(source_fn)
+            where = Path(inspect.getsourcefile(source_fn)).name
         except (OSError, TypeError):
             continue
+        text = "".join(lines)
+        found = _STUB.search(text)
         if found:
             how = ("is still a stub: on a GPU a kernel's raise is dropped, so it wrote nothing"
                    if name is None else f"calls {name}, still a stub: a GPU cannot compile a kernel "
                                         f"that calls a function with no result")
-            return f"{found.group(1)} ({fn.__name__} {how})"
+            return f"{found.group(1)} ({fn.__name__} {how}; {where}:{first + text[:found.start()].count(chr(10))})"
     return None
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-    """On a GPU, a test that fails while a launched kernel is, or calls, a stub fails with the
+def name_the_stub(outcome, launches):
+    """On a GPU, a test that failed while a launched kernel is, or calls, a stub fails with the
     stub's NotImplementedError, as in the simulator, instead of what the GPU made of it."""
-    if device.is_simulator():
-        yield
-        return
-    with record_launches() as launches:
-        outcome = yield
     if outcome.excinfo is None or isinstance(outcome.excinfo[1], NotImplementedError):
         return
     why = next(filter(None, (stub_behind(launch.kernel) for launch in launches)), None)
@@ -250,7 +247,8 @@ class GradeState:
         """In the grader's runs, tell the grader which kernel is about to run (so a hang can be
         named), fail a test at its first launch of a kernel that hung earlier, and, in the
         simulator, note the lab kernels launched with their argument types, so the grader can
-        check that each also compiles for a real GPU."""
+        check that each also compiles for a real GPU; on a GPU, name the stub behind a failure
+        (`name_the_stub`)."""
         if not self.progress:
             yield
             return
@@ -270,8 +268,9 @@ class GradeState:
             self.event(event="returned", nodeid=item.nodeid, kernel=launch.name)
 
         with record_launches(with_types=simulated, on_launch=starts, on_return=ends) as launches:
-            yield
+            outcome = yield
         if not simulated:
+            name_the_stub(outcome, launches)
             return
         prefix = f"{target.current()}."
         seen = {}
@@ -312,7 +311,8 @@ def short_failure(report) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
         message = crash.message.strip()
-        where = f" ({Path(crash.path).name}:{crash.lineno})" if crash.path else ""
+        inside_a_library = crash.path and any(part in crash.path for part in ("site-packages", "dist-packages"))
+        where = f" ({Path(crash.path).name}:{crash.lineno})" if crash.path and not inside_a_library else ""
         return f"{message}{where}"
     return str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "failed"
 

@@ -107,8 +107,9 @@ class CompileChecks:
             self._answers.update(zip(batch, errors))
 
     def apply(self, runs: list[LabRun]):
-        """Wait for every batch, then fail each test whose kernels did not all compile; where the
-        check itself could not run, the test keeps its outcome and says so."""
+        """Wait for every batch, then fail each test whose kernels did not all compile (a test that
+        failed already keeps its own reason first); where the check itself could not run, the
+        test keeps its outcome and says so."""
         while True:
             with self._lock:
                 waiting = [b for b in self._batches if not b.done()] or None
@@ -128,12 +129,16 @@ class CompileChecks:
                     outcome["output"] += f"\n(compile check unavailable: {broken})"
                     continue
                 failures = [a for a in answers if isinstance(a, str)]
-                if failures:
+                if not failures:
+                    continue
+                message = (f"fails the compile check for a real GPU ({cc}):\n" + "\n".join(failures)
+                           + "\n(every lab kernel must compile for a GPU, in float32 where the lab "
+                             "declares float32)")
+                if outcome["outcome"] == "failed":      # its own failure stays the first reason
+                    outcome["output"] += "\n" + message
+                else:
                     outcome["outcome"] = "failed"
-                    outcome["output"] = (
-                        f"fails the compile check for a real GPU ({cc}):\n" + "\n".join(failures)
-                        + "\n(every lab kernel must compile for a GPU, in float32 where the lab "
-                          "declares float32)\n" + outcome["output"])
+                    outcome["output"] = message + "\n" + outcome["output"]
 
 
 _QUEUED = object()   # a kernel in a batch that has not answered yet

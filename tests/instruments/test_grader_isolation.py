@@ -162,4 +162,7 @@ def test_a_gpu_failure_behind_a_stub_names_the_stub():
     assert why.startswith("Lab 04.1: tiled_dot (matmul_tiled_kernel calls tiled_dot, still a stub")
     assert plugin.stub_behind(target.load("02", "labs").fused_chain_kernel).startswith(
         "Lab 02.2: fused_chain_kernel (fused_chain_kernel is still a stub")
+    source = Path(starter.__file__).read_text().splitlines()
+    line = next(k for k, text in enumerate(source, 1) if 'NotImplementedError("Lab 04.1' in text)
+    assert why.endswith(f"; lab04_gemm_epilogue.py:{line})")   # the stub's raise, in the student's file
     assert plugin.stub_behind(solved.matmul_tiled_kernel) is None and plugin.stub_behind(len) is None
