@@ -196,10 +196,11 @@ def stub_behind(kernel) -> str | None:
         text = "".join(lines)
         found = _STUB.search(text)
         if found:
+            line = first + text.count("\n", 0, found.start())
             how = ("is still a stub: on a GPU a kernel's raise is dropped, so it wrote nothing"
                    if name is None else f"calls {name}, still a stub: a GPU cannot compile a kernel "
                                         f"that calls a function with no result")
-            return f"{found.group(1)} ({fn.__name__} {how}; {where}:{first + text[:found.start()].count(chr(10))})"
+            return f"{found.group(1)} ({fn.__name__} {how}; {where}:{line})"
     return None
 
 
@@ -208,7 +209,8 @@ def name_the_stub(outcome, launches):
     stub's NotImplementedError, as in the simulator, instead of what the GPU made of it."""
     if outcome.excinfo is None or isinstance(outcome.excinfo[1], NotImplementedError):
         return
-    why = next(filter(None, (stub_behind(launch.kernel) for launch in launches)), None)
+    kernels = {id(launch.kernel): launch.kernel for launch in launches}   # each kernel once
+    why = next(filter(None, map(stub_behind, kernels.values())), None)
     if why is not None:
         outcome.force_exception(NotImplementedError(why))
 
