@@ -10,5 +10,7 @@ __version__ = "0.1.0"
 
 try:
     device.setup()
-except device.DeviceModeError as exc:  # a mode that cannot be honoured: one line that names the fix
-    raise SystemExit(f"kernellab: {exc}") from None
+except (device.DeviceModeError, ValueError) as exc:  # a mode that cannot be honoured, or a bad
+    import sys                                         # KERNELLAB_DEVICE: one line, the fix
+    print(f"kernellab: {exc}", file=sys.stderr)
+    raise SystemExit(2) from None

@@ -74,17 +74,26 @@ def cmd_profile(args) -> int:
 
 def cmd_grade(args) -> int:
     from kernellab.grading import runner
-    from kernellab.course import settings
+    from kernellab.course import settings, target
+    labs = [target.lab_number(lab) for lab in args.labs] or None   # a bad lab: one line, now
     if args.batch:
         if args.fail_under is not None:
             raise ValueError("--fail-under sets the exit code of one submission's grade; "
                              "with --batch, read the gradebook instead")
-        runner.grade_batch(Path(args.batch), jobs=args.jobs, labs=args.labs or None,
-                           gradebook=Path(args.gradebook), timeout=args.timeout,
-                           seed=settings.seed(args.seed),
-                           stress=args.stress)
+        if args.root:
+            raise ValueError("give --root (one submission) or --batch (a folder of them), not both")
+        runner.grade_batch(Path(args.batch), jobs=args.jobs, labs=labs,
+                           out_dir=Path(args.out) if args.out else None, force=args.force,
+                           timeout=args.timeout, seed=settings.seed(args.seed), stress=args.stress)
         return 0
-    document = runner.grade(args.labs or None, target_name="labs", results=Path(args.results),
+    if args.out or args.force:
+        raise ValueError("--out and --force go with --batch; one submission's report is --results")
+    results = Path(args.results)
+    if results.is_dir():
+        raise ValueError(f"--results {results} is a folder: give the path of a JSON file")
+    if args.root:
+        runner.submission_labs(Path(args.root))            # a wrong folder: one line, before grading
+    document = runner.grade(labs, target_name="labs", results=results,
                             seed=settings.seed(args.seed), timeout=args.timeout,
                             root=Path(args.root) if args.root else None, jobs=args.jobs,
                             stress=args.stress)
@@ -101,6 +110,28 @@ def cmd_check(args) -> int:
     target.require_solutions()
     return 0 if runner.check(args.labs or None, Path(args.out), seed=settings.seed(args.seed),
                              timeout=args.timeout, stress=args.stress) else 1
+
+
+def positive_int(text: str) -> int:
+    """-j's value: a whole number from 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """--timeout's value: seconds, more than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return value
 
 
 def percentage(text: str) -> float:
@@ -143,10 +174,18 @@ def cmd_release(args) -> int:
 TARGET_HELP = "the code to run: solutions or labs (default: KERNELLAB_TARGET, else solutions)"
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments get one line that names the problem and where help is (exit 2), not the
+    usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
     from kernellab.course import settings
-    top = argparse.ArgumentParser(prog="kernellab", description=__doc__)
-    sub = top.add_subparsers(dest="command", required=True)
+    top = OneLineParser(prog="kernellab", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     sub.add_parser("info", help="mode, device and versions").set_defaults(func=cmd_info)
 
@@ -162,7 +201,7 @@ def parser() -> argparse.ArgumentParser:
                         "measurements of the lab and keeps its other records")
     p.add_argument("--target", choices=settings.TARGETS, help=TARGET_HELP)
     p.add_argument("--out", help="folder for the JSON (default: data/reference/<gpu>/)")
-    p.add_argument("--repeat", type=int, default=1,
+    p.add_argument("--repeat", type=positive_int, default=1,
                    help="run each lab's benchmarks in this many fresh processes and keep every repeat")
     p.set_defaults(func=cmd_bench)
 
@@ -177,7 +216,7 @@ def parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("labs", nargs="*", help="lab numbers (default: all)")
         p.add_argument("--seed", type=int, default=None, help="replay the inputs of an earlier run")
-        p.add_argument("--timeout", type=float, default=None,
+        p.add_argument("--timeout", type=positive_seconds, default=None,
                        help="seconds a single test may run before it is killed")
         p.add_argument("--no-stress", dest="stress", action="store_false",
                        help="simulator: run blocks and threads in order (stress mode is on by "
@@ -186,9 +225,13 @@ def parser() -> argparse.ArgumentParser:
     grade_p.add_argument("--results", default="results.json", help="Gradescope results.json path")
     grade_p.add_argument("--root", help="grade the labs/ of this folder (a submission)")
     grade_p.add_argument("--batch", help="grade every submission folder inside this folder")
-    grade_p.add_argument("-j", "--jobs", type=int, default=2,
+    grade_p.add_argument("-j", "--jobs", type=positive_int, default=2,
                          help="labs (or, with --batch, submissions) graded at once")
-    grade_p.add_argument("--gradebook", default="gradebook.csv", help="CSV written by --batch")
+    grade_p.add_argument("--out", help="with --batch: the folder for gradebook.csv and each "
+                                       "submission's report (default: a new "
+                                       "gradebook-<date>-<time> folder here)")
+    grade_p.add_argument("--force", action="store_true",
+                         help="with --batch: replace the reports in an --out that holds some")
     grade_p.add_argument("--fail-under", type=percentage, metavar="PERCENT",
                          help="exit with code 1 when the score is under PERCENT of the points "
                               "(GitHub Classroom); without it the exit code ignores the points")
@@ -199,8 +242,8 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("occupancy", help="occupancy for a configuration or a lab kernel")
     p.add_argument("kernel", nargs="?", help="FILE.py:KERNEL, resolved and compiled for its resources")
     p.add_argument("--cc", help="compute capability, e.g. 9.0 (default: this device's)")
-    p.add_argument("--block-size", type=int)
-    p.add_argument("--registers", type=int)
+    p.add_argument("--block-size", type=positive_int)
+    p.add_argument("--registers", type=positive_int)
     p.add_argument("--static-shared", type=int, default=None)
     p.add_argument("--dynamic-shared", type=int, default=0)
     p.add_argument("--carveout", type=int, default=-1)
@@ -210,8 +253,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("mutants", help="instructors: the graded tests must catch planted bugs")
     p.add_argument("labs", nargs="*")
-    p.add_argument("-j", "--jobs", type=int, default=2)
-    p.add_argument("--seeds", type=int, default=3,
+    p.add_argument("-j", "--jobs", type=positive_int, default=2)
+    p.add_argument("--seeds", type=positive_int, default=3,
                    help="seeds each mutant is graded on; killed only if every seed kills it")
     p.add_argument("--seed", type=int, default=None, help="the first seed (default: fresh, printed)")
     p.set_defaults(func=cmd_mutants)

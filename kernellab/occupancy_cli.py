@@ -28,7 +28,7 @@ def main(args) -> int:
         if args.registers is None:
             raise ValueError("give --registers (and --block-size), or a kernel as FILE.py:KERNEL")
         registers, static = args.registers, args.static_shared or 0
-    block_sizes = [args.block_size] if args.block_size else list(DEFAULT_BLOCK_SIZES)
+    block_sizes = [args.block_size] if args.block_size is not None else list(DEFAULT_BLOCK_SIZES)
     results = [occupancy.occupancy(cc, b, registers, static, args.dynamic_shared, carveout=args.carveout)
                for b in block_sizes]
     if args.json:

@@ -235,8 +235,15 @@ def main(spec: str, out_dir: Path | None = None, out=print) -> int:
     from kernellab.course import reference, target
     lab, _, kernel = spec.partition(":")
     target.lab_number(lab)                               # a bad lab is a one-line error
+    stored = (reference.load(lab) or {}).get("profile")
+    if kernel:
+        known = {row["kernel"] for row in (stored or {}).get("rows", [])}
+        if not device.is_simulator():
+            known |= {name for name in vars(target.load(lab)) if name.endswith("_kernel")}
+        if kernel not in known:
+            raise ValueError(f"lab {lab} has no kernel {kernel!r} to profile; its kernels: "
+                             f"{', '.join(sorted(known)) or 'none recorded'}")
     if device.is_simulator():
-        stored = (reference.load(lab) or {}).get("profile")
         if not stored:
             out(f"lab {lab}: no Nsight Compute profile is recorded (simulator: nothing can be "
                 f"measured here; on a GPU: kernellab profile {spec})")

@@ -50,7 +50,8 @@ fi
 """
 
 RUN_AUTOGRADER = r"""#!/usr/bin/env bash
-# Gradescope calls this for each submission. It always leaves a valid results.json behind.
+# Gradescope calls this for each submission. It always leaves a results.json of this run behind:
+# the grade, or a failing one that names why grading could not run.
 # Environment (for tests): AUTOGRADER_DIR, KERNELLAB_VENV, KERNELLAB_GRADER_USER.
 AUTOGRADER="${AUTOGRADER_DIR:-/autograder}"
 PYTHON="${KERNELLAB_VENV:-$AUTOGRADER/venv}/bin/python"
@@ -58,30 +59,44 @@ GRADER_USER="${KERNELLAB_GRADER_USER:-{user}}"
 RESULTS="$AUTOGRADER/results/results.json"
 LOG="$AUTOGRADER/results/grader.log"
 mkdir -p "$AUTOGRADER/results"
-# The submission is graded from a copy in a folder of its own. As root (Gradescope), the grader
-# and the student code it runs drop to the unprivileged user, who cannot write to source/
-# (the tests) or results/; the report is copied out afterwards.
+rm -f "$RESULTS" "$LOG"            # a previous run's report must never stand for this one
+fail() {   # fail CAUSE: a failing results.json that names the cause, and the log's tail
+  python3 - "$RESULTS" "$LOG" "$1" <<'PY'
+import json, os, sys
+log = open(sys.argv[2], errors="replace").read()[-3000:] if os.path.exists(sys.argv[2]) else ""
+json.dump({"score": 0, "output": f"the grader failed: {sys.argv[3]}; please tell your "
+           f"instructor.\n{log}", "tests": []}, open(sys.argv[1], "w"))
+PY
+}
+# The submission is graded from a copy in a folder of its own, deleted when this script ends. As
+# root (Gradescope), the grader and the student code it runs drop to the unprivileged user, who
+# cannot write to source/ (the tests) or results/; the report is copied out afterwards.
 work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
 cp -r "$AUTOGRADER/submission" "$work/submission"
 as_user=()
+sandboxed="run_autograder, as $(id -un)"
 if [ "$(id -u)" = 0 ] && id "$GRADER_USER" > /dev/null 2>&1; then
   chown -R "$GRADER_USER" "$work"
   as_user=(setpriv "--reuid=$GRADER_USER" "--regid=$(id -g "$GRADER_USER")" --clear-groups --)
+  sandboxed="run_autograder, as the unprivileged user $GRADER_USER"
+  if ! why=$("${as_user[@]}" "$PYTHON" -c 'import kernellab' 2>&1); then
+    echo "the unprivileged user $GRADER_USER cannot run $PYTHON: $why" > "$LOG"
+    fail "the unprivileged user $GRADER_USER cannot run the grader's Python ($PYTHON)"
+    cat "$LOG"
+    exit 0
+  fi
 fi
 cd "$AUTOGRADER/source"
 "${as_user[@]}" env HOME="$work" TMPDIR="$work" KERNELLAB_DEVICE=sim \
+    KERNELLAB_SANDBOXED="$sandboxed" \
     "$PYTHON" -m kernellab.cli grade {labs}--root "$work/submission" \
     --results "$work/results.json" > "$LOG" 2>&1
 status=$?
 cp "$work/results.json" "$RESULTS" 2> /dev/null
 if ! "$PYTHON" -c 'import json, sys; assert "score" in json.load(open(sys.argv[1]))' "$RESULTS" 2> /dev/null; then
-  python3 - "$RESULTS" "$LOG" "$status" <<'PY'
-import json, sys
-log = open(sys.argv[2], errors="replace").read()[-3000:]
-json.dump({"score": 0, "output": f"the grader failed (exit {sys.argv[3]}); please tell your "
-           f"instructor:\n{log}", "tests": []}, open(sys.argv[1], "w"))
-PY
+  fail "kernellab grade exited with code $status and wrote no report"
 fi
 cat "$LOG"
 """
@@ -94,7 +109,7 @@ def build_bundle(out_dir: Path, labs=None) -> Path:
     the mutants (near-copies of them) stay out: nothing in the bundle can leak them.
     """
     chosen = "".join(f"{n} " for n in runner.resolve_labs(labs)) if labs else ""
-    out_dir = Path(out_dir)
+    out_dir = release.check_output(out_dir, "bundle", new=False)
     source = out_dir / "source"
     if source.exists():
         shutil.rmtree(source)

@@ -105,6 +105,22 @@ mode, the device and the versions.
 """
 
 
+def check_output(out: Path, what: str, new: bool) -> Path:
+    """`out`, resolved, once it is known to be a safe place for a build: not an existing file,
+    not inside the course folder (a build copies the course's folders, and one inside them
+    would copy itself into itself) except under its git-ignored build/, and, when `new`, not
+    existing yet. Checked before anything is written; a ValueError names the problem."""
+    out, root = Path(out).resolve(), target.ROOT.resolve()
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{what} {out} is a file: give a folder")
+    if (out == root or root in out.parents) and root / "build" not in (out, *out.parents):
+        raise ValueError(f"{what} {out} lies inside the course folder {root}, which the build "
+                         f"copies: give a folder outside it (or under {root / 'build'})")
+    if new and out.exists():
+        raise ValueError(f"{out} already exists: give a new folder for the {what}")
+    return out
+
+
 def copy_course(dest: Path, folders=COPIED, files=COPIED_FILES) -> None:
     """Copy course folders and top-level files into `dest`, without caches."""
     for folder in folders:
@@ -145,9 +161,7 @@ def clear_outputs(notebook: Path) -> None:
 def build(out: Path) -> Path:
     """Write the student release into `out` (which must not exist yet) and check it for leaks."""
     target.require_solutions()
-    out = Path(out)
-    if out.exists():
-        raise ValueError(f"{out} already exists: give a new folder for the release")
+    out = check_output(out, "release", new=True)
     copy_course(out)
     copy_graded_tests(out / "tests" / "labs")
     shutil.copytree(target.ROOT / "notebooks", out / "notebooks", ignore=IGNORED)

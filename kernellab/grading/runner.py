@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from kernellab.gpu import device
-from kernellab.grading import plugin, integrity
+from kernellab.grading import plugin, integrity, sandbox
 from kernellab.kernels import ptxas
 from kernellab.course import target
 from kernellab.course import settings
@@ -154,20 +154,29 @@ def child_env(target_name: str, labs_dir: Path | None, seed: int) -> dict:
 
 
 def test_file(lab: str) -> Path:
+    """The lab's graded test file, relative to the course folder (the children start in a
+    workspace's copy of it)."""
     matches = sorted(integrity.TESTS.glob(f"test_lab{lab}_*.py"))
     if not matches:
         raise ValueError(f"lab {lab} has no graded tests (tests/labs/test_lab{lab}_*.py)")
-    return matches[0]
+    return matches[0].relative_to(target.ROOT)
 
 
-def collect(labs: list[str], env: dict, workdir: Path) -> dict[str, dict]:
+def space(workdir) -> "sandbox.Workspace | sandbox.InPlace":
+    """Where children start: a workspace as given, or a plain folder for the course in place
+    (kernellab's own tests and the mutants)."""
+    return workdir if hasattr(workdir, "popen") else sandbox.InPlace(Path(workdir))
+
+
+def collect(labs: list[str], env: dict, workdir) -> dict[str, dict]:
     """{lab: its graded tests and their points}, read from the pristine tests/ in one child
     (no student code runs)."""
-    manifest = workdir / f"manifest-{'-'.join(labs)}.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                           *(str(test_file(lab)) for lab in labs), f"--kl-manifest={manifest}",
-                           f"--results={workdir / 'collected.json'}"],  # not into the course folder
-                          cwd=target.ROOT, env=env, capture_output=True, text=True, timeout=300)
+    where = space(workdir)
+    manifest = where.scratch / f"manifest-{'-'.join(labs)}.json"
+    proc = where.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                      *(str(test_file(lab)) for lab in labs), f"--kl-manifest={manifest}",
+                      f"--results={where.scratch / 'collected.json'}"],  # not into the course folder
+                     env=env, capture_output=True, text=True, timeout=300)
     if not manifest.exists():
         raise RuntimeError(f"could not collect the tests of lab(s) {', '.join(labs)}:\n"
                            f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -181,40 +190,44 @@ def probe_import(lab: str, env: dict, timeout: float) -> str | None:
     return probe_imports([lab], env, timeout)[lab]
 
 
-def probe_imports(labs: list[str], env: dict, timeout: float, workdir: Path | None = None) -> dict:
+def probe_imports(labs: list[str], env: dict, timeout: float, workdir=None) -> dict:
     """{lab: None if it imports, else why not}: the labs imported one after another in one child
     (starting a child costs more than importing most labs), each within `timeout`. The lab whose
     import raises, hangs or ends the interpreter is reported, and a fresh child goes on with the
-    labs after it."""
+    labs after it. `workdir`: a workspace or a folder (default: a temporary one)."""
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="kernellab-probe-") as tmp:
+            return probe_imports(labs, env, timeout, tmp)
+    where = space(workdir)
     found: dict[str, str | None] = {}
-    with tempfile.TemporaryDirectory(prefix="kernellab-probe-", dir=workdir) as tmp:
-        while pending := [lab for lab in labs if lab not in found]:
-            marks, errors = Path(tmp) / f"marks-{len(found)}", Path(tmp) / f"stderr-{len(found)}"
-            code = ("import sys\nimport kernellab\nfrom kernellab.course import target\n"
-                    f"marks = open({str(marks)!r}, 'a', buffering=1)\n"
-                    f"for lab in {pending!r}:\n"
-                    "    marks.write(f'start {lab}\\n')\n"
-                    "    target.load(lab)\n"
-                    "    marks.write(f'done {lab}\\n')\n")
-            with open(errors, "w") as err:
-                proc = subprocess.Popen([sys.executable, "-c", code], cwd=target.ROOT, env=env,
-                                        stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-                current, started, hung = None, time.monotonic(), False
-                while proc.poll() is None and not hung:
-                    words = marks.read_text().split() if marks.exists() else []
-                    if words[-2:-1] == ["start"] and current != words[-1]:
-                        current, started = words[-1], time.monotonic()   # each lab's own clock
-                    hung = time.monotonic() - started > timeout
-                    if hung:
-                        kill_group(proc)
-                    time.sleep(POLL)
-            lines = marks.read_text().splitlines() if marks.exists() else []
-            found.update((line.split()[1], None) for line in lines if line.startswith("done "))
-            stuck = next((lab for lab in pending if lab not in found), None)
-            if stuck is None:
-                break
-            found[stuck] = (f"importing the lab did not finish within {timeout:.0f} s (a loop at "
-                            "import time?)" if hung else _import_failure(errors.read_text(), proc.returncode))
+    while pending := [lab for lab in labs if lab not in found]:
+        token = f"{os.getpid()}-{time.monotonic_ns()}"
+        marks, errors = where.scratch / f"probe-marks-{token}", where.scratch / f"probe-stderr-{token}"
+        code = ("import sys\nimport kernellab\nfrom kernellab.course import target\n"
+                f"marks = open({str(marks)!r}, 'a', buffering=1)\n"
+                f"for lab in {pending!r}:\n"
+                "    marks.write(f'start {lab}\\n')\n"
+                "    target.load(lab)\n"
+                "    marks.write(f'done {lab}\\n')\n")
+        with open(errors, "w") as err:
+            proc = where.popen([sys.executable, "-c", code], env=env,
+                               stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+            current, started, hung = None, time.monotonic(), False
+            while proc.poll() is None and not hung:
+                words = marks.read_text().split() if marks.exists() else []
+                if words[-2:-1] == ["start"] and current != words[-1]:
+                    current, started = words[-1], time.monotonic()   # each lab's own clock
+                hung = time.monotonic() - started > timeout
+                if hung:
+                    kill_group(proc)
+                time.sleep(POLL)
+        lines = marks.read_text().splitlines() if marks.exists() else []
+        found.update((line.split()[1], None) for line in lines if line.startswith("done "))
+        stuck = next((lab for lab in pending if lab not in found), None)
+        if stuck is None:
+            break
+        found[stuck] = (f"importing the lab did not finish within {timeout:.0f} s (a loop at "
+                        "import time?)" if hung else _import_failure(errors.read_text(), proc.returncode))
     return found
 
 
@@ -317,19 +330,21 @@ def balanced_groups(collected: dict[str, dict], groups: int) -> list[dict]:
     return [group for group in dealt if group]
 
 
-def run_tests(run: LabRun, env: dict, workdir: Path, timeout: float, output_cap: int,
+def run_tests(run: LabRun, env: dict, workdir, timeout: float, output_cap: int,
               first_failure: bool, stress: bool, hung: dict | None = None):
-    """Children over the run's tests without an outcome yet, until every test has one."""
+    """Children over the run's tests without an outcome yet, until every test has one.
+    `workdir`: the workspace (or a plain folder) they start in."""
+    where = space(workdir)
     graded, attempt = {n: i for n, i in run.graded.items() if n not in run.outcomes}, 0
     hung = {} if hung is None else hung
     for group_env, nodeids in device_groups(graded, env):
         while remaining := [n for n in nodeids if n not in run.outcomes]:
             attempt += 1
-            progress = workdir / f"progress-{run.lab}-{attempt}.jsonl"
-            log = workdir / f"log-{run.lab}-{attempt}.txt"
+            progress = where.scratch / f"progress-{run.lab}-{attempt}.jsonl"
+            log = where.scratch / f"log-{run.lab}-{attempt}.txt"
             extra = [f"--kl-hung={json.dumps(hung)}"] + ([] if stress else ["--no-stress"])
             stuck = run_child(remaining, group_env, progress, log, timeout, output_cap, run,
-                              first_failure, extra)
+                              first_failure, extra, where)
             if stuck:
                 run.outcomes[stuck.nodeid] = {"outcome": "failed", "output": stuck.reason}
                 if stuck.kernel:
@@ -356,8 +371,10 @@ class Stuck:
 
 
 def run_child(nodeids, env, progress: Path, log: Path, timeout: float, output_cap: int,
-              run: LabRun, first_failure: bool, extra: list[str]) -> Stuck | None:
-    """One child pytest over `nodeids`; returns the test it was stuck in, if any."""
+              run: LabRun, first_failure: bool, extra: list[str], where=None) -> Stuck | None:
+    """One child pytest over `nodeids`, started in `where` (a workspace; default: the course
+    in place); returns the test it was stuck in, if any."""
+    where = where if where is not None else sandbox.InPlace(progress.parent)
     args = [sys.executable, "-m", "pytest", "-q", *nodeids, f"--kl-progress={progress}",
             f"--output-cap={output_cap}", "-o", "console_output_style=classic", *extra]
     if first_failure:
@@ -380,8 +397,8 @@ def run_child(nodeids, env, progress: Path, log: Path, timeout: float, output_ca
                 running = None
 
     with open(log, "w") as log_fh:
-        proc = subprocess.Popen(args, cwd=target.ROOT, env=env, stdout=log_fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = where.popen(args, env=env, stdout=log_fh, stderr=subprocess.STDOUT,
+                           start_new_session=True)
         while True:
             drain()
             if proc.poll() is not None:
@@ -426,7 +443,20 @@ def labs_dir_of(root: Path | None) -> Path | None:
     if root is None:
         return None
     root = Path(root).resolve()
+    if not root.is_dir():
+        raise ValueError(f"no submission folder {root}: give --root a folder that holds "
+                         "labs/labNN_*.py or the lab files themselves")
     return root / "labs" if (root / "labs").is_dir() else root
+
+
+def submission_labs(root: Path) -> Path:
+    """`labs_dir_of` for a folder that must hold at least one lab file (`grade --root`: a wrong
+    folder is a mistake to say, not a submission that scores 0)."""
+    labs_dir = labs_dir_of(root)
+    if not any(target.LAB_FILE.match(p.name) for p in labs_dir.glob("lab*.py")):
+        raise ValueError(f"{Path(root).resolve()} holds no lab file (labNN_topic.py, at its top "
+                         "level or in labs/): is it the submission's folder?")
+    return labs_dir
 
 
 def grade(labs=None, target_name: str = "labs", results: Path = Path("results.json"),
@@ -439,25 +469,26 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
     import concurrent.futures
     seed = plugin.new_seed() if seed is None else seed
     timeout = timeout or DEFAULT_TIMEOUT
-    env = child_env(target_name, labs_dir_of(root), seed)
     graded, outcomes = {}, {}
     numbers = resolve_labs(labs)
-    with tempfile.TemporaryDirectory(prefix="kernellab-grade-") as tmp, \
+    with sandbox.Workspace(labs_dir_of(root), solutions=target_name == "solutions") as space, \
             concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, \
-            ptxas.CompileServer(lineinfo=True) as server:       # numba imports there during collect
-        probing = pool.submit(probe_imports, numbers, env, IMPORT_TIMEOUT, Path(tmp))  # beside collect
-        collected = collect(numbers, env, Path(tmp))
+            ptxas.CompileServer(lineinfo=True, sandbox=space) as server:  # numba imports there during collect
+        env = child_env(target_name, space.labs_dir, seed)
+        probing = pool.submit(probe_imports, numbers, env, IMPORT_TIMEOUT, space)  # beside collect
+        collected = collect(numbers, env, space)
         imports = probing.result()
         compiles, hung = CompileChecks(server), {}
         groups = balanced_groups(collected, max(1, jobs))
-        runs = list(pool.map(lambda named: run_group(f"group{named[0]}", named[1], env, Path(tmp), timeout,
+        runs = list(pool.map(lambda named: run_group(f"group{named[0]}", named[1], env, space, timeout,
                                                      output_cap, imports, stress, hung, compiles),
                              enumerate(groups)))
         compiles.apply(runs)
         for run in runs:
             graded.update(run.graded)
             outcomes.update(run.outcomes)
-    header = f"target={target_name} seed={seed} (replay with --seed {seed})"
+    header = (f"target={target_name} seed={seed} (replay with --seed {seed})\n"
+              f"student code ran on a private copy; protection: {space.protection.describe()}")
     if not stress:
         header += " stress=off"
     tampered = integrity.changes()
@@ -527,29 +558,50 @@ def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None 
     return ok
 
 
-def grade_batch(folder: Path, jobs: int = 1, labs=None, gradebook: Path = Path("gradebook.csv"),
-                timeout: float | None = None, seed: int | None = None, stress: bool = True,
-                out=print) -> Path:
-    """Grade every submission folder in `folder` (same seed for all), write a CSV gradebook.
+def batch_folder(folder: Path, out_dir: Path | None, force: bool) -> tuple[list[Path], Path]:
+    """The submission folders in `folder` and the reports folder, checked before anything is
+    graded or written: `out_dir` defaults to a new gradebook-<date>-<time> folder here, and an
+    existing one is refused unless `force` (then its old reports are replaced)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"no folder {folder}: give --batch the folder that holds one folder per "
+                         "submission")
+    out_dir = Path(out_dir or time.strftime("gradebook-%Y%m%d-%H%M%S")).resolve()
+    if out_dir == folder.resolve() or folder.resolve() in out_dir.parents:
+        raise ValueError(f"the reports folder {out_dir} lies inside {folder}, where it would be "
+                         "taken for a submission: give --out a folder elsewhere")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir} is a file: give a folder for the gradebook")
+    if out_dir.exists() and any(out_dir.iterdir()) and not force:
+        raise ValueError(f"{out_dir} already holds reports: give a new --out, or --force to "
+                         "replace them")
+    submissions = sorted(p for p in folder.iterdir() if p.is_dir() and p.resolve() != out_dir)
+    if not submissions:
+        raise ValueError(f"{folder} holds no submission folders")
+    return submissions, out_dir
 
-    Each submission's results.json goes next to the gradebook as <submission>.results.json.
-    """
+
+def grade_batch(folder: Path, jobs: int = 1, labs=None, out_dir: Path | None = None,
+                force: bool = False, timeout: float | None = None, seed: int | None = None,
+                stress: bool = True, out=print) -> Path:
+    """Grade every submission folder in `folder` (same seed for all), each in a workspace of its
+    own; write `out_dir`/gradebook.csv and `out_dir`/<submission>.results.json (see
+    `batch_folder` for `out_dir` and `force`). Returns the gradebook's path."""
     import concurrent.futures
     import csv
     from kernellab.show.progress import printing, progress_bar
     seed = plugin.new_seed() if seed is None else seed
-    submissions = sorted(p for p in Path(folder).iterdir() if p.is_dir())
-    if not submissions:
-        raise ValueError(f"{folder} holds no submission folders")
-    reports = Path(gradebook).resolve().parent
+    numbers = resolve_labs(labs)
+    submissions, reports = batch_folder(folder, out_dir, force)
     reports.mkdir(parents=True, exist_ok=True)
+    for old in [reports / "gradebook.csv", *reports.glob("*.results.json")]:
+        old.unlink(missing_ok=True)
 
     def one(sub: Path) -> tuple[Path, dict]:
         document = grade(labs, "labs", reports / f"{sub.name}.results.json", seed, timeout,
                          root=sub, stress=stress, out=None)
         return sub, document
 
-    numbers = resolve_labs(labs)
     rows = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for sub, document in progress_bar(pool.map(one, submissions), total=len(submissions),
@@ -561,9 +613,10 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, gradebook: Path = Path("
                          *(per_lab[n] for n in numbers)])
             with printing():
                 out(f"{sub.name:<30} {document['score']:g} / {document['max_score']:g}")
+    gradebook = reports / "gradebook.csv"
     with open(gradebook, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["submission", "score", "max_score", *(f"lab{n}" for n in numbers)])
         writer.writerows(rows)
     out(f"gradebook: {gradebook} ({len(rows)} submissions, seed {seed})")
-    return Path(gradebook)
+    return gradebook

@@ -224,9 +224,14 @@ else:
 CHILD_TIMEOUT = 900   # seconds a compile child may take over one batch of requests
 
 
-def _child_payload(**what) -> str:
-    return json.dumps({"paths": [p for p in sys.path if isinstance(p, str)],
-                       "device_py": str(Path(device.__file__).resolve()),
+def _child_payload(course: Path | None = None, **what) -> str:
+    """The child's start: this process's import path and device facts. `course`: a copy of the
+    course (a grading workspace) whose kernellab the child imports first, since a child that
+    runs as another user may not be able to read this one's."""
+    paths, device_py = [p for p in sys.path if isinstance(p, str)], Path(device.__file__).resolve()
+    if course is not None and (Path(course) / "kernellab" / "gpu" / "device.py").is_file():
+        paths, device_py = [str(course), *paths], Path(course) / "kernellab" / "gpu" / "device.py"
+    return json.dumps({"paths": paths, "device_py": str(device_py),
                        "facts": dataclasses.asdict(device.facts()), **what})
 
 
@@ -259,9 +264,13 @@ class CompileServer:
     dies or stalls is reported as a RuntimeError and replaced at the next `ask`. `lineinfo`:
     every request compiles with line info (device functions keep their own lines)."""
 
-    def __init__(self, lineinfo: bool = False):
+    def __init__(self, lineinfo: bool = False, sandbox=None):
+        """`sandbox`, where given, starts the child: it has `command(args)` and `options(env)`
+        (the subprocess keyword arguments), as kernellab.grading.sandbox's workspaces do, for
+        a child that loads student code."""
         import threading
         self.lineinfo, self._lock, self._proc = lineinfo, threading.Lock(), None
+        self.sandbox = sandbox
 
     def start(self) -> "CompileServer":
         import queue
@@ -270,10 +279,13 @@ class CompileServer:
         with self._lock:
             if self._proc is None:
                 self._stderr = tempfile.TemporaryFile(mode="w+")
-                self._proc = subprocess.Popen([sys.executable, "-c", _CHILD_BOOTSTRAP], stdin=subprocess.PIPE,
-                                              stdout=subprocess.PIPE, stderr=self._stderr, text=True,
-                                              env=_child_env())
-                self._proc.stdin.write(_child_payload(lineinfo=self.lineinfo) + "\n")
+                args, options = [sys.executable, "-c", _CHILD_BOOTSTRAP], {"env": _child_env()}
+                if self.sandbox is not None:
+                    args, options = self.sandbox.command(args), self.sandbox.options(_child_env())
+                self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              stderr=self._stderr, text=True, **options)
+                self._proc.stdin.write(_child_payload(getattr(self.sandbox, "course", None),
+                                                      lineinfo=self.lineinfo) + "\n")
                 self._proc.stdin.flush()
                 self._lines = queue.Queue()
                 threading.Thread(target=_forward_lines, args=(self._proc.stdout, self._lines), daemon=True).start()

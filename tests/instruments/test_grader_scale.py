@@ -21,11 +21,27 @@ def test_batch_grading_writes_a_gradebook(tmp_path):
         (tmp_path / "subs" / name / "labs").mkdir(parents=True)
         shutil.copy(source, tmp_path / "subs" / name / "labs" / "lab00_indexing.py")
     gradebook = runner.grade_batch(tmp_path / "subs", jobs=2, labs=["00"],
-                                   gradebook=tmp_path / "out" / "gradebook.csv", seed=7,
-                                   out=lambda *a: None)
+                                   out_dir=tmp_path / "out", seed=7, out=lambda *a: None)
+    assert gradebook == tmp_path / "out" / "gradebook.csv"
     rows = {row["submission"]: row for row in csv.DictReader(open(gradebook))}
     alice = json.loads((tmp_path / "out" / "alice.results.json").read_text())
     assert float(rows["alice"]["score"]) == float(rows["alice"]["max_score"]) > 0, (
         plugin.lost_points(alice))
     assert float(rows["bob"]["score"]) == 0 and rows["bob"]["lab00"] == "0.0"
     assert (tmp_path / "out" / "alice.results.json").exists()
+
+
+def test_batch_reports_go_to_a_folder_of_their_own_and_are_never_overwritten(tmp_path, monkeypatch):
+    (tmp_path / "subs" / "alice" / "labs").mkdir(parents=True)
+    shutil.copy(STARTER, tmp_path / "subs" / "alice" / "labs" / "lab00_indexing.py")
+    monkeypatch.chdir(tmp_path)
+    gradebook = runner.grade_batch(tmp_path / "subs", labs=["00"], seed=7, out=lambda *a: None)
+    assert gradebook.parent.parent == tmp_path and gradebook.parent.name.startswith("gradebook-")
+    with pytest.raises(ValueError, match="already holds reports.*--force"):
+        runner.grade_batch(tmp_path / "subs", labs=["00"], out_dir=gradebook.parent, out=lambda *a: None)
+    with pytest.raises(ValueError, match="inside"):
+        runner.batch_folder(tmp_path / "subs", tmp_path / "subs" / "reports", force=True)
+    (gradebook.parent / "notes.txt").write_text("kept")
+    runner.grade_batch(tmp_path / "subs", labs=["00"], out_dir=gradebook.parent, force=True,
+                       seed=7, out=lambda *a: None)
+    assert (gradebook.parent / "notes.txt").read_text() == "kept" and gradebook.exists()

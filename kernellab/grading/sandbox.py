@@ -1,0 +1,229 @@
+"""Student code runs on a private copy: every grading path grades inside a `Workspace`.
+
+`kernellab grade` (with or without `--root`), `grade --batch`, `kernellab check`, the Gradescope
+bundle and GitHub Classroom all go through `runner.grade`, which makes a Workspace for each
+submission: a new temporary folder holding
+
+- `course/`: a copy of the course parts the graded tests need (kernellab/, labs/ as given,
+  experiments/, data/, tests/labs/, pyproject.toml, and solutions/ when the solutions are graded).
+  Every child that runs student code (the import probe, the test children, the compile child)
+  starts there, so `target.ROOT` in the child is this copy;
+- `submission/labs/`: a copy of the submission's lab files (`--root`), graded in place of labs/;
+- `scratch/`: the one folder the children may write: HOME, TMPDIR, the caches, the progress
+  events and logs.
+
+A relative path in student code therefore reaches only the copy: a submission that deletes the
+files of its own folder, its parent or its siblings deletes copies. Where the platform allows,
+nothing outside `scratch/` is writable to the children either (`protection()` picks one, and the
+grade's header names it):
+
+| protection | where                                   | what the children can write               |
+|------------|-----------------------------------------|-------------------------------------------|
+| `user`     | Linux, the grader running as root (CI, a grading server, Gradescope's image) | only `scratch/` and world-writable places (/tmp): each workspace's children run as a uid of their own, which owns nothing else |
+| `bwrap`    | Linux, not root, bubblewrap installed and working | only `scratch/`: the whole file system is bound read-only |
+| `copy`     | anywhere else (macOS, Windows, no bubblewrap) | anything the grading user can: only relative paths are confined |
+
+A wrapper that already runs the grader as an unprivileged user (the Gradescope bundle's
+run_autograder) says so in KERNELLAB_SANDBOXED, and the grade's header names it. The workspace is
+deleted when the grade ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from kernellab.course import target
+
+COURSE_FOLDERS = ("kernellab", "labs", "experiments", "data", "tests/labs")
+COURSE_FILES = ("pyproject.toml",)
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+PROTECTIONS = ("user", "bwrap", "copy")
+
+# The uids the children of a root grader run as: one per workspace, none with a passwd entry,
+# so each owns only its own scratch folder (a submission cannot signal or read another's).
+UID_RANGE = range(61000, 62000)
+_uids = itertools.cycle(UID_RANGE)
+_uid_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class Protection:
+    """How the children are kept from writing outside the copy, and in words why this one."""
+
+    kind: str          # one of PROTECTIONS
+    why: str
+
+    def describe(self) -> str:
+        return f"{self.kind} ({self.why})"
+
+
+@functools.lru_cache(maxsize=1)
+def protection() -> Protection:
+    """The strongest protection this machine gives (see the module's table), probed once: a uid
+    of its own where the grader runs as root and that uid can run this Python; else bubblewrap
+    where it starts; else the private copy alone."""
+    if os.name == "posix" and os.geteuid() == 0 and shutil.which("setpriv"):
+        why = _python_fails({}, prefix=_setpriv_prefix(UID_RANGE[-1]))
+        if why is None:
+            return Protection("user", "each workspace's children run as a uid of their own")
+        fallback = f"a uid of its own cannot run {sys.executable}: {why}"
+    else:
+        fallback = "not running as root" if os.name != "posix" or os.geteuid() else "no setpriv"
+    if shutil.which("bwrap"):
+        why = _python_fails({}, prefix=_bwrap_prefix(Path(tempfile.gettempdir())))
+        if why is None:
+            return Protection("bwrap", "the file system is read-only to the children")
+        fallback += f"; bubblewrap did not start: {why}"
+    else:
+        fallback += "; bubblewrap is not installed"
+    outer = os.environ.get("KERNELLAB_SANDBOXED")    # a wrapper that protects already says how
+    return Protection("copy", f"inside {outer}" if outer else
+                      f"relative paths reach only the copy; {fallback}")
+
+
+def _python_fails(options: dict, prefix: list[str] = ()) -> str | None:
+    """None if this Python starts and imports numba and pytest under `options` (subprocess
+    keyword arguments) behind `prefix`; else why not, in one line."""
+    command = [*prefix, sys.executable, "-c", "import numba, pytest"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/",
+                              **options)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return None if done.returncode == 0 else (lines[-1] if lines else f"exit {done.returncode}")
+
+
+def _setpriv_prefix(uid: int) -> list[str]:
+    """util-linux's setpriv, as the Gradescope bundle's run_autograder uses it: real, effective
+    and saved ids all `uid`, no supplementary groups, no capabilities. (Python's own
+    `subprocess(user=...)` could not exec a venv whose base Python lies under a 0700 /root,
+    where setpriv could.)"""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
+def _bwrap_prefix(writable: Path) -> list[str]:
+    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--bind", str(writable), str(writable), "--die-with-parent", "--"]
+
+
+def _free_uid() -> int:
+    with _uid_lock:
+        for _ in UID_RANGE:
+            uid = next(_uids)
+            try:
+                pwd.getpwuid(uid)
+            except KeyError:
+                return uid
+    raise RuntimeError(f"no free uid in {UID_RANGE.start}-{UID_RANGE.stop - 1} for the grader")
+
+
+class Workspace:
+    """A private copy of the course and of one submission, and how to start children in it."""
+
+    def __init__(self, submission: Path | None = None, solutions: bool = False,
+                 source: Path | None = None):
+        """Copy the course at `source` (default: the course being graded from) and, where given,
+        the lab files of `submission` (a folder of labNN_*.py files). With `solutions`, the
+        solutions are copied too (`kernellab check`)."""
+        source = Path(source or target.ROOT)
+        self.protection = protection()
+        self.root = Path(tempfile.mkdtemp(prefix="kernellab-workspace-"))
+        try:
+            self.course = self.root / "course"
+            self.scratch = self.root / "scratch"
+            parts = COURSE_FOLDERS + (("solutions",) if solutions else ())
+            for folder in parts:
+                if (source / folder).is_dir():
+                    shutil.copytree(source / folder, self.course / folder, ignore=IGNORED)
+            for name in COURSE_FILES:
+                if (source / name).is_file():
+                    shutil.copy2(source / name, self.course / name)
+            self.labs_dir = None
+            if submission is not None:
+                self.labs_dir = self.root / "submission" / "labs"
+                self.labs_dir.mkdir(parents=True)
+                for path in sorted(Path(submission).glob("*.py")):
+                    if path.is_file():
+                        shutil.copy2(path, self.labs_dir / path.name)
+            self.scratch.mkdir()
+            self.uid = None
+            self._lock_down()
+        except BaseException:
+            self.close()
+            raise
+
+    def _lock_down(self):
+        """Copies readable by every user, writable by the grader alone; scratch owned by the
+        children's uid (protection `user`)."""
+        for folder, dirs, files in os.walk(self.root):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
+        os.chmod(self.root, 0o711)        # others may pass through, not list
+        if self.protection.kind == "user":
+            self.uid = _free_uid()
+            os.chown(self.scratch, self.uid, self.uid)
+            os.chmod(self.scratch, 0o700)
+
+    def env(self, env: dict) -> dict:
+        """`env` with HOME, TMPDIR and the caches in scratch (nothing of the user's is reached
+        through them)."""
+        scratch = str(self.scratch)
+        return {**env, "HOME": scratch, "TMPDIR": scratch, "XDG_CACHE_HOME": scratch,
+                "NUMBA_CACHE_DIR": os.path.join(scratch, "numba"),
+                "MPLCONFIGDIR": os.path.join(scratch, "matplotlib")}
+
+    def command(self, args: list[str]) -> list[str]:
+        """`args` behind this workspace's protection."""
+        prefix = {"user": lambda: _setpriv_prefix(self.uid),
+                  "bwrap": lambda: _bwrap_prefix(self.scratch)}.get(self.protection.kind, list)
+        return prefix() + list(args)
+
+    def options(self, env: dict) -> dict:
+        """subprocess keyword arguments for a child that runs student code."""
+        return {"cwd": str(self.course), "env": self.env(env)}
+
+    def popen(self, args: list[str], env: dict, **kwargs) -> subprocess.Popen:
+        return subprocess.Popen(self.command(args), **self.options(env), **kwargs)
+
+    def run(self, args: list[str], env: dict, **kwargs) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(args), **self.options(env), **kwargs)
+
+    def close(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "Workspace":
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class InPlace:
+    """The course as it is, for code the instructor wrote (the mutants of the solutions): the
+    children start in the course folder and write into `scratch`; no copy, no protection."""
+
+    protection = Protection("none", "instructor code, run in the course folder")
+
+    def __init__(self, scratch: Path):
+        self.course, self.scratch, self.labs_dir, self.uid = target.ROOT, Path(scratch), None, None
+
+    def command(self, args):
+        return list(args)
+
+    def options(self, env: dict) -> dict:
+        return {"cwd": str(self.course), "env": env}
+
+    popen = Workspace.popen
+    run = Workspace.run
