@@ -101,6 +101,10 @@ def cmd_grade(args) -> int:
         print(f"kernellab grade: {runner.percent(document):.4g}% is under --fail-under "
               f"{args.fail_under:g}%", file=sys.stderr)
         return 1
+    if args.fail_under is not None and not runner.official(document):
+        print("kernellab grade: not an official grade (see the WARNING above), so --fail-under "
+              "fails it", file=sys.stderr)
+        return 1
     return 0  # without --fail-under, lost points never set the exit code
 
 

@@ -1,6 +1,7 @@
 """Pristine tests: the grader verifies the graded tests (tests/labs/) against checksums recorded by the instructor.
 
     python -m kernellab.grading.integrity --write     # after changing tests/ (CI fails until you do)
+    python -m kernellab.grading.integrity --verify    # exit 1 if tests/labs differs (Classroom's step)
 
 A submission graded through `kernellab grade --root`, `--batch` or the Gradescope bundle is
 always graded with the instructor's tests/, never the student's; the checksums make a local
@@ -55,9 +56,25 @@ def write(tests: Path = TESTS, manifest: Path = MANIFEST) -> None:
     manifest.write_text("".join(f"{checksum}  {name}\n" for name, checksum in current(tests).items()))
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--write"]:
+def main(argv: list[str]) -> int:
+    """`--write` records the checksums; `--verify` exits 1, naming each file, when the graded
+    tests differ from them (GitHub Classroom's workflow runs it before grading); no option lists
+    what differs."""
+    if argv == ["--write"]:
         write()
         print(f"wrote {MANIFEST}")
-    else:
-        print("\n".join(changes()) or f"{SHOWN}/ is pristine")
+        return 0
+    if argv not in ([], ["--verify"]):
+        print("usage: python -m kernellab.grading.integrity [--write | --verify]", file=sys.stderr)
+        return 2
+    found = changes()
+    print("\n".join(found) or f"{SHOWN}/ is pristine")
+    if argv == ["--verify"] and found:
+        print("the graded tests differ from their checksums: this cannot be an official grade",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -309,14 +309,37 @@ def cap_text(text: str, cap: int) -> str:
 
 
 def short_failure(report) -> str:
-    """The assertion or exception message, not a page of Numba internals."""
+    """The assertion or exception message, not a page of Numba internals, and where it failed
+    (`where_it_failed`)."""
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
-        message = crash.message.strip()
-        inside_a_library = crash.path and any(part in crash.path for part in ("site-packages", "dist-packages"))
-        where = f" ({Path(crash.path).name}:{crash.lineno})" if crash.path and not inside_a_library else ""
-        return f"{message}{where}"
+        where = getattr(report, "kernellab_where", None)
+        return crash.message.strip() + (f" ({where})" if where else "")
     return str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "failed"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.excinfo is not None:
+        outcome.get_result().kernellab_where = where_it_failed(call.excinfo.tb)
+
+
+def where_it_failed(tb) -> str | None:
+    """The student's line: the innermost frame of the traceback in a lab file (a simulated
+    kernel's IndexError carries the kernel's own frame); where none is in it (a result checked
+    after the student's code returned), the graded test's line that checked it. Never a line of
+    kernellab's or a library's."""
+    import traceback
+    frames = traceback.extract_tb(tb)
+    def named(frame) -> str:
+        return f"{Path(frame.filename).name}:{frame.lineno}"
+    lab = [f for f in frames if target.LAB_FILE.match(Path(f.filename).name)
+           and "kernellab" not in Path(f.filename).parts]
+    if lab:
+        return named(lab[-1])
+    test = [f for f in frames if re.match(r"test_lab\d\d_\w+\.py$", Path(f.filename).name)]
+    return f"checked at {named(test[-1])}" if test else None
 
 
 def skip_reason(report) -> str:
@@ -390,9 +413,9 @@ def test_lab(test: dict) -> str:
     return lab_of(test["number"]) or "other"
 
 
-def first_reason(output: str, width: int = 200) -> str:
-    """The first line of why a test lost its points, without the status word and the phase tag
-    (a line that ends in ':' takes the next one with it)."""
+def first_reason(output: str) -> str:
+    """The whole first line of why a test lost its points, without the status word and the
+    phase tag (a line that ends in ':' takes the next one with it)."""
     lines = [line.strip() for line in output.splitlines()[1:] if line.strip()]
     if not lines:
         return output.strip() or "failed"
@@ -400,7 +423,7 @@ def first_reason(output: str, width: int = 200) -> str:
     first = re.sub(r"^(?:\w+\.)+(\w+: )", r"\1", first)   # kernellab.course.target.XError -> XError
     if first.endswith(":") and len(lines) > 1:
         first = f"{first} {lines[1]}"
-    return first if len(first) <= width else first[: width - 3] + "..."
+    return first
 
 
 def lost_points(document: dict) -> list[str]:

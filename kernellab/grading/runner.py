@@ -76,6 +76,7 @@ class CompileChecks:
         self._answers: dict[str, object] = {}  # key -> None, an error line, the exception, or _QUEUED
         self._scheduled = False                # a batch is queued that has not started yet
         self._canary_done = False
+        self.unavailable: str | None = None    # why the check could not run here, if it could not
 
     @staticmethod
     def key(request: dict) -> str:
@@ -119,6 +120,7 @@ class CompileChecks:
                 outcome = run.outcomes[nodeid]
                 if broken is not None:
                     outcome["output"] += f"\n(compile check unavailable: {broken})"
+                    self.unavailable = str(broken).splitlines()[0]
                     continue
                 failures = [a for a in answers if isinstance(a, str)]
                 if not failures:
@@ -485,17 +487,25 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
                              enumerate(groups)))
         compiles.apply(runs)
         for run in runs:
-            graded.update(run.graded)
             outcomes.update(run.outcomes)
-    header = (f"target={target_name} seed={seed} (replay with --seed {seed})\n"
-              f"student code ran on a private copy; protection: {space.protection.describe()}")
+    # the report in one order whatever the groups did: by lab, then the test file's order
+    graded = {nodeid: info for lab in sorted(collected) for nodeid, info in collected[lab].items()}
+    header = f"target={target_name} seed={seed} (replay with --seed {seed})"
     if not stress:
         header += " stress=off"
+    header += f"\nstudent code ran on a private copy; protection: {space.protection.describe()}"
+    warnings = []
     tampered = integrity.changes()
     if tampered:
-        header += ("\nWARNING: tests/ differs from the instructor's checksums, so this is not an "
-                   "official grade:\n  " + "\n  ".join(tampered))
+        warnings.append("tests/ differs from the instructor's checksums:\n  " + "\n  ".join(tampered))
+    if compiles.unavailable:
+        warnings.append(f"the GPU compile check could not run here ({compiles.unavailable}); "
+                        "install as `make install` does (pip install -c constraints.txt -e "
+                        "\".[cu13]\")")
+    header += "".join(f"\nWARNING: {w}\nso this is not an official grade" for w in warnings)
     document = plugin.results_document(graded, outcomes, header)
+    document["extra_data"] = {"official": not warnings, "seed": seed,
+                              "protection": space.protection.kind}
     Path(results).parent.mkdir(parents=True, exist_ok=True)
     Path(results).write_text(json.dumps(document, indent=2))
     if out is not None:
@@ -519,6 +529,11 @@ def feedback(document: dict, results: Path, out=print):
 
 def percent(document: dict) -> float:
     return 100.0 * document["score"] / document["max_score"] if document["max_score"] else 0.0
+
+
+def official(document: dict) -> bool:
+    """False when the header warns (tests edited, no compile check): `--fail-under` then fails."""
+    return document.get("extra_data", {}).get("official", True)
 
 
 def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None = None,

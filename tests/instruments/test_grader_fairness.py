@@ -32,8 +32,10 @@ def record_children(monkeypatch) -> list[tuple[str, list[str], list[str]]]:
     """Each child the grader starts, as (its KERNELLAB_DEVICE, its tests, its extra options)."""
     children, real = [], runner.run_child
 
-    def run_child(nodeids, env, *args):
-        children.append((env.get("KERNELLAB_DEVICE", "auto"), list(nodeids), list(args[-1])))
+    def run_child(nodeids, env, progress, log, timeout, output_cap, run, first_failure, extra,
+                  *where):
+        children.append((env.get("KERNELLAB_DEVICE", "auto"), list(nodeids), list(extra)))
+        args = (progress, log, timeout, output_cap, run, first_failure, extra, *where)
         return real(nodeids, env, *args)
     monkeypatch.setattr(runner, "run_child", run_child)
     return children
