@@ -171,7 +171,8 @@ def cmd_gradescope(args) -> int:
 
 def cmd_release(args) -> int:
     from kernellab.grading import release
-    print(f"student release written to {release.build(Path(args.out))} (no solution code in it)")
+    print(f"student release written to {release.build(Path(args.out), args.repo_url)} "
+          "(no solution code in it)")
     return 0
 
 
@@ -270,6 +271,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("release", help="instructors: write the student distribution (no solutions)")
     p.add_argument("out", help="a new folder for the release")
+    p.add_argument("--repo-url", help="the students' repository (no solutions): its notebooks' "
+                                      "Colab cell clones it (default: none; they ask for one)")
     p.set_defaults(func=cmd_release)
     return top
 

@@ -23,18 +23,25 @@ from kernellab.course import target
 NOTEBOOKS = target.ROOT / "notebooks"
 CELL_TIMEOUT = 300
 
-# The course repository on GitHub: the Colab badges point at it and Colab clones it.
-# A fork sets its own here and runs `--write-setup`; a student can override the clone with
-# the KERNELLAB_REPO environment variable.
+# The course repository on GitHub: the Colab badges point at it and Colab clones it. It holds
+# the solutions, so a student release names its own (`kernellab release OUT --repo-url URL`);
+# a fork sets its own here and runs `--write-setup`; a student can override the clone with the
+# KERNELLAB_REPO environment variable.
 COURSE_REPO = "https://github.com/kernellab/kernellab"
 COURSE_BRANCH = "main"
 COLAB_BADGE = ("[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
                "(https://colab.research.google.com/github/$path/blob/$branch/notebooks/$notebook)")
+# Under the badge: Colab's /content is wiped when the runtime is recycled.
+KEEP_YOUR_WORK = ("*On Colab, keep your work:* `/content` is wiped when the runtime is recycled. "
+                  "Mount Google Drive and set `KERNELLAB_CLONE` to a folder in it before the "
+                  "setup cell runs (the course is then cloned there and stays), or download "
+                  "your `labs/labNN_*.py` (Files panel) before you leave.")
 
 # The first code cell of every notebook. On Colab it clones the course, installs it with the
-# cu12 wheels (Colab's T4 driver is CUDA 12.4; the default cu13 wheels need an R580 driver) and
-# moves into the clone. Elsewhere (a laptop, a JupyterHub with the course pulled by nbgitpuller)
-# kernellab is already installed and it only imports it.
+# tested versions (constraints.txt) and the cu12 wheels (Colab's T4 driver is CUDA 12.4; the
+# default cu13 wheels need an R580 driver) and moves into the clone. Elsewhere (a laptop, a
+# JupyterHub with the course pulled by nbgitpuller) kernellab is already installed and it only
+# imports it.
 SETUP_CELL = """\
 # Setup. On Colab: clone and install the course (once), then work in the clone.
 # Elsewhere it only imports kernellab, which must come before numba.cuda.
@@ -42,11 +49,13 @@ import os, subprocess, sys
 on_colab = "google.colab" in sys.modules
 if on_colab:
     KERNELLAB_REPO = os.environ.get("KERNELLAB_REPO", "$repo")
-    clone = "/content/kernellab"
+    if not KERNELLAB_REPO:
+        raise SystemExit("set KERNELLAB_REPO to your course's repository (ask your instructor)")
+    clone = os.environ.get("KERNELLAB_CLONE", "/content/kernellab")   # in Drive, it stays
     if not os.path.isdir(clone):
         subprocess.run(["git", "clone", "--depth", "1", KERNELLAB_REPO, clone], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", ".[cu12]"],
-                       cwd=clone, check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", "constraints.txt",
+                        "-e", ".[cu12]"], cwd=clone, check=True)
         from importlib.metadata import version
         if "numpy" in sys.modules and version("numpy") != sys.modules["numpy"].__version__:
             raise SystemExit("numpy was upgraded: Runtime > Restart session, then run this cell again")
@@ -57,30 +66,38 @@ from kernellab.gpu import device
 print(f"kernellab mode: {device.mode()}" + (" (on Colab)" if on_colab else ""))"""
 
 
-def setup_cell_source() -> str:
-    return string.Template(SETUP_CELL).substitute(repo=COURSE_REPO)
+def setup_cell_source(repo: str = COURSE_REPO) -> str:
+    return string.Template(SETUP_CELL).substitute(repo=repo)
 
 
-def colab_badge(notebook: str) -> str:
-    """The badge that opens `notebook` (a file name in notebooks/) in Colab."""
-    path = COURSE_REPO.removeprefix("https://github.com/")
+def colab_badge(notebook: str, repo: str = COURSE_REPO) -> str | None:
+    """The badge that opens `notebook` (a file name in notebooks/) in Colab, which opens GitHub
+    repositories only: None for any other `repo`."""
+    if not repo.startswith("https://github.com/"):
+        return None
+    path = repo.removeprefix("https://github.com/").removesuffix(".git")
     return string.Template(COLAB_BADGE).substitute(path=path, branch=COURSE_BRANCH, notebook=notebook)
 
 
-def write_setup(path: Path) -> bool:
-    """Give `path` the badge under its title and the setup cell as its first code cell;
-    True when the file changed. Other cells are left as they are."""
+def write_setup(path: Path, repo: str = COURSE_REPO) -> bool:
+    """Give `path` the badge of `repo` and the keep-your-work note under its title, and the
+    setup cell that clones `repo` as its first code cell ("" : a release that names none, whose
+    cell asks for KERNELLAB_REPO and which has no badge); True when the file changed. Other
+    cells are left as they are."""
     text = Path(path).read_text()
     notebook = json.loads(text)
     cells = notebook["cells"]
     title = cells[0]["source"]
-    badge = colab_badge(Path(path).name) + "\n"
-    old_badge = [i for i, line in enumerate(title) if line.startswith("[![Open In Colab]")]
-    if old_badge:
-        title[old_badge[0]] = badge
+    badge = colab_badge(Path(path).name, repo)
+    lines = [badge + "\n", "\n", KEEP_YOUR_WORK + "\n"] if badge else [KEEP_YOUR_WORK + "\n"]
+    old = [i for i, line in enumerate(title)
+           if line.startswith(("[![Open In Colab]", KEEP_YOUR_WORK[:20]))]
+    if old:
+        end = old[-1] + 1
+        title[old[0]:end] = lines
     else:
-        title[1:1] = ["\n", badge]
-    setup = setup_cell_source().splitlines(keepends=True)
+        title[1:1] = ["\n", *lines]
+    setup = setup_cell_source(repo).splitlines(keepends=True)
     first_code = next(i for i, cell in enumerate(cells) if cell["cell_type"] == "code")
     if cells[first_code]["source"][:1] == setup[:1]:
         cells[first_code]["source"] = setup

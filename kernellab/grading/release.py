@@ -80,7 +80,9 @@ live; without one it shows the figures recorded on an NVIDIA H200 (`data/referen
 0: each stub raises `NotImplementedError` until you write it.
 
 Older NVIDIA drivers (below R580, e.g. Colab's T4): `make install CUDA=cu12`, or
-`pip install -c constraints.txt -e ".[cu12]"`. The conda route:
+`pip install -c constraints.txt -e ".[cu12]"`. On Colab, each notebook's first cell clones and
+installs the course; `/content` is wiped when the runtime is recycled, so keep your clone in
+Google Drive (set `KERNELLAB_CLONE`) or download your `labs/` before you leave. The conda route:
 `conda env create -f environment.yml && conda activate kernellab && pip install --no-deps -e .`
 
 ## How to work a lab
@@ -99,7 +101,7 @@ mode, the device and the versions.
 ## Layout
 
 - `labs/labNN_topic.py`: your code. `tests/labs/test_labNN_topic.py`: the graded checks, verified
-  against `tests/CHECKSUMS.sha256` (an edited test makes the grade unofficial).
+  against `tests/labs/CHECKSUMS.sha256` (an edited test makes the grade unofficial).
 - `notebooks/`: the walkthroughs. `experiments/`: each lab's measurements and figures.
 - `kernellab/`: the shared instruments and the grader. `data/reference/`: the recorded GPU data.
 """
@@ -158,14 +160,25 @@ def clear_outputs(notebook: Path) -> None:
     notebook.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
 
 
-def build(out: Path) -> Path:
-    """Write the student release into `out` (which must not exist yet) and check it for leaks."""
+def build(out: Path, repo_url: str | None = None) -> Path:
+    """Write the student release into `out` (which must not exist yet) and check it for leaks.
+
+    Its notebooks' Colab setup cell clones `repo_url`, the students' repository (the course's
+    own holds the solutions); without one the cell asks the student for KERNELLAB_REPO and the
+    notebooks carry no Colab badge."""
+    from kernellab.course import notebooks
     target.require_solutions()
+    if repo_url is not None and (not repo_url.strip() or any(c.isspace() for c in repo_url)):
+        raise ValueError(f"--repo-url must be a repository URL with no spaces, not {repo_url!r}")
+    if repo_url and repo_url.rstrip("/").removesuffix(".git") == notebooks.COURSE_REPO:
+        raise ValueError(f"--repo-url {repo_url} is the course's own repository, which holds the "
+                         "solutions: give the students' repository")
     out = check_output(out, "release", new=True)
     copy_course(out)
     copy_graded_tests(out / "tests" / "labs")
     shutil.copytree(target.ROOT / "notebooks", out / "notebooks", ignore=IGNORED)
     for notebook in (out / "notebooks").glob("*.ipynb"):
+        notebooks.write_setup(notebook, repo=repo_url or "")
         clear_outputs(notebook)
     (out / "README.md").write_text(STUDENT_README)
     (out / "Makefile").write_text(STUDENT_MAKEFILE)

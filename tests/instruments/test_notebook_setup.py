@@ -55,11 +55,11 @@ def run_setup_cell(monkeypatch, on_colab: bool, cloned: bool = False) -> tuple[s
     return printed.getvalue(), commands, moves
 
 
-def test_on_colab_the_cell_clones_installs_cu12_and_moves_into_the_clone(monkeypatch):
+def test_on_colab_the_cell_clones_installs_cu12_with_the_constraints_and_moves_into_the_clone(monkeypatch):
     printed, commands, moves = run_setup_cell(monkeypatch, on_colab=True)
     (clone, _), (install, install_cwd) = commands
     assert clone == ["git", "clone", "--depth", "1", "https://example.org/fork.git", "/content/kernellab"]
-    assert install[1:] == ["-m", "pip", "install", "-q", "-e", ".[cu12]"]
+    assert install[1:] == ["-m", "pip", "install", "-q", "-c", "constraints.txt", "-e", ".[cu12]"]
     assert install_cwd == "/content/kernellab" and moves == ["/content/kernellab/notebooks"]
     assert sys.path[0] == "/content/kernellab" and "(on Colab)" in printed
 

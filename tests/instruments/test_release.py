@@ -175,3 +175,26 @@ def test_every_claim_in_the_release_holds_or_awaits_without_failing(student_rele
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     counts = {line.split()[0]: tuple(map(int, line.split()[1:])) for line in proc.stdout.splitlines()}
     assert sorted(counts) == sorted(target.labs()) and all(failed == 0 for _, failed, _ in counts.values()), counts
+
+
+def notebook_texts(folder: Path) -> dict[str, str]:
+    return {nb.name: "\n".join("".join(cell["source"]) for cell in json.loads(nb.read_text())["cells"])
+            for nb in sorted((folder / "notebooks").glob("*.ipynb"))}
+
+
+def test_no_released_notebook_names_a_repository_with_solutions(student_release, tmp_path):
+    from kernellab.course import notebooks
+    students = "https://github.com/example-course/kernellab-students"
+    named = release.build(tmp_path / "named", repo_url=students)
+    for folder, repo in ((student_release, ""), (named, students)):
+        texts = notebook_texts(folder)
+        assert len(texts) == len(list((target.ROOT / "notebooks").glob("*.ipynb")))
+        for name, text in texts.items():
+            assert notebooks.COURSE_REPO not in text and "kernellab/kernellab" not in text, name
+            assert notebooks.setup_cell_source(repo) in text, name       # the clone it installs
+            assert '"-c", "constraints.txt"' in text and notebooks.KEEP_YOUR_WORK in text, name
+            assert (f"colab.research.google.com/github/example-course/kernellab-students/blob/main/"
+                    f"notebooks/{name}" in text) == bool(repo), name
+    with pytest.raises(ValueError, match="holds the solutions"):
+        release.build(tmp_path / "upstream", repo_url=notebooks.COURSE_REPO + ".git")
+    assert not (tmp_path / "upstream").exists()
