@@ -6,7 +6,10 @@ read before and after.
 
 Nothing downloads a browser: playwright is pointed at /usr/bin/chromium. The notebook runs on a
 copy (JupyterLab saves outputs into what it opens), in the simulator, with the solutions.
-A screenshot of the explorer after the move is kept in figures/browser/.
+Each of the figure's three panels must be drawn (ink on its pixels, read back from the image the
+browser decoded), fit its output area, and redraw when the block size moves; text alone proves
+none of that. A screenshot of the explorer after the move is kept in figures/browser/ (CI has
+no artefact store: `make browser-test` leaves it there for a person to look at).
 """
 
 import os
@@ -87,6 +90,37 @@ SHOWN = ("(previous) => { const out = document.querySelector('.widget-interact .
          " return line && line[0] !== previous && out.querySelector('img'); }")
 
 
+# Each of the figure's three panels, below its title band, as the browser decoded the figure:
+# the share of its pixels that are ink (not the white background), a checksum of where the ink
+# is, and whether the image fits its output area (a clipped figure hides a panel).
+PANELS = """(img) => {
+  const canvas = document.createElement('canvas');
+  canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+  const context = canvas.getContext('2d');
+  context.drawImage(img, 0, 0);
+  const pixels = context.getImageData(0, 0, canvas.width, canvas.height).data;
+  const ink = [0, 0, 0], where = [0, 0, 0], counted = [0, 0, 0];
+  for (let y = Math.floor(canvas.height * 0.2); y < canvas.height; y += 2) {
+    for (let x = 0; x < canvas.width; x += 2) {
+      const panel = Math.min(2, Math.floor(3 * x / canvas.width)), at = (y * canvas.width + x) * 4;
+      counted[panel] += 1;
+      if (pixels[at] + pixels[at + 1] + pixels[at + 2] < 720) {
+        ink[panel] += 1;
+        where[panel] = (where[panel] * 31 + x * 7 + y * 13 + pixels[at]) % 1000003;
+      }
+    }
+  }
+  const shown = img.getBoundingClientRect(), area = img.closest('.jp-OutputArea').getBoundingClientRect();
+  return {ink: ink.map((n, i) => n / counted[i]), where, width: canvas.width,
+          clipped: shown.right > area.right + 1 || shown.width < 0.95 * Math.min(canvas.width, area.width)};
+}"""
+MIN_INK = 0.005     # a drawn panel (axes, grid, curve, marker) inks well over 0.5% of its pixels
+
+
+def panels(explorer) -> dict:
+    return explorer.locator(".jp-OutputArea img").first.evaluate(PANELS)
+
+
 def shown_occupancy(page, explorer, previous: str = "") -> int:
     """The occupancy percentage the explorer prints above its figure, once it differs from
     `previous` and the figure is drawn."""
@@ -115,6 +149,7 @@ def test_moving_the_block_size_slider_changes_the_occupancy_shown(jupyter_lab):
             explorer.wait_for(timeout=RUN_TIMEOUT_MS)
             explorer.scroll_into_view_if_needed()
             before = shown_occupancy(page, explorer)
+            drawn_before = panels(explorer)
             phase("notebook run to the explorer")
             block = explorer.locator(".widget-slider").filter(has_text="block")
             before_value = block.locator(".widget-readout").inner_text()
@@ -128,6 +163,7 @@ def test_moving_the_block_size_slider_changes_the_occupancy_shown(jupyter_lab):
             page.mouse.up()
             after = shown_occupancy(page, explorer, previous=f"occupancy {before}%")
             after_value = block.locator(".widget-readout").inner_text()
+            drawn_after = panels(explorer)
             phase("slider moved and redrawn")
             explorer.screenshot(path=str(SCREENSHOT))
             page.wait_for_function("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
@@ -143,5 +179,10 @@ def test_moving_the_block_size_slider_changes_the_occupancy_shown(jupyter_lab):
           + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items())
           + f"; screenshot {SCREENSHOT}")
     assert not raised, f"a notebook cell raised: {raised}"
+    for drawn in (drawn_before, drawn_after):
+        assert min(drawn["ink"]) > MIN_INK, f"a panel is blank: ink shares {drawn['ink']}"
+        assert not drawn["clipped"], f"the figure does not fit its output area: {drawn}"
+    moved = [a != b for a, b in zip(drawn_before["where"], drawn_after["where"])]
+    assert all(moved), f"panels that did not redraw for the new block size: {moved}"
     assert before_value == "128" and after_value == "1024", "the slider did not move to its end"
     assert (before, after) == (75, 50), "40 registers at block 128 give 75% on an H200, at 1024 50%"
