@@ -75,19 +75,27 @@ def autograder(fresh_venv):
         yield root, env, drops
 
 
-def run_autograder(autograder, files: dict[str, str], **env) -> dict:
-    """Grade a submission of `files` (at the top level, as Gradescope unpacks an upload);
-    return its results.json after checking it against Gradescope's format."""
+def run_autograder(autograder, files: dict[str, str], previous: dict | None = None, **env) -> dict:
+    """Grade a submission of `files` (at the top level, as Gradescope unpacks an upload), with
+    `previous` as an earlier run's results.json; return its results.json after checking it
+    against Gradescope's format, and check that its temporary copy is gone."""
     root, base_env, _ = autograder
-    for folder in ("submission", "results"):
+    for folder in ("submission", "results", "tmp"):
         shutil.rmtree(root / folder, ignore_errors=True)
     (root / "submission").mkdir()
+    (root / "results").mkdir()
+    (root / "tmp").mkdir(mode=0o777)
+    os.chmod(root / "tmp", 0o1777)
+    if previous is not None:
+        (root / "results" / "results.json").write_text(json.dumps(previous))
+    env = {"TMPDIR": str(root / "tmp"), **env}
     for name, text in files.items():
         (root / "submission" / name).write_text(text)
     proc = subprocess.run(["bash", str(root / "source" / "run_autograder")],
                           env={**base_env, **env}, capture_output=True, text=True, timeout=300)
     results = json.loads((root / "results" / "results.json").read_text())
     jsonschema.validate(results, SCHEMA)
+    assert not list((root / "tmp").iterdir()), "run_autograder left its temporary copy behind"
     return results | {"log": proc.stdout}
 
 
@@ -111,9 +119,14 @@ def test_syntax_error_scores_zero_with_the_reason(autograder):
 
 
 def test_a_grader_that_cannot_start_still_writes_results(autograder):
+    """A previous run's full marks never stand for a run that could not grade."""
     results = run_autograder(autograder, {"lab00_indexing.py": SOLUTION.read_text()},
+                             previous={"score": 14, "output": "an earlier run", "tests": []},
                              KERNELLAB_VENV="/nonexistent")
     assert results["score"] == 0 and "the grader failed" in results["output"]
+    assert "earlier run" not in results["output"]
+    if autograder[2]:       # as root the drop is tried first, and named as the cause
+        assert "cannot run the grader's Python" in results["output"], results["output"]
 
 
 def test_bundle_holds_no_solutions_and_its_tests_verify(tmp_path):
