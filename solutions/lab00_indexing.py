@@ -22,7 +22,8 @@ Convention for every launcher in this course: inputs are device arrays, `out=Non
 output on the device, and the launcher returns the output (still on the device).
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import device_facts
 from numba import cuda
 
 import numpy as np
@@ -106,7 +107,7 @@ def axpb_grid_stride(x, a, b, out=None, blocks=None, block=DEFAULT_BLOCK):
     if out is None:
         out = cuda.device_array_like(x)
     if blocks is None:  # 4 blocks per SM (the article's advice), but never more than n needs
-        blocks = min(4 * kernellab.gpu.device.facts().sm_count, blocks_for(x.size, block))
+        blocks = min(4 * device_facts().sm_count, blocks_for(x.size, block))
     axpb_grid_stride_kernel[blocks, block](x, a, b, out)
     return out
 
