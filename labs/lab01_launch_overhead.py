@@ -257,7 +257,7 @@ SIGNATURES = {
     "arrays8_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
     "bump_kernel": "void(float32[::1])",
     "sum8_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
-    "scale_kernel": "void(float32[::1], float64, float32[::1])",
-    "scale_row_kernel": "void(float32[:, ::1], int64, float64, float32[:, ::1])",
-    "scale_rows_kernel": "void(float32[:, ::1], float64, float32[:, ::1])",
+    "scale_kernel": "void(float32[::1], float32, float32[::1])",
+    "scale_row_kernel": "void(float32[:, ::1], int64, float32, float32[:, ::1])",
+    "scale_rows_kernel": "void(float32[:, ::1], float32, float32[:, ::1])",
 }

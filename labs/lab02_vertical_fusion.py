@@ -38,7 +38,7 @@ import numpy as np
 
 DEFAULT_BLOCK = 256
 MASK = np.uint8(0).itemsize      # bytes per mask element
-ZERO = np.float32(0.0)           # a float32 constant: a bare 0.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)           # float32: max(v, 0.0), or a sum started at 0.0, is float64
 
 # The counter-based generator: murmur3's 32-bit finaliser applied to (index * golden ratio) ^ seed.
 # It runs in uint64 with the top half masked off: products of two 32-bit numbers never overflow
@@ -223,8 +223,8 @@ def unfused_chain_ledger(n, with_mask=False):
 @cuda.jit(device=True)
 def chain_element(xv, wv, bv, rv, keep, scale):
     """dropout(relu(x*w + b)) + r for one element whose inputs are already in registers."""
-    # FILL ME IN (roughly 5 lines): v = xv * wv + bv; relu (compare with ZERO, not 0.0, so that
-    # float32 stays float32); dropout (v * scale when keep, else ZERO); return v + rv.
+    # FILL ME IN (roughly 5 lines): v = xv * wv + bv; relu (v if v > ZERO else ZERO: max(v, 0.0)
+    # would compute in float64); dropout (v * scale when keep, else ZERO); return v + rv.
     # Budget: no memory traffic at all; every value is already in a register.
     raise NotImplementedError("Lab 02.1: chain_element")
 

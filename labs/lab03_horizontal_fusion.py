@@ -42,7 +42,7 @@ import numpy as np
 
 DEFAULT_BLOCK = 128
 TASKS = ("scale", "add", "relu", "square")
-ZERO = np.float32(0.0)       # a float32 constant: a bare 0.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)       # float32: max(v, 0.0), or a sum started at 0.0, is float64
 
 
 def blocks_for(n, block):

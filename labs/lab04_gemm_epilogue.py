@@ -46,7 +46,7 @@ MAX_TILE = 32                      # the largest tile: 32 x 32 threads, 2 x 4 Ki
 ELEMENTWISE_BLOCK = (32, 8)        # 32 threads along a row: one warp reads 128 contiguous bytes
 FLOAT = np.float32(0).itemsize     # bytes per float32 element
 MASK = np.uint8(0).itemsize        # bytes per mask element
-ZERO = np.float32(0.0)             # a float32 constant: a bare 0.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)             # float32: max(v, 0.0), or a sum started at 0.0, is float64
 
 GemmTiles = collections.namedtuple("GemmTiles", "bm bn bk tm tn")
 GemmTiles.__doc__ = ("A block computes a bm x bn tile of C, stepping through K bk at a time; "

@@ -106,7 +106,7 @@ def occupancy(cc, block_size, registers_per_thread, static_shared=0, dynamic_sha
 
 TILE_COLS = 16      # threads across a block's tile of out: 16 x MICRO = 64 columns per block
 MICRO = 4           # each thread computes a MICRO x MICRO patch of out, held in registers
-ZERO = np.float32(0.0)  # a float32 constant: a bare 0.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)  # float32: max(v, 0.0), or a sum started at 0.0, is float64
 TARGET_OCCUPANCY = 0.75
 TARGET_CC = (9, 0)  # the H200
 

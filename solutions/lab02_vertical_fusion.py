@@ -38,7 +38,7 @@ import numpy as np
 
 DEFAULT_BLOCK = 256
 MASK = np.uint8(0).itemsize      # bytes per mask element
-ZERO = np.float32(0.0)           # a float32 constant: a bare 0.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)           # float32: max(v, 0.0), or a sum started at 0.0, is float64
 
 # The counter-based generator: murmur3's 32-bit finaliser applied to (index * golden ratio) ^ seed.
 # It runs in uint64 with the top half masked off: products of two 32-bit numbers never overflow

@@ -42,7 +42,7 @@ MAX_ITEMS = 32           # the most any fused kernel is built for (142 registers
 MAX_BLOCK = 1024
 SCRATCH = MAX_BLOCK      # floats of shared memory for a reduction: one per thread of the largest block
 DEFAULT_EPS = 1e-5
-ZERO = np.float32(0.0)   # float32 constants: a bare 0.0 or 1.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)   # float32 constants: max(v, 0.0), or a sum started at 0.0, is float64
 ONE = np.float32(1.0)
 NEG_INF = np.float32(-np.inf)
 

@@ -80,7 +80,7 @@ class BatchedPipeline:
         if features <= 0:
             raise ValueError(f"features must be positive, got {features}")
         self.features = features
-        self.coeffs = [(float(a), float(b)) for a, b in coeffs]
+        self.coeffs = [(np.float32(a), np.float32(b)) for a, b in coeffs]  # float32, as declared
         self.block = block
         self.graphs = GraphCache(self.build)   # batch size -> (static buffer, graph)
 
@@ -170,5 +170,5 @@ VARIANTS = {
 # Argument types for compiling the kernels without launching them (`kernellab occupancy`,
 # the resources-vs-driver check).
 SIGNATURES = {
-    "affine_step_kernel": "void(float32[::1], float64, float64)",
+    "affine_step_kernel": "void(float32[::1], float32, float32)",
 }

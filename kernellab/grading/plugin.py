@@ -247,9 +247,10 @@ class GradeState:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         """In the grader's runs, tell the grader which kernel is about to run (so a hang can be
-        named), fail a test at its first launch of a kernel that hung earlier, and, in the
-        simulator, note the lab kernels launched with their argument types, so the grader can
-        check that each also compiles for a real GPU; on a GPU, name the stub behind a failure
+        named), fail a test at its first launch of a kernel that hung earlier, and, in both
+        modes, note the lab kernels launched with their argument types, so the grader can check
+        that the specialisation each launch compiled also compiles for a real GPU (in float32
+        where the lab declares float32); on a GPU, name the stub behind a failure
         (`name_the_stub`)."""
         if not self.progress:
             yield
@@ -269,20 +270,12 @@ class GradeState:
         def ends(launch):
             self.event(event="returned", nodeid=item.nodeid, kernel=launch.name)
 
-        with record_launches(with_types=simulated, on_launch=starts, on_return=ends) as launches:
+        with record_launches(with_types=True, on_launch=starts, on_return=ends) as launches:
             outcome = yield
         if not simulated:
             name_the_stub(outcome, launches)
-            return
-        prefix = f"{target.current()}."
-        seen = {}
-        for launch in launches:
-            fn = getattr(launch.kernel, "py_func", None)
-            if fn is not None and fn.__module__.startswith(prefix):
-                seen.setdefault((id(launch.kernel), launch.argtypes), launch)
-        from kernellab.grading import compile_check
-        self.kernels[item.nodeid] = [compile_check.compile_request(l.kernel, l.argtypes)
-                                     for l in seen.values()]
+        from kernellab.grading import compile_check   # both modes: the launched specialisations
+        self.kernels[item.nodeid] = compile_check.launched_requests(launches, f"{target.current()}.")
 
     def pytest_runtest_logreport(self, report):
         entry = self.outcomes.setdefault(report.nodeid, {"outcome": "passed", "output": []})
