@@ -135,7 +135,8 @@ def relu_kernel(x, out, start):
 def square_kernel(x, out, start):
     i = cuda.grid(1)
     if i < x.size:
-        v = x[i]                         # 1 read (not two: x[i] * x[i] would load twice)
+        v = x[i]                         # 1 read: the meter counts each x[i] evaluated (x[i] * x[i]
+        #   is two there; on a GPU the compiler merges them into one ld.global.f32)
         out[start + i] = v * v           # 1 write
 # Summed: each input element read once, each output element written once; 4 launches.
 
