@@ -25,7 +25,7 @@ from kernellab.show import plots
 GPU_N = 1 << 26
 BLOCKS_PER_SM = (1, 2, 4, 8, 16, 32, 64)
 BLOCK = 256
-A, B = 1.5, -0.25
+A, B = np.float32(1.5), np.float32(-0.25)   # float32, as the kernels declare (a Python float: float64)
 
 
 def validate(lab, seed: int = 0) -> list[str]:

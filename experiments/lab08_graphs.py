@@ -50,8 +50,9 @@ BATCH_STEPS = 20
 BATCH_CALLS = 120                               # calls in each stream of batch sizes a server sees
 BUCKETS = tuple(1 << k for k in range(10))      # pad-to-bucket: powers of two, 1 ... 512
 LARGEST_BATCH = BUCKETS[-1]
-IDENTITY = (1.0, 0.0)                           # a step that keeps the values, for timing
-CHAIN_STEPS = ((1.5, -0.25), (0.5, 1.0), (-1.25, 0.5), (0.75, 0.0))   # the profiled chain
+IDENTITY = (np.float32(1.0), np.float32(0.0))   # a step that keeps the values, for timing
+CHAIN_STEPS = tuple((np.float32(a), np.float32(b))  # the profiled chain, float32 as the kernel declares
+                    for a, b in ((1.5, -0.25), (0.5, 1.0), (-1.25, 0.5), (0.75, 0.0)))
 CHAIN_N = 1 << 25                               # 128 MiB: twice the L2, so DRAM bytes are DRAM bytes
 GAP_LINEAR_PCT = 1.0                            # the gap axis is linear within +-1% (symlog)
 
@@ -61,7 +62,7 @@ def validate(lab, seed: int = 0) -> list[str]:
     against lab.chain_reference on an awkward size; returns what passed."""
     cuda = device.cuda()
     rng = np.random.default_rng(seed)
-    coeffs = [(float(a), float(b)) for a, b in checks.nonzero(rng, (4, 2))]
+    coeffs = [(np.float32(a), np.float32(b)) for a, b in checks.nonzero(rng, (4, 2))]
     x = checks.nonzero(rng, 300 if device.is_simulator() else 100_003)
     for name, (run, _why) in lab.VARIANTS.items():
         d_x = cuda.to_device(x)

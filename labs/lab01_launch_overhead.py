@@ -30,7 +30,8 @@ Convention for every launcher in this course: inputs are device arrays, `out=Non
 output on the device, and the launcher returns the output (still on the device).
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import is_simulator
 from numba import cuda
 
 import numpy as np
@@ -221,7 +222,7 @@ def prebuilt_launcher(kernel, griddim, blockdim, *args):
         if isinstance(arg, np.ndarray):
             raise ValueError(f"argument {position} is a NumPy host array: a prebuilt launch "
                              "cannot copy it each time; pass a device array (cuda.to_device)")
-    if kernellab.gpu.device.is_simulator():
+    if is_simulator():
         return lambda: kernel[griddim, blockdim](*args)
     from cuda.core import LaunchConfig, launch
     from numba.cuda.cudadrv.driver import _to_core_stream
@@ -256,7 +257,7 @@ SIGNATURES = {
     "arrays8_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
     "bump_kernel": "void(float32[::1])",
     "sum8_kernel": "void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])",
-    "scale_kernel": "void(float32[::1], float64, float32[::1])",
-    "scale_row_kernel": "void(float32[:, ::1], int64, float64, float32[:, ::1])",
-    "scale_rows_kernel": "void(float32[:, ::1], float64, float32[:, ::1])",
+    "scale_kernel": "void(float32[::1], float32, float32[::1])",
+    "scale_row_kernel": "void(float32[:, ::1], int64, float32, float32[:, ::1])",
+    "scale_rows_kernel": "void(float32[:, ::1], float32, float32[:, ::1])",
 }

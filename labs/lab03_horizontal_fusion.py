@@ -32,17 +32,17 @@ slice is a new array object built in Python on every call (the lab's benchmark m
 that costs, on its own).
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import Ledger
 from numba import cuda
 import itertools
 
 import numpy as np
 
-from kernellab.gpu.traffic import Ledger
 
 DEFAULT_BLOCK = 128
 TASKS = ("scale", "add", "relu", "square")
-ZERO = np.float32(0.0)       # a float32 constant: a bare 0.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)       # float32: max(v, 0.0), or a sum started at 0.0, is float64
 
 
 def blocks_for(n, block):
@@ -135,7 +135,8 @@ def relu_kernel(x, out, start):
 def square_kernel(x, out, start):
     i = cuda.grid(1)
     if i < x.size:
-        v = x[i]                         # 1 read (not two: x[i] * x[i] would load twice)
+        v = x[i]                         # 1 read: the meter counts each x[i] evaluated (x[i] * x[i]
+        #   is two there; on a GPU the compiler merges them into one ld.global.f32)
         out[start + i] = v * v           # 1 write
 # Summed: each input element read once, each output element written once; 4 launches.
 

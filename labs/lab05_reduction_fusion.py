@@ -27,7 +27,8 @@ Convention: x is a (rows, cols) float32 device array, reduced along each row; ga
 kernels here launch one block per row; block sizes are powers of two (the reductions halve them).
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import Ledger, is_simulator, jit
 from numba import cuda, float32
 import collections
 import functools
@@ -35,16 +36,13 @@ import math
 
 import numpy as np
 
-from kernellab.gpu import device
-from kernellab.kernels.jit import jit
-from kernellab.gpu.traffic import Ledger
 
 ITEMS_PER_THREAD = 8     # values of its row each thread of the fused kernels holds, by default
 MAX_ITEMS = 32           # the most any fused kernel is built for (142 registers: 256 threads at most)
 MAX_BLOCK = 1024
 SCRATCH = MAX_BLOCK      # floats of shared memory for a reduction: one per thread of the largest block
 DEFAULT_EPS = 1e-5
-ZERO = np.float32(0.0)   # float32 constants: a bare 0.0 or 1.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)   # float32 constants: max(v, 0.0), or a sum started at 0.0, is float64
 ONE = np.float32(1.0)
 NEG_INF = np.float32(-np.inf)
 
@@ -157,7 +155,7 @@ def shuffle_block_reduce(value, scratch, take_max):
 
 
 # The simulator has no warp shuffles: there the tree runs; on a GPU, the shuffles.
-block_reduce = tree_block_reduce if device.is_simulator() else shuffle_block_reduce
+block_reduce = tree_block_reduce if is_simulator() else shuffle_block_reduce
 
 
 @cuda.jit(device=True, inline="always")
@@ -435,7 +433,7 @@ FORMS = ("unfused", "fused", "online")
 def softmax_ledger(rows, cols, form, block):
     """The elements each form of softmax loads and stores, per array (x, out; row_max and row_sum
     are the unfused form's temporaries), with `block` threads per row."""
-    # FILL ME IN (roughly 16 lines): a kernellab.gpu.traffic.Ledger per form, in elements: fused reads x
+    # FILL ME IN (roughly 16 lines): a Ledger (kernellab.lab) per form, in elements: fused reads x
     # once and writes out once; online reads x twice. Unfused: each kernel reads x once, row_max and
     # row_sum are written once per row, and every thread of a later kernel reads its row's statistics
     # once (rows * block reads per kernel that uses one): mark them temporary=True. ValueError for

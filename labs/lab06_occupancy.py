@@ -6,7 +6,7 @@ What you will learn
 - Where the arithmetic hides traps: a partial warp costs a whole warp; registers are granted per
   warp in 256-register units and per sub-partition (a quarter of the register file each); every
   block carries a 1 KiB shared-memory reservation (cc >= 8.0) before rounding to 128 B.
-- How to read a kernel's real resources without a GPU (`kernellab.kernels.resources.kernel_resources`:
+- How to read a kernel's real resources without a GPU (`kernel_resources` from kernellab.lab:
   ptxas's registers, static shared memory and spills).
 - How to tune block size, the register cap (`max_registers`) and the tile size to reach a target
   occupancy, and what the cap costs (spills to local memory).
@@ -29,7 +29,8 @@ ceil(n / 64) times and w ceil(m / tile_m) times from global memory; out is writt
 capability, as data (`ARCHITECTURES[(9, 0)]` is the H200's Hopper). Print one to see its fields.
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import LIMITERS, UNLIMITED, architecture, jit, shared_per_sm
 from numba import cuda, float32
 
 import functools
@@ -37,8 +38,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernellab.kernels.jit import jit
-from kernellab.occupancy import LIMITERS, UNLIMITED, architecture, shared_per_sm
 
 
 # --- 06.1: warp slots ----------------------------------------------------------------------------
@@ -107,7 +106,7 @@ def occupancy(cc, block_size, registers_per_thread, static_shared=0, dynamic_sha
 
 TILE_COLS = 16      # threads across a block's tile of out: 16 x MICRO = 64 columns per block
 MICRO = 4           # each thread computes a MICRO x MICRO patch of out, held in registers
-ZERO = np.float32(0.0)  # a float32 constant: a bare 0.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)  # float32: max(v, 0.0), or a sum started at 0.0, is float64
 TARGET_OCCUPANCY = 0.75
 TARGET_CC = (9, 0)  # the H200
 
@@ -135,7 +134,7 @@ AS_WRITTEN = LinearReluConfig(block_size=128, tile_k=64, max_registers=None)
 # 06.5 FILL ME IN (roughly 1 line): choose block_size, tile_k and max_registers so that
 # linear_relu_kernel reaches >= 75% occupancy on an H200 (cc 9.0); it must still compute
 # relu(x @ w + b). Start from what limits AS_WRITTEN:
-#   found = kernellab.kernels.resources.kernel_resources(linear_relu_kernel, None, cc=(9, 0))   # its real figures
+#   found = kernel_resources(linear_relu_kernel, None, cc=(9, 0))   # its real figures
 #   kernellab.occupancy.occupancy((9, 0), TUNED.block_size, found.registers_per_thread,
 #                                 found.static_shared_bytes)                 # or your occupancy()
 # then change one knob at a time and watch the limiter move (notebook 06 draws it).

@@ -4,7 +4,7 @@ What you will learn
 - What a CUDA graph is: the launches a piece of code makes, captured once and replayed with
   one driver call, so the host's per-kernel cost (10-27 us for a Numba launch on the H200
   reference) drops below 1 us.
-- How to capture Numba kernels (`kernellab.gpu.graphs.capture`; underneath, numba-cuda takes a
+- How to capture Numba kernels (`capture`, from kernellab.lab; underneath, numba-cuda takes a
   cuda.core GraphBuilder as the launch stream) and why capture itself runs nothing.
 - What a graph bakes in: addresses, scalars, shapes. Hence static buffers, and one graph per
   batch size built on first use (the seed article's advice), behind a dispatcher.
@@ -26,12 +26,12 @@ Convention: `pipeline` works in place (the chain needs no second buffer) and, li
 function a graph captures, takes the `stream` to launch on.
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import GraphCache, capture
 from numba import cuda
 
 import numpy as np
 
-from kernellab.gpu import graphs
 
 DEFAULT_BLOCK = 128
 
@@ -79,16 +79,16 @@ class BatchedPipeline:
         if features <= 0:
             raise ValueError(f"features must be positive, got {features}")
         self.features = features
-        self.coeffs = [(float(a), float(b)) for a, b in coeffs]
+        self.coeffs = [(np.float32(a), np.float32(b)) for a, b in coeffs]  # float32, as declared
         self.block = block
-        self.graphs = graphs.GraphCache(self.build)   # batch size -> (static buffer, graph)
+        self.graphs = GraphCache(self.build)   # batch size -> (static buffer, graph)
 
     def build(self, batch):
         """The static buffer for `batch` rows and the graph of the pipeline on it."""
         # FILL ME IN (roughly 3 lines): allocate a (batch, features) float32 device buffer
         # BEFORE capturing (allocation inside a capture raises CaptureError), then capture
         # `pipeline` on its flat view (static.reshape(batch * features)) with self.coeffs and
-        # block=self.block (graphs.capture(fn, *args, **kwargs)). Return (buffer, graph).
+        # block=self.block (capture(fn, *args, **kwargs)). Return (buffer, graph).
         raise NotImplementedError("Lab 08.3: BatchedPipeline.build")
 
     def __call__(self, x, stream=0):
@@ -150,9 +150,9 @@ def pipeline_with_nan_check(x, coeffs, stream=0, block=DEFAULT_BLOCK):
 def capture_breakers(x, coeffs):
     """Three captures that fail, each with an error that names the cause."""
     return {
-        "allocation": lambda: graphs.capture(pipeline_with_scratch, x, coeffs),
-        "host array": lambda: graphs.capture(pipeline, x.copy_to_host(), coeffs),
-        "synchronization": lambda: graphs.capture(pipeline_with_nan_check, x, coeffs),
+        "allocation": lambda: capture(pipeline_with_scratch, x, coeffs),
+        "host array": lambda: capture(pipeline, x.copy_to_host(), coeffs),
+        "synchronization": lambda: capture(pipeline_with_nan_check, x, coeffs),
     }
 
 
@@ -160,7 +160,7 @@ def capture_breakers(x, coeffs):
 # read this table. Each takes (x, coeffs) and leaves the result in x.
 VARIANTS = {
     "eager": (pipeline, "one Numba launch per step: the host pays ~10-27 us for each"),
-    "graph": (lambda x, coeffs: graphs.capture(pipeline, x, coeffs).replay(),
+    "graph": (lambda x, coeffs: capture(pipeline, x, coeffs).replay(),
               "captured once, replayed as one submission: under 1 us per kernel"),
 }
 
@@ -168,5 +168,5 @@ VARIANTS = {
 # Argument types for compiling the kernels without launching them (`kernellab occupancy`,
 # the resources-vs-driver check).
 SIGNATURES = {
-    "affine_step_kernel": "void(float32[::1], float64, float64)",
+    "affine_step_kernel": "void(float32[::1], float32, float32)",
 }

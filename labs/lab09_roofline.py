@@ -26,7 +26,8 @@ Ceilings are a dict, as the bench records store them (measured in the same run):
 
 import typing
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+import kernellab.lab  # noqa: F401
 import numpy as np
 from numba import cuda, float32
 

@@ -2,13 +2,19 @@
 # One GPU session: everything a GPU user runs, logged with provenance, in stages that can be split
 # across device calls (each <= 10 min; the whole session fits 30 min of device time):
 #   STAGES="tests grade notebooks tour bench profile" bash scripts/gpu_session.sh OUTDIR
-# Stages (default: all, in this order; install and provenance always run first):
+# Stages (default: all but mutants and sanitize, in this order; install and provenance always run
+# first):
 #   tests      the full pytest suite on the GPU (--target solutions)
 #   grade      `kernellab grade` of the solutions (copied into a temp --root) and of the starter
 #   notebooks  every notebook executed live (python3 -m kernellab.course.notebooks --execute)
 #   tour       `kernellab tour`, live figures
 #   bench      `kernellab bench --repeat $REPEAT` (default 3): each lab in REPEAT fresh processes
 #   profile    `kernellab profile LAB` for every lab (Nsight Compute, clock control off)
+#   mutants    every mutant and alternative graded on the GPU and in the simulator on one seed
+#              (SEED, default 1): logs/mutants.tsv has both verdicts per mutant (killed by which
+#              test, or full marks); they must agree
+#   sanitize   the solutions' GPU tests under compute-sanitizer memcheck (out-of-bounds accesses)
+#              and racecheck (shared-memory hazards): each must report no error
 # LABS="02 05" limits grade/tour/bench/profile to those labs. Carry the wheels of
 # ../shared/gpu/wheels.sh as .whl/ (numpy 2.4.x and the Jupyter stack the notebooks need).
 # It leaves OUTDIR/session-<stages>.tgz (reference/ with every repeat, figures/, logs/); each stage
@@ -73,6 +79,41 @@ profile_all() {
   return $code
 }
 
+mutant_scores() {   # MODE: one line per mutant (lab, what, bug or valid, the first test it lost or
+                    # "full"; grading stops at the first lost point, so a kill is the score)
+  KERNELLAB_DEVICE=$1 python3 - "${SEED:-1}" $labs <<'PY'
+import sys
+from kernellab.grading import mutants
+verdicts = mutants.run(sys.argv[2:] or None, jobs=4, seeds=1, first_seed=int(sys.argv[1]),
+                       out=lambda line: print(line, file=sys.stderr))
+for lab, found in verdicts.items():
+    for v in found:
+        lost = next(iter(v.lost.values()), "") or "full"
+        print(f"{lab}\t{v.mutant.what}\t{'valid' if v.mutant.valid else 'bug'}\t{lost}")
+PY
+}
+
+mutant_table() {   # the GPU's score of each mutant beside the simulator's; exit 1 where they differ
+  mutant_scores gpu > "$out/logs/mutants-gpu.tsv" && mutant_scores sim > "$out/logs/mutants-sim.tsv" ||
+    return 1
+  paste "$out/logs/mutants-gpu.tsv" <(cut -f4 "$out/logs/mutants-sim.tsv") |
+    awk -F'\t' 'BEGIN { OFS = "\t"; print "lab", "mutant", "kind", "gpu", "simulator", "" }
+                { same = (($4 == "full") == ($5 == "full")); bad += !same   # killed on both, or on neither
+                  print $1, $2, $3, $4, $5, same ? "" : "DIFFERS" }
+                END { exit bad > 0 }' | tee "$out/logs/mutants.tsv"
+}
+
+sanitize() {   # memcheck and racecheck over the solutions' GPU tests (children too)
+  local tool code=0 files=()
+  for lab in $labs; do files+=(tests/labs/test_lab"$lab"_*.py); done
+  for tool in memcheck racecheck; do
+    "${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}" --tool "$tool" --target-processes all \
+      --error-exitcode 99 --print-limit 20 \
+      python3 -m pytest "${files[@]:-tests/labs}" --target solutions -q -p no:cacheprovider || code=1
+  done
+  return $code
+}
+
 for name in $stages; do
   case $name in
     tests) stage tests python3 -m pytest --target solutions -q -p no:cacheprovider \
@@ -82,7 +123,10 @@ for name in $stages; do
     tour) stage tour python3 -m kernellab.cli tour $labs --figures "$out/figures" ;;
     bench) stage bench python3 -m kernellab.cli bench $labs --repeat "${REPEAT:-3}" --out "$out/reference" ;;
     profile) stage profile profile_all ;;
-    *) echo "unknown stage $name (stages: tests grade notebooks tour bench profile)"; exit 2 ;;
+    mutants) stage mutants mutant_table ;;
+    sanitize) stage sanitize sanitize ;;
+    *) echo "unknown stage $name (stages: tests grade notebooks tour bench profile mutants" \
+            "sanitize)"; exit 2 ;;
   esac
 done
 tar czf "$out/session-${stages// /-}.tgz" -C "$out" reference figures logs

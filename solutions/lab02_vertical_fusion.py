@@ -28,17 +28,17 @@ Convention: inputs are float32 device arrays of one length n; `mask` (optional) 
 device array (1 = keep). Every launcher takes `out=None` (allocates) and returns the output.
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import Ledger, device_facts
 from numba import cuda
 import functools
 
 import numpy as np
 
-from kernellab.gpu.traffic import Ledger
 
 DEFAULT_BLOCK = 256
 MASK = np.uint8(0).itemsize      # bytes per mask element
-ZERO = np.float32(0.0)           # a float32 constant: a bare 0.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)           # float32: max(v, 0.0), or a sum started at 0.0, is float64
 
 # The counter-based generator: murmur3's 32-bit finaliser applied to (index * golden ratio) ^ seed.
 # It runs in uint64 with the top half masked off: products of two 32-bit numbers never overflow
@@ -269,7 +269,7 @@ def fused_chain_grid_stride(x, w, b, r, p=0.1, seed=0, mask=None, out=None, bloc
     if out is None:
         out = cuda.device_array_like(x)
     if blocks is None:
-        blocks = 4 * kernellab.gpu.device.facts().sm_count   # a whole number of waves, whatever n
+        blocks = 4 * device_facts().sm_count   # a whole number of waves, whatever n
     fused_chain_grid_stride_kernel[blocks, block](x, w, b, r, mask, seed, threshold, scale, out)
     return out
 

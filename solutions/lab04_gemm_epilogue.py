@@ -11,7 +11,7 @@ What you will learn
 - Register tiling (each thread computes a block of C, so each shared-memory load feeds several
   multiply-adds), and double buffering (the next tile's global loads fly while this one computes).
 - Register pressure: what each variant costs in registers and shared memory, and what that does to
-  occupancy (`kernellab.kernels.resources`, `kernellab.occupancy`; see the experiments and the notebook).
+  occupancy (`kernel_resources` from kernellab.lab, `kernellab.occupancy`; see the experiments and the notebook).
 
 Exercises (each stub says `Lab 04.M`):
   04.1  tiled_dot                         one element of A @ B through TILE x TILE shared tiles
@@ -31,7 +31,8 @@ a is (M, K), b is (K, N), bias (N,) float32; mask is (M, N) uint8 (1 = keep).
 Every launcher takes device arrays, `out=None` (allocates) and returns the output.
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import Ledger, is_simulator, jit
 from numba import cuda, float32, uint64
 import collections
 import functools
@@ -39,16 +40,13 @@ import math
 
 import numpy as np
 
-from kernellab.gpu import device
-from kernellab.kernels.jit import jit
-from kernellab.gpu.traffic import Ledger
 
 TILE = 16                          # 04.1's shared tile: a 16 x 16 block of threads
 MAX_TILE = 32                      # the largest tile: 32 x 32 threads, 2 x 4 KiB of shared memory
 ELEMENTWISE_BLOCK = (32, 8)        # 32 threads along a row: one warp reads 128 contiguous bytes
 FLOAT = np.float32(0).itemsize     # bytes per float32 element
 MASK = np.uint8(0).itemsize        # bytes per mask element
-ZERO = np.float32(0.0)             # a float32 constant: a bare 0.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)             # float32: max(v, 0.0), or a sum started at 0.0, is float64
 
 GemmTiles = collections.namedtuple("GemmTiles", "bm bn bk tm tn")
 GemmTiles.__doc__ = ("A block computes a bm x bn tile of C, stepping through K bk at a time; "
@@ -61,7 +59,7 @@ CAPPED_REGISTERS = 128             # at most 128 registers: 2 blocks of 256 thre
 TILES_2D = GemmTiles(bm=64, bn=64, bk=16, tm=4, tn=4)
 VECTOR = 4                         # a thread's rows and columns come in runs of 4: one 16-byte shared load each
 A_PAD = 4                          # pad the transposed A tile's rows: its stores hit 32 different banks
-SHARED_ALIGNMENT = None if device.is_simulator() else 16  # 16-byte aligned tiles allow ld.shared.v4;
+SHARED_ALIGNMENT = None if is_simulator() else 16  # 16-byte aligned tiles allow ld.shared.v4;
                                                           # the simulator rejects the option
 unsigned = uint64                  # an index Numba knows is >= 0: no negative-index wrap-around code
 
@@ -622,7 +620,7 @@ matmul_register_tiled_2d_kernel = register_tiled_2d_kernels(TILES_2D)
  matmul_double_buffered_capped_kernel, linear_relu_dropout_double_buffered_capped_kernel) = \
     register_tiled_kernels(REGISTER_TILES, CAPPED_REGISTERS)
 
-# The types the launchers pass (device arrays are C-contiguous: `::1`), for kernellab.kernels.resources.
+# The types the launchers pass (device arrays are C-contiguous: `::1`), for kernel_resources (kernellab.lab).
 _MATMUL = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 _LINEAR = "void(float32[:, ::1], float32[:, ::1], float32[::1], uint8[:, ::1], float32, float32[:, ::1])"
 SIGNATURES = {

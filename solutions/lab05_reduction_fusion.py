@@ -27,7 +27,8 @@ Convention: x is a (rows, cols) float32 device array, reduced along each row; ga
 kernels here launch one block per row; block sizes are powers of two (the reductions halve them).
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import FLOAT32X4, Ledger, is_simulator, jit, load_float32x4, store_float32x4
 from numba import cuda, float32
 import collections
 import functools
@@ -35,17 +36,13 @@ import math
 
 import numpy as np
 
-from kernellab.gpu import device
-from kernellab.kernels.jit import jit
-from kernellab.gpu.traffic import Ledger
-from kernellab.gpu.timing import FLOAT32X4, load_float32x4, store_float32x4
 
 ITEMS_PER_THREAD = 8     # values of its row each thread of the fused kernels holds, by default
 MAX_ITEMS = 32           # the most any fused kernel is built for (142 registers: 256 threads at most)
 MAX_BLOCK = 1024
 SCRATCH = MAX_BLOCK      # floats of shared memory for a reduction: one per thread of the largest block
 DEFAULT_EPS = 1e-5
-ZERO = np.float32(0.0)   # float32 constants: a bare 0.0 or 1.0 would make the kernel compute in float64
+ZERO = np.float32(0.0)   # float32 constants: max(v, 0.0), or a sum started at 0.0, is float64
 ONE = np.float32(1.0)
 NEG_INF = np.float32(-np.inf)
 
@@ -158,7 +155,7 @@ def shuffle_block_reduce(value, scratch, take_max):
 
 
 # The simulator has no warp shuffles: there the tree runs; on a GPU, the shuffles.
-block_reduce = tree_block_reduce if device.is_simulator() else shuffle_block_reduce
+block_reduce = tree_block_reduce if is_simulator() else shuffle_block_reduce
 
 
 @cuda.jit(device=True, inline="always")
@@ -551,7 +548,7 @@ def shuffle_max_sum(top, total, tops, totals):
     return tops[0], totals[0]
 
 
-block_max_sum = tree_max_sum if device.is_simulator() else shuffle_max_sum
+block_max_sum = tree_max_sum if is_simulator() else shuffle_max_sum
 
 
 @functools.cache
@@ -560,7 +557,7 @@ def staged_kernels(block, items, burst=None):
     each, `burst` (default STAGED_BURST; it divides items) loads in flight at a time: the stage's
     size and every trip count are compile-time constants."""
     BLOCK, STAGE, BURST = block, block * items, burst or STAGED_BURST
-    PAIR_SLOTS = block if device.is_simulator() else 32   # the tree's slots or the warps'
+    PAIR_SLOTS = block if is_simulator() else 32   # the tree's slots or the warps'
 
     @cuda.jit
     def softmax_staged_kernel(x, out):
@@ -652,7 +649,7 @@ def vector_kernels(block, vectors):
     """The vectorised softmax for blocks of `block` threads, each holding up to `vectors`
     float32x4 of a row: the trip counts and the register cache are compile-time constants."""
     BLOCK, VECTORS, ITEMS = block, vectors, FLOAT32X4 * vectors
-    PAIR_SLOTS = block if device.is_simulator() else 32   # the tree's slots or the warps'
+    PAIR_SLOTS = block if is_simulator() else 32   # the tree's slots or the warps'
 
     @cuda.jit
     def softmax_vector_kernel(x, out, cols):

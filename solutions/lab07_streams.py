@@ -33,14 +33,14 @@ Convention: inputs are device arrays, `out=None` allocates the output on the dev
 return it (still on the device) and take a `stream` (0 is the legacy default stream).
 """
 
-import kernellab  # noqa: F401  (chooses GPU or simulator before numba.cuda is imported)
+# kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
+from kernellab.lab import is_simulator, scheduler
 from numba import cuda
 
 import weakref
 
 import numpy as np
 
-from kernellab import scheduler
 
 DEFAULT_BLOCK = 256
 BUSY_A = np.float32(0.75)   # v -> a*v + b contracts to b / (1 - a) = 1: no overflow for any iters
@@ -144,7 +144,7 @@ def hold(streams, iters, scratch):
 def nonblocking_stream():
     """A stream that does not synchronize with the legacy default stream (CU_STREAM_NON_BLOCKING).
     cuda.stream() makes blocking streams; this one comes from the driver through cuda.bindings."""
-    if kernellab.gpu.device.is_simulator():
+    if is_simulator():
         return cuda.stream()              # the simulator runs everything in order anyway
     from cuda.bindings import driver
     cuda.current_context()                # the stream belongs to Numba's context

@@ -13,9 +13,11 @@ output tells apart: never written, computed from shared memory no thread wrote, 
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
-from kernellab.gpu import device
+from kernellab.gpu import device, hooks
 
 POISON_INT = -0x5A5A5A5A
 SHARED_POISON_BYTE = 0xFF
@@ -64,6 +66,39 @@ def poisoned(shape, dtype=np.float32):
     """A device array full of the output poison (a NaN with its own payload for floats)."""
     cuda = device.cuda()
     return cuda.to_device(np.full(shape, poison_value(dtype), dtype=dtype))
+
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    """On a GPU, every device array allocated inside the block (`cuda.device_array`,
+    `cuda.device_array_like`) starts full of the output poison, as stress mode makes the
+    simulator's (kernellab.gpu.stress): an output a launcher allocates itself (`out=None`) and a
+    kernel leaves partly unwritten then reads "never written" on both machines, where fresh GPU
+    memory is often zero. The poison goes in through numba-cuda's driver copy, not the hooked
+    `copy_to_device`, so a Timeline or a launch recorder sees no extra copy. In the simulator this
+    does nothing (stress mode poisons there, and a run without it stays plain)."""
+    if device.is_simulator():
+        yield
+        return
+
+    def allocate_poisoned(proceed, *args, **kwargs):
+        array = proceed()
+        _fill_with_poison(array)
+        return array
+
+    with hooks.subscribe(device_array=allocate_poisoned, device_array_like=allocate_poisoned):
+        yield
+
+
+def _fill_with_poison(array) -> None:
+    """Write the output poison over a new GPU array's whole allocation (floats and signed integers
+    of 32 bits or more, as `poison`; the others are left as allocated)."""
+    dtype = np.dtype(array.dtype)
+    if array.size == 0 or not (dtype.kind == "f" or dtype.kind == "i" and dtype.itemsize >= 4):
+        return
+    from numba.cuda.cudadrv import driver
+    host = np.full(-(-array.alloc_size // dtype.itemsize), poison_value(dtype), dtype=dtype)
+    driver.host_to_device(array, host, array.alloc_size)
 
 
 def _nan_origins(out: np.ndarray, bad: np.ndarray) -> list[tuple[np.ndarray, str]]:

@@ -169,9 +169,14 @@ def setup() -> str:
 
 
 def cuda():
-    """The `numba.cuda` module, in the chosen mode."""
+    """The `numba.cuda` module, in the chosen mode; in the simulator, with the numba-cuda calls
+    it lacks supplied (kernellab.gpu.simulated_api: event timing flags, callbacks, the reference
+    device's attributes)."""
     setup()
     from numba import cuda as numba_cuda
+    if is_simulator():
+        from kernellab.gpu import simulated_api
+        simulated_api.install(facts())
     return numba_cuda
 
 

@@ -1,11 +1,22 @@
 """The grader's compile check: every lab kernel a test launched must also compile for a real GPU,
 in float32 where the lab declares float32.
 
-The simulator runs Python that no GPU compiles (lists, dicts, most NumPy calls), and a bare
-`0.0` makes float32 arithmetic float64 without changing a simulated result. The plugin
-(kernellab.grading.plugin) writes a `compile_request` for each kernel a test launched; the runner
+The simulator runs Python that no GPU compiles (lists, dicts, most NumPy calls), and float64
+arithmetic in a float32 kernel changes no simulated result. The plugin (kernellab.grading.plugin)
+writes a `compile_request` for each kernel a test launched, in both modes (`launched_requests`),
+with the argument types of that launch: the specialisation the launch really compiled. The runner
 compiles them all in one child (kernellab.kernels.ptxas) with `gpu_compile_errors`, which names the
 kernel, its argument types and the offending line of the student's file.
+
+The float64 rule (`FLOAT64_RULE`, read from numba-cuda 0.30.4's PTX for sm_80): Numba types a float
+literal, and a Python-float scalar passed at launch, as float64, so float64 comes from arithmetic
+with a literal, a float64 accumulator (`acc = 0.0` then `acc += x[j]`: add.f64), `max(v, 0.0)`
+(max.f64), `math.*` on a float64, and a launch with a Python float (the launch compiles a float64
+specialisation: `a * x[i]` is mul.f64). The compiler narrows one operation back to float32 where that
+cannot change the result (`x[i] * 2.0`, `x[i] + 0.5`: no .f64), not `x[i] * 0.1` (mul.f64) nor
+`x[i] * 2.0 + 1.0` (fma.rn.f64). A comparison and a select stay float32: `v if v > 0.0 else 0.0`
+compiles to `max.f32`. The cost is the GPU's FP64 rate: 1:2 of FP32 on H200, H100 and A100, 1:32 on
+T4, 1:64 on Ada GeForce cards.
 
 `canary_kernel` compiles wherever numba-cuda can compile at all, and is compiled first. Where it
 fails too, the check itself cannot work on this machine (for example, cuda.core without a usable
@@ -26,15 +37,40 @@ from kernellab.kernels import jit, ptxas
 GPU_CHECK_CC = (8, 0)   # a real target every kernel in the course must compile for
 
 
+FLOAT64_RULE = ("Numba types a float literal and a Python-float launch argument as float64: "
+                "max(v, 0.0), a sum started at 0.0, x * 0.1, x * 2.0 + 1.0, math.* on a float64 and "
+                "a kernel launched with a Python float compute in float64 (a lone x * 2.0 the "
+                "compiler narrows back; a comparison and `v if v > 0.0 else 0.0` stay float32): "
+                "write float32(0.1) and launch with np.float32(...). FP64 runs at 1:2 of FP32 on "
+                "H200/H100/A100, 1:32 on T4, 1:64 on Ada GeForce")
+
+
 def compile_request(kernel, argtypes, cc=GPU_CHECK_CC) -> dict:
     """A JSON-able request to compile `kernel` for `argtypes` in the compile child, with line
     info (through PTX, whose `.loc` lines the checks read), and checked for float64 arithmetic
-    when it is a float32 kernel (`is_float32_kernel`)."""
+    when it is a float32 kernel (`is_float32_kernel`). `float64_arguments` names the parameters
+    launched as float64 where the lab declares float32 (a Python float at launch)."""
     request = ptxas.child_request(kernel, argtypes, occupancy.architecture(cc).cc, False)
     float32_only = is_float32_kernel(kernel, argtypes)
     request.update(lineinfo=True, float32_only=float32_only, return_ptx=float32_only,
                    figures_optional=True)   # it asks whether it compiles, not its registers
+    if float32_only:
+        request["float64_arguments"] = float64_arguments(kernel, argtypes)
     return request
+
+
+def launched_requests(launches, module_prefix: str) -> list[dict]:
+    """The compile requests of the lab kernels among `launches` (kernellab.gpu.launches.Launch
+    records taken with their argument types, in either mode): one per kernel and argument types,
+    those of the launch itself, so a kernel launched with a Python float is checked as the float64
+    specialisation the launch compiled. Kernels of modules outside `module_prefix` (kernellab's
+    own, the tests') are not the student's."""
+    seen = {}
+    for launch in launches:
+        fn = getattr(launch.kernel, "py_func", None)
+        if fn is not None and fn.__module__.startswith(module_prefix):
+            seen.setdefault((id(launch.kernel), launch.argtypes), launch)
+    return [compile_request(launch.kernel, launch.argtypes) for launch in seen.values()]
 
 
 def canary_request() -> dict:
@@ -68,7 +104,7 @@ def _problem(request: dict, answer: dict) -> str | None:
     if request.get("float32_only"):
         found = float64_arithmetic(answer["ok"]["ptx"])
         if found:
-            return _float64_message(request["name"], found)
+            return _float64_message(request["name"], found, request.get("float64_arguments", []))
     return None
 
 
@@ -84,12 +120,28 @@ def _float_types(argtypes) -> set[str]:
     return found
 
 
+def _declared_argtypes(kernel) -> list[tuple]:
+    return [jit.numba_argtypes(kernel, sig) for sig in jit.declared_signatures(kernel)]
+
+
 def is_float32_kernel(kernel, argtypes) -> bool:
-    """A kernel whose float arguments are all float32, as launched and as its lab declares it
-    (`SIGNATURES`): its arithmetic must stay float32. A kernel declared or launched with a
-    float64 argument (Lab 01's `scale`, Lab 08's coefficients) may compute in float64."""
-    declared = [jit.numba_argtypes(kernel, sig) for sig in jit.declared_signatures(kernel)]
-    return all(_float_types(types) == {"float32"} for types in [tuple(argtypes), *declared])
+    """A kernel its lab declares float32 (every float of its `SIGNATURES` is float32) must compute
+    in float32 whatever it was launched with: a Python float passed to it makes a float64
+    specialisation, and the check must see it. A kernel without declared signatures is judged by
+    the float types it was launched with; one declared with a float64 argument may use float64."""
+    declared = _declared_argtypes(kernel)
+    return all(_float_types(types) == {"float32"} for types in (declared or [tuple(argtypes)]))
+
+
+def float64_arguments(kernel, argtypes) -> list[str]:
+    """The parameters of `kernel` launched as float64 scalars where its lab declares float32."""
+    import inspect
+    declared = _declared_argtypes(kernel)
+    if not declared:
+        return []
+    names = list(inspect.signature(jit.python_function(kernel)).parameters)
+    return [name for name, launched, wanted in zip(names, argtypes, declared[0])
+            if str(launched) == "float64" and str(wanted) == "float32"]
 
 
 # --- finding float64 arithmetic in PTX, and the line it came from ------------------------------------
@@ -128,11 +180,16 @@ def float64_arithmetic(ptx: str) -> Float64Use | None:
     return None
 
 
-def _float64_message(kernel_name: str, found: Float64Use) -> str:
-    advice = "write float32(0.0) or a float32 variable"
+def _float64_message(kernel_name: str, found: Float64Use, arguments=()) -> str:
+    launched = ""
+    if arguments:
+        names = ", ".join(f"`{name}`" for name in arguments)
+        launched = (f" (it was launched with a Python float for {names}: a float64 argument, so "
+                    "the launch compiled a float64 kernel; launch with np.float32(...))")
+    advice = f"{launched}\n{FLOAT64_RULE}"
     if found.file is None or found.line is None:
         return (f"lab kernel `{kernel_name}` computes in float64 (its first float64 instruction: "
-                f"`{found.instruction}`); {advice}")
+                f"`{found.instruction}`){advice}")
     function = _function_at(found.file, found.line)
     name = function[0] if function else kernel_name
     message = f"lab kernel `{name}` computes in float64 at {ptxas.source_line(found.file, found.line)}"
@@ -141,7 +198,7 @@ def _float64_message(kernel_name: str, found: Float64Use) -> str:
         variable, line = started
         message += (f" (`{variable}` starts as a float64 at line {line}: "
                     f"`{ptxas.line_text(found.file, line)}`)")
-    return f"{message}; {advice}"
+    return f"{message}{advice}"
 
 
 _AUGMENTED = re.compile(r"^\s*(\w+)(?:\[[^\]]*\])?\s*[-+*/]=")

@@ -2,7 +2,8 @@
 
 Registered through the `pytest11` entry point, so plain `pytest` uses it:
 - `@pytest.mark.points(n)` marks a graded test (`visibility="hidden"` hides it from students);
-- `@pytest.mark.simulator` marks a test that needs Numba's simulator (the traffic meter): on a
+- `@pytest.mark.simulator` marks a test that needs Numba's simulator (the traffic meter, its
+  bounds checks, stress mode's shared-memory poison and thread switching): on a
   GPU, plain pytest skips it and its score table says so; `kernellab grade` runs it in a
   simulator child, so the score is the same on every machine;
 - `@pytest.mark.gpu` marks a test that needs a real GPU: it never carries points;
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from kernellab.gpu import device, stress
+from kernellab.gpu import checks, device, stress
 from kernellab.course import target
 from kernellab.course import settings
 from kernellab.gpu.launches import record_launches
@@ -78,7 +79,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "points(n, visibility='visible'): graded test worth n points")
     config.addinivalue_line("markers", "gpu: needs a real GPU; skipped in the simulator; "
                                        "never carries points")
-    config.addinivalue_line("markers", "simulator: needs Numba's simulator (the traffic meter); "
+    config.addinivalue_line("markers", "simulator: needs Numba's simulator (traffic meter, bounds "
+                                       "checks, stress mode); "
                                        "on a GPU, kernellab grade runs it in a simulator child")
     settings.target(config.getoption("target"))   # a bad KERNELLAB_TARGET fails here, naming it
     config.stash[_SETTINGS] = contextlib.ExitStack()   # --target holds for the session
@@ -134,8 +136,8 @@ def rng(request):
     return np.random.default_rng([seed, stream])
 
 
-ELSEWHERE = ("needs the simulator (the traffic meter counts loads there); kernellab grade runs it "
-             "in a simulator child")
+ELSEWHERE = ("needs the simulator (its traffic meter, bounds checks or stress mode); kernellab "
+             "grade runs it in a simulator child")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -247,9 +249,10 @@ class GradeState:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         """In the grader's runs, tell the grader which kernel is about to run (so a hang can be
-        named), fail a test at its first launch of a kernel that hung earlier, and, in the
-        simulator, note the lab kernels launched with their argument types, so the grader can
-        check that each also compiles for a real GPU; on a GPU, name the stub behind a failure
+        named), fail a test at its first launch of a kernel that hung earlier, and, in both
+        modes, note the lab kernels launched with their argument types, so the grader can check
+        that the specialisation each launch compiled also compiles for a real GPU (in float32
+        where the lab declares float32); on a GPU, name the stub behind a failure
         (`name_the_stub`)."""
         if not self.progress:
             yield
@@ -269,20 +272,13 @@ class GradeState:
         def ends(launch):
             self.event(event="returned", nodeid=item.nodeid, kernel=launch.name)
 
-        with record_launches(with_types=simulated, on_launch=starts, on_return=ends) as launches:
+        with record_launches(with_types=True, on_launch=starts, on_return=ends) as launches, \
+                checks.poisoned_allocations():     # on a GPU, as stress mode in the simulator
             outcome = yield
         if not simulated:
             name_the_stub(outcome, launches)
-            return
-        prefix = f"{target.current()}."
-        seen = {}
-        for launch in launches:
-            fn = getattr(launch.kernel, "py_func", None)
-            if fn is not None and fn.__module__.startswith(prefix):
-                seen.setdefault((id(launch.kernel), launch.argtypes), launch)
-        from kernellab.grading import compile_check
-        self.kernels[item.nodeid] = [compile_check.compile_request(l.kernel, l.argtypes)
-                                     for l in seen.values()]
+        from kernellab.grading import compile_check   # both modes: the launched specialisations
+        self.kernels[item.nodeid] = compile_check.launched_requests(launches, f"{target.current()}.")
 
     def pytest_runtest_logreport(self, report):
         entry = self.outcomes.setdefault(report.nodeid, {"outcome": "passed", "output": []})

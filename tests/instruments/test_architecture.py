@@ -11,10 +11,12 @@ from pathlib import Path
 import kernellab
 
 PACKAGE = Path(kernellab.__file__).parent
-ROOMS = ("show", "gpu", "models", "kernels", "course", "grading", "cli")
+ROOMS = ("show", "gpu", "models", "kernels", "lab", "course", "grading", "cli")
 """Lowest first: a module may import its own room and the rooms before it."""
 MODELS = {"kernellab.occupancy", "kernellab.scheduler"}
 CLI = {"kernellab.cli", "kernellab.occupancy_cli"}
+LAB = {"kernellab.lab", "kernellab.traffic", "kernellab.resources", "kernellab.graphs"}
+"""The student API and the previous release's paths it replaces (deprecated, one release)."""
 
 
 def module_name(path: Path) -> str:
@@ -29,6 +31,8 @@ def room(module: str) -> str:
         return "models"
     if module in CLI:
         return "cli"
+    if module in LAB:
+        return "lab"
     return module.split(".")[1]
 
 

@@ -57,3 +57,18 @@ def test_integer_outputs_keep_their_poison():
 def test_wrong_values_report_the_worst_element():
     message = failure(np.array([1.0, 2.5], np.float32), np.array([1.0, 2.0]))
     assert "relative error" in message and "worst at index (1,)" in message
+
+
+def test_a_new_gpu_array_is_filled_with_the_output_poison(monkeypatch):
+    """On a GPU (not run here), checks.poisoned_allocations fills each new device array through
+    numba-cuda's driver copy: the whole allocation, floats and wide signed integers only."""
+    from types import SimpleNamespace
+    from numba.cuda.cudadrv import driver
+    copies = []
+    monkeypatch.setattr(driver, "host_to_device", lambda dst, src, size: copies.append((src, size)))
+    checks._fill_with_poison(SimpleNamespace(dtype=np.float32, size=5, alloc_size=24))
+    checks._fill_with_poison(SimpleNamespace(dtype=np.int8, size=5, alloc_size=8))
+    (host, size), = copies
+    assert size == 24 and host.size == 6
+    assert np.all(host.view(np.uint32) == checks.OUTPUT_POISON_BITS[4])
+

@@ -152,11 +152,12 @@ def line_of(marker: str) -> int:
     return next(n for n, text in enumerate(KERNELS_FILE.read_text().splitlines(), 1) if marker in text)
 
 
-def test_float32_kernels_are_those_with_only_float32_arguments(kernels):
+def test_float32_kernels_are_those_declared_or_launched_with_only_float32_arguments(kernels):
     from numba import float32, float64, int64
     vector, vector64 = float32[::1], float64[::1]
     assert compile_check.is_float32_kernel(kernels.axpy, (float32, vector, vector, vector))
-    assert not compile_check.is_float32_kernel(kernels.axpy, (float64, vector, vector, vector))
+    # declared float32: launched with a Python float, its float64 specialisation is checked
+    assert compile_check.is_float32_kernel(kernels.axpy, (float64, vector, vector, vector))
     assert not compile_check.is_float32_kernel(kernels.heavy, (vector, vector))  # declared float64
     assert not compile_check.is_float32_kernel(kernels.float64_accumulator, (vector64, vector))
     assert not compile_check.is_float32_kernel(kernels.float64_accumulator, (int64[::1], int64[::1]))
@@ -181,13 +182,13 @@ def test_the_compile_check_names_float64_arithmetic_and_failures_by_their_line(k
     assert device_function.startswith("lab kernel `_half_plus_zero` computes in float64 at ")
     assert device_function.endswith(
         f"resources_kernels.py:{line_of('# PRECISION')}: "
-        "`return v * 0.5 + 0.0  # PRECISION: bare literals make this float64 arithmetic`; "
-        "write float32(0.0) or a float32 variable")
+        "`return v * 0.5 + 0.0  # PRECISION: bare literals make this float64 arithmetic`\n"
+        + compile_check.FLOAT64_RULE)
     assert accumulator.startswith("lab kernel `float64_accumulator` computes in float64 at ")
     assert accumulator.endswith(
         f"resources_kernels.py:{line_of('# ACCUMULATE')}: `acc += x[j]  # ACCUMULATE` (`acc` starts "
-        f"as a float64 at line {line_of('# START')}: `acc = 0.0  # START`); write float32(0.0) or a "
-        "float32 variable")
+        f"as a float64 at line {line_of('# START')}: `acc = 0.0  # START`)\n"
+        + compile_check.FLOAT64_RULE)
     assert broken.startswith("broken(array(float32, 1d, C), array(float32, 1d, C)) did not compile")
     assert broken.endswith(f"resources_kernels.py, line {line_of('table[0] = x[0]')}: `table[0] = x[0]`")
     assert clean is None
@@ -250,3 +251,22 @@ def test_kernels_of_one_factory_are_told_apart_by_what_they_closed_over():
     assert jit.kernel_name(small) == jit.kernel_name(large)
     keys = {jit.compile_key(k, ("float32[::1]",), (9, 0), None) for k in (small, large)}
     assert len(keys) == 2
+
+
+def test_a_launch_with_a_python_float_is_checked_as_the_float64_kernel_it_compiled(kernels):
+    """The grader's requests come from the launches as recorded, in either mode (here a fake
+    record, as a GPU child would take it): axpy, declared float32, launched with a Python float
+    for `a`, compiles a float64 `a * x[i]`; the same kernel launched with np.float32 is clean."""
+    from numba import float32, float64
+    from kernellab.gpu.launches import Launch
+    vector = float32[::1]
+    launched = [Launch("axpy", (2, 1, 1), (32, 1, 1), 0, 0, kernels.axpy, types)
+                for types in [(float64, vector, vector, vector), (float32, vector, vector, vector),
+                              (float64, vector, vector, vector)]]        # the repeat is asked once
+    requests = compile_check.launched_requests(launched, kernels.axpy.py_func.__module__)
+    assert [r["float64_arguments"] for r in requests] == [["a"], []]
+    assert compile_check.launched_requests(launched, "labs.") == []     # not the lab's kernel
+    python_float, float32_scalar = compile_check.gpu_compile_errors(requests)
+    assert python_float.startswith("lab kernel `axpy` computes in float64 at ")
+    assert "launched with a Python float for `a`" in python_float.splitlines()[0]
+    assert float32_scalar is None

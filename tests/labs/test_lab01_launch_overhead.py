@@ -109,7 +109,7 @@ def rows_case(lab, rng, block_cols):
     rows = int(rng.choice([3, 5, 7]))   # odd: (32, 2) blocks overhang the last row
     n = checks.awkward_size(rng, block_cols, 1, 3)
     x = checks.nonzero(rng, (rows, n))
-    a = float(checks.nonzero(rng, 1)[0])
+    a = np.float32(checks.nonzero(rng, 1)[0])   # float32, as the kernels declare
     return x, a, lab.reference_scale(x, a)
 
 

@@ -18,7 +18,8 @@ simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these i
 
 def random_coeffs(rng, steps):
     """(a, b) pairs with |a| in [0.5, 2): the chain neither vanishes nor blows up."""
-    return [(float(a), float(b)) for a, b in zip(checks.nonzero(rng, steps), checks.nonzero(rng, steps))]
+    return [(np.float32(a), np.float32(b))            # float32, as affine_step_kernel declares
+            for a, b in zip(checks.nonzero(rng, steps), checks.nonzero(rng, steps))]
 
 
 def magnitudes(x, coeffs, times=1):
