@@ -857,7 +857,9 @@ def _warps_for_90pct(record, probe, field):
     return min(r["warps_per_sm"] for r in rows if r[field] >= 0.9 * best)
 
 
-def _memory_values(records):
+def memory_probe_warps(records):
+    """The warps per SM the memory-bound probe needs for 90% of its best speed, with one and with
+    four independent loads in flight per thread (Lab 09 reads it too)."""
     record = need(records, "occupancy_vs_speed")
     return {"one": _warps_for_90pct(record, "memory_bound", "gbps"),
             "four": _warps_for_90pct(record, "memory_bound_ilp4", "gbps")}
@@ -935,7 +937,7 @@ CLAIMS = [
     Claim("memory_needs_bytes_in_flight",
           "The memory-bound probe needs {one} warps per SM for 90% of its best speed with one element in "
           "flight per thread, and {four} with four: {verdict}.",
-          values=_memory_values,
+          values=memory_probe_warps,
           checks=(says("verdict", "four", "<", "one", "independent loads in a thread replace resident warps "
                        "(bytes in flight = warps x loads per thread x width)",
                        "four loads per thread did not lower the warps it needs"),)),
