@@ -166,6 +166,7 @@ CLAIMS = [
           "ceiling measured in the same run; the best grid ({best_k}x SMs) reaches {best:.0f}%, so 4x "
           "SMs gets {at4_of_best:.0f}% of the best grid's speed: for a streaming kernel the article's "
           "2-4x SMs {verdict}.",
+          headline="grid-stride at 2x and 4x SMs: {at2:.0f}% and {at4:.0f}% of copy; best grid ({best_k}x SMs): {best:.0f}%",
           values=_grid_values,
           checks=(says("verdict", "at4_of_best", "<", 90, "leaves more than a tenth of the reachable bandwidth "
                        "unused", "comes within a tenth of the best grid"),),

@@ -532,6 +532,7 @@ CLAIMS = [
           "A plain Numba launch costs the host {host:.1f} us; with the queue kept full the GPU spends "
           "{gpu:.2f} us per launch, {host_over_gpu:.0f}x less: between tiny kernels the GPU idles "
           "{idle:.0f}% of the time, {pace}.",
+          headline="plain Numba launch {host:.1f} us of host time",
           values=_launch_values,
           checks=(says("pace", "host_over_gpu", ">", 5, "the host, not the GPU, sets the pace (more than 5x)",
                        "host and GPU within 5x of each other"),)),
@@ -552,6 +553,7 @@ CLAIMS = [
           "Replayed as a graph, a kernel costs {replay:.2f} us of GPU time (target: at most "
           "{replay_max:.0f} us, {replay_met}): {ratio:.0f}x less than a plain launch's host cost "
           "(target: at least {ratio_min:.0f}x, {ratio_met}).",
+          headline="graph replay {replay:.2f} us per kernel ({ratio:.0f}x less)",
           values=_launch_values,
           checks=(target("replay_met", "replay", "<=", "replay_max"), target("ratio_met", "ratio", ">=", "ratio_min"))),
     Claim("profiled_launch",

@@ -327,6 +327,7 @@ CLAIMS = [
           "of the ceiling of their read:write mix, the fused kernel at {fused_pct:.0f}% of its own "
           "({measured:.2f} / {predicted:.2f} is {close} {fused_pct:.0f} / {unfused_pct:.0f}, "
           "{close_off:.0f}% apart).",
+          headline="{measured:.2f}x the unfused chain at n = {n}",
           values=_chain_values,
           checks=(says("more", "measured", ">=", "predicted", "more than", "less than"),
                   says("close", "close_off", "<", 15, "close to", "not close to"))),
@@ -360,6 +361,7 @@ CLAIMS = [
           "read:write mix (target: at least {target:.0f}%, {met}; {ceiling:.0f} GB/s: {mix}) and {pct:.0f}% "
           "of the copy ceiling ({copy:.0f} GB/s), both measured in the same run: a read-heavy stream "
           "{outruns} a 1:1 copy.",
+          headline="fused `dropout(relu(x*w+b))+r`: {pct_of_ceiling:.0f}% of the ceiling of its read:write mix (target {target:.0f}%: {met})",
           values=_ceiling_values,
           checks=(target("met", "pct_of_ceiling", ">=", "target"),
                   says("outruns", "ceiling", ">", "copy", "outruns", "does not outrun"))),
@@ -376,6 +378,7 @@ CLAIMS = [
           "torch eager (six kernels, a caching allocator: nothing allocated per call) takes {eager:.3f} ms at "
           "n = {n}: fused is {over_eager:.2f}x faster, and eager moves {eager_bytes:.2f}x the fused bytes "
           "({follows}: {eager_off:.0f}% apart).",
+          headline="{over_eager:.2f}x torch eager",
           values=_torch_values,
           checks=(says("follows", "eager_off", "<", 20, "the speed-up follows the bytes",
                        "the speed-up does not follow the bytes"),)),

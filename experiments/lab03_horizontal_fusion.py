@@ -271,6 +271,7 @@ CLAIMS = [
           "for four, as an eager caller waits for them: {measured:.2f}x the speed of four ({faster}). The "
           "launch-or-bytes model, from one launch's host cost measured in the same run ({launch_us:.1f} us), "
           "predicts {predicted:.1f}x, {model}.",
+          headline="4 small tasks in one launch: {measured:.2f}x the speed of 4 launches at {n:,} elements",
           values=_crossover_values,
           checks=(says("faster", "measured", ">", 1, "faster", "not faster"),
                   says("model", "predicted", ">=", "measured", "more than was measured",
@@ -308,6 +309,7 @@ CLAIMS = [
           "({top_verdict}): the calls take {top_separate_ms:.2f} ms (four launches) and {top_merged_ms:.2f} ms "
           "(one), while the model's max(four launches, the bytes at the copy bandwidth) is {top_model_ms:.2f} "
           "ms: even the faster call takes {top_over_model:.1f}x that, {paced}.",
+          headline="{top_ratio:.2f}x at {top_n:,} ({top_verdict})",
           values=_largest_values,
           checks=(says("top_verdict", "top_ratio", "<", 1, "merging loses", "merging still pays"),
                   says("paced", "top_over_model", ">", 1.5, "so neither the launches nor the bytes at copy speed "

@@ -950,11 +950,12 @@ CLAIMS = [
     Claim("calculator_equals_driver",
           "The calculator equals the driver on {agree:,} of the {configurations:,} configurations compared "
           "({kernels} kernels, {seconds:.0f} s); the sweep {coverage} (complete = {complete}).",
+          headline="calculator = driver on {agree:,} of {configurations:,} configurations compared ({kernels} "
+                   "kernels; the sweep {coverage})",
           values=_calculator_values,
           checks=(states("agree", ">=", "configurations"),
                   says("coverage", "complete", ">=", 1, "covered every kernel it was given",
-                       "stopped at its time budget after these kernels, so the kernels after them were not "
-                       "compared"))),
+                       "stopped at its time budget: the kernels after these were not compared"))),
     Claim("ptxas_equals_driver",
           "ptxas's registers, static shared memory and stack frame (what kernellab.kernels.resources computes "
           "without a GPU) equal the driver's for {agree} of {kernels} kernels, and so do the active blocks "

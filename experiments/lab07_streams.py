@@ -723,11 +723,13 @@ CLAIMS = [
           "With 32 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS=32), 16 streams of small pre-enqueued "
           "kernels run {s16:.1f}x faster than one stream, {s8:.1f}x on 8 streams (the worst of {repeats} "
           "recorded repeat(s); target: 16 streams at least {target:.0f}x, {met}).",
+          headline="16 small kernels on 16 streams: {s16:.1f}x (worst of {repeats} repeats, 32 queues; target {target:.0f}x: {met})",
           values=lambda r: _sweep(r, MAIN_CONNECTIONS), checks=(target("met", "s16", ">=", "target"),)),
     Claim("streams_4_8",
           "At the driver's default of 8 hardware queues, 16 streams gain {s16_8:.1f}x over one and 8 "
           "streams {s8_8:.1f}x ({past_8:.2f}x for the second 8: {beyond}). With 32 queues the same 16 streams gain {s16_32:.1f}x, "
           "{raised:.1f}x what they gain at 8 (the worst of {repeats} recorded repeat(s)): {verdict}.",
+          headline="{s16_8:.1f}x at the default 8 queues",
           values=_streams_values,
           checks=(says("beyond", "past_8", "<", 1.25, "streams beyond the 8th share a queue with an earlier one "
                        "and wait for it", "streams beyond the 8th still gain"),
@@ -788,6 +790,7 @@ CLAIMS = [
           "({kernel:.2f} ms), {longest:.2f} ms{so}. The pinned pipeline takes {pipeline:.1f} ms; its copies alone (the same pipeline with "
           "empty kernels, outside the recorder) take {copies_alone:.1f} ms and its kernels alone "
           "{kernels_alone:.1f} ms: the recorded pipeline takes {over_sum:.1f}x their sum ({paced}).",
+          headline="pinned copy/compute overlap {worst:.0f}% (target {target:.0f}%: {met})",
           values=_overlap_values,
           checks=(target("met", "worst", ">=", "target"), Compare("problems", "<=", 0),
                   says("than", "gap", ">=", "longest", "at least as long as", "shorter than"),

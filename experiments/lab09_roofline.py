@@ -693,6 +693,7 @@ CLAIMS = [
           "fusion's best gain is {compute:.2f}x on compute-bound kernels against {memory:.2f}x on "
           "memory-bound ones ({pairs}): aggressive fusion {memory_verdict} on memory-bound work here "
           "(a gain of {matters:.1f}x or more counts), {compute_verdict} on compute-bound work",
+          headline="fusion: {memory:.2f}x on memory-bound work, at most {compute:.2f}x on compute-bound",
           values=fusion_values,
           checks=(says("memory_verdict", "memory", ">=", "matters", "paid", "did not pay"),
                   says("compute_verdict", "compute", "<", "memory", "less", "more")),

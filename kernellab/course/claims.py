@@ -42,7 +42,8 @@ else. Any other error is a bug in the claim and propagates.
 
 `article` names the seed-article claim a claim gives the verdict on (`ARTICLE` lists them);
 `explains` says why, where the claim is a model miss (model against measurement) or a figure
-that needs a reason beside it.
+that needs a reason beside it; `headline` is its short form for README.md's table of labs
+(kernellab.course.readme), filled from the same values and words.
 
 Where the numbers come from: `sources(lab)` merges the recorded reference with what this
 process measured live (`reference.live_or_recorded` notes every live record in
@@ -150,6 +151,7 @@ class Claim:
     checks: tuple[Compare, ...]                     # what the sentence compares, as data
     article: str | None = None                      # a key of ARTICLE, for an article verdict
     explains: str | None = None                     # a model miss: why model and measurement differ
+    headline: str | None = None                     # its short form for README.md's table, same placeholders
 
     def __post_init__(self):
         if self.article is not None and self.article not in ARTICLE:
@@ -158,6 +160,9 @@ class Claim:
         if not self.checks:
             raise ValueError(f"claim {self.name!r}: no comparison, so nothing the data could contradict")
         printed = placeholders(self.sentence)
+        if self.headline is not None and not placeholders(self.headline) <= printed:
+            raise ValueError(f"claim {self.name!r}: its headline prints "
+                             f"{', '.join(sorted(placeholders(self.headline) - printed))}, which its sentence does not")
         for check in self.checks:
             if check.op not in OPERATORS:
                 raise ValueError(f"claim {self.name!r}: unknown operator {check.op!r}; one of {', '.join(OPERATORS)}")
@@ -180,6 +185,7 @@ class Verdict:
     missing: str | None = None   # what the records lack
     source: str = ""             # where the numbers came from
     contradicted: tuple[str, ...] = ()   # the stated comparisons the data contradict
+    headline: str | None = None          # the claim's headline, filled from the same values
 
     def line(self) -> str:
         head = ""
@@ -195,13 +201,13 @@ class Verdict:
         return text
 
 
-def render(claim: Claim, values: dict) -> tuple[str, tuple[str, ...]]:
-    """The sentence filled from `values` with each comparison's words, and the stated
-    comparisons that fail (empty: the sentence is true)."""
+def render(claim: Claim, values: dict, form: str | None = None) -> tuple[str, tuple[str, ...]]:
+    """The sentence (or `form`, its headline) filled from `values` with each comparison's words,
+    and the stated comparisons that fail (empty: the sentence is true)."""
     words = {c.slot: (c.words[0] if c.outcome(values) else c.words[1]).format(**values)
              for c in claim.checks if c.words}
     failed = tuple(c.described(values) for c in claim.checks if c.words is None and not c.outcome(values))
-    return claim.sentence.format(**values, **words), failed
+    return (form or claim.sentence).format(**values, **words), failed
 
 
 def need(records: dict, name: str, *keys) -> Any:
@@ -275,7 +281,9 @@ def evaluate(claim: Claim, records: dict) -> Verdict:
     except Missing as missing:
         return Verdict(claim, None, None, missing=str(missing))
     text, failed = render(claim, values)
-    return Verdict(claim, text, not failed, source=_source(records, tracked.read), contradicted=failed)
+    headline = render(claim, values, claim.headline)[0] if claim.headline else None
+    return Verdict(claim, text, not failed, source=_source(records, tracked.read), contradicted=failed,
+                   headline=headline)
 
 
 def lab_records(lab: str, live: bool = True) -> dict:
