@@ -1,43 +1,65 @@
-"""Claims as data: every sentence a lab's discussion states about its measurements, with the check.
+"""Claims as data: every sentence a lab's discussion states about its measurements, with the
+comparisons that make it true.
 
 A lab declares its claims in one place, `CLAIMS` in its experiments module:
 
-    from kernellab.course.claims import Claim, need, row
+    from kernellab.course.claims import Claim, need, row, says, states, target
 
     CLAIMS = [
         Claim("fusion_speedup",
-              "unfused / fused = {measured:.2f}x at n = 2^26, against {predicted:.2f}x from the bytes",
+              "unfused / fused = {measured:.2f}x at n = 2^26, {against} the {predicted:.2f}x its bytes predict",
               values=lambda records: {
                   "measured": row(need(records, "chain"), "unfused", 2**26)["median_ms"]
                               / row(need(records, "chain"), "fused", 2**26)["median_ms"],
                   "predicted": 2.14},
-              holds=lambda v: v["measured"] >= 0.9 * v["predicted"]),
+              checks=(says("against", "measured", ">=", "predicted", "at least", "short of"),)),
     ]
 
 A claim is a sentence with placeholders, `values(records)` (the numbers, from the lab's records:
-the `records` of data/reference/<gpu>/labNN.json, or what this session measured live), and
-`holds(values)`, the check. `need(records, name, *keys)` and `row(result, variant, size)` raise
-`Missing` when the records do not hold what a claim reads (a benchmark that was never recorded,
-a variant added after the recording): such a claim is *awaiting data*, printed as such, never
-evaluated on something else. Any other error is a bug in the claim and propagates.
+the `records` of data/reference/<gpu>/labNN.json, or what this session measured live), and its
+`checks`: comparisons declared as data, each `left op right` on the values the sentence prints.
+Why as data: the words that say which way a comparison went are rendered from the same
+comparison the test checks, so a sentence cannot say "holds" where the numbers say "missed", and
+the perturbation test (tests/instruments/test_claims.py) can move every number a check reads
+across its threshold and see the verdict and the sentence change.
+
+Three kinds of comparison:
+- `says(slot, left, op, right, yes, no)`: a verdict in words ("faster"/"slower", "within"/
+  "outside"), printed at `{slot}`; either outcome is a true sentence.
+- `target(slot, left, op, right)`: a target, printed as "[holds]" or "[MISSED]" at `{slot}`,
+  beside the measured value. A missed target is a true sentence that reports the miss.
+- `states(left, op, right)`: what the sentence's fixed words assert. When it fails on the data
+  the sentence is false: the claim is CONTRADICTED, and the claims test fails.
+
+Every operand that is a name of the values is printed by the sentence (a placeholder), so the
+check compares what the reader reads; a plain number as the right operand is a threshold the
+sentence states in words ("faster" is a ratio against 1, "more than 10x" against 10).
+
+`need(records, name, *keys)` and `row(result, variant, size)` raise `Missing` when the records
+do not hold what a claim reads (a benchmark that was never recorded, a variant added after the
+recording): such a claim is *awaiting data*, printed as such, never evaluated on something
+else. Any other error is a bug in the claim and propagates.
 
 `article` names the seed-article claim a claim gives the verdict on (`ARTICLE` lists them);
 `explains` says why, where the claim is a model miss (model against measurement) or a figure
-that needs a reason beside it.
+that needs a reason beside it; `headline` is its short form for README.md's table of labs
+(kernellab.course.readme), filled from the same values and words.
 
 Where the numbers come from: `sources(lab)` merges the recorded reference with what this
 process measured live (`reference.live_or_recorded` notes every live record in
 `reference.LIVE`), record by record, and each printed claim says which it read:
 "live" or "H200 reference, recorded <date>" (a claim whose numbers the live run did not
 measure, a tour's shorter sweep say, falls back to the reference and says so). `report(lab)`
-prints a lab's claims; `evaluate(claim, records)` returns a `Verdict`; tests/instruments/test_claims.py evaluates every claim
-against data/reference/h200/ and fails when one no longer holds. Labs 07 and 08 plug in the same
-way: a `CLAIMS` list in their experiments module, and `report("07")` in their discussion cells.
+prints a lab's claims; `evaluate(claim, records)` returns a `Verdict`;
+tests/instruments/test_claims.py evaluates every claim against data/reference/h200/ and fails
+when a printed sentence is false, never because a target was missed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
+import string
 from typing import Any, Callable
 
 from kernellab.course import reference
@@ -72,45 +94,120 @@ def course_solution(lab: str):
     return target.load(lab, "solutions")
 
 
+OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+TARGET_WORDS = ("[holds]", "[MISSED]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Compare:
+    """One comparison a sentence makes, `left op right`, on the values the sentence prints.
+    `words` (when it holds, when it does not; placeholders filled from the values) are printed at
+    `{slot}`; without words the
+    sentence's fixed text asserts the comparison (`states`)."""
+
+    left: str                                # a name of the claim's values
+    op: str                                  # a key of OPERATORS
+    right: str | float                       # a name of the values, or a number the words state
+    slot: str | None = None                  # the placeholder its words fill
+    words: tuple[str, str] | None = None
+
+    def operands(self) -> tuple[str, ...]:
+        """The names of the values this comparison reads."""
+        return tuple(x for x in (self.left, self.right) if isinstance(x, str))
+
+    def outcome(self, values: dict) -> bool:
+        right = values[self.right] if isinstance(self.right, str) else self.right
+        return OPERATORS[self.op](values[self.left], right)
+
+    def described(self, values: dict) -> str:
+        """`left op right` with both numbers, for a contradiction's line."""
+        def side(x):
+            return f"{x} = {values[x]:.4g}" if isinstance(x, str) else f"{x:.4g}"
+        return f"{side(self.left)} {self.op} {side(self.right)}"
+
+
+def states(left: str, op: str, right: str) -> Compare:
+    """What the sentence's fixed words assert: the claim is contradicted when it fails."""
+    return Compare(left, op, right)
+
+
+def says(slot: str, left: str, op: str, right: str | float, yes: str, no: str) -> Compare:
+    """A verdict in words, `yes` or `no` printed at `{slot}`: either is a true sentence."""
+    return Compare(left, op, right, slot, (yes, no))
+
+
+def target(slot: str, left: str, op: str, right: str | float) -> Compare:
+    """A target, "[holds]" or "[MISSED]" at `{slot}` beside the measured value."""
+    return Compare(left, op, right, slot, TARGET_WORDS)
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """A sentence with placeholders, the numbers it needs from the records, and its check."""
+    """A sentence with placeholders, the numbers it needs from the records, and its comparisons."""
 
     name: str
     sentence: str                                   # str.format placeholders, filled by `values`
     values: Callable[[dict], dict]                  # values(records) -> {placeholder: number}
-    holds: Callable[[dict], bool]                   # holds(values) -> does the sentence hold?
+    checks: tuple[Compare, ...]                     # what the sentence compares, as data
     article: str | None = None                      # a key of ARTICLE, for an article verdict
     explains: str | None = None                     # a model miss: why model and measurement differ
+    headline: str | None = None                     # its short form for README.md's table, same placeholders
 
     def __post_init__(self):
         if self.article is not None and self.article not in ARTICLE:
             raise ValueError(f"claim {self.name!r}: unknown article claim {self.article!r}; "
                              f"one of {', '.join(ARTICLE)}")
+        if not self.checks:
+            raise ValueError(f"claim {self.name!r}: no comparison, so nothing the data could contradict")
+        printed = placeholders(self.sentence)
+        if self.headline is not None and not placeholders(self.headline) <= printed:
+            raise ValueError(f"claim {self.name!r}: its headline prints "
+                             f"{', '.join(sorted(placeholders(self.headline) - printed))}, which its sentence does not")
+        for check in self.checks:
+            if check.op not in OPERATORS:
+                raise ValueError(f"claim {self.name!r}: unknown operator {check.op!r}; one of {', '.join(OPERATORS)}")
+            unprinted = [x for x in (*check.operands(), check.slot) if x is not None and x not in printed]
+            if unprinted:
+                raise ValueError(f"claim {self.name!r}: compares {', '.join(unprinted)}, which its sentence "
+                                 f"does not print")
+
+
+def placeholders(sentence: str) -> set[str]:
+    """The names a format string fills."""
+    return {name for _, name, _, _ in string.Formatter().parse(sentence) if name}
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     claim: Claim
-    text: str | None             # the sentence with its numbers, or None while awaiting data
-    holds: bool | None           # None while awaiting data
+    text: str | None             # the sentence with its numbers and words, or None while awaiting data
+    true: bool | None            # does the data bear the sentence out? None while awaiting data
     missing: str | None = None   # what the records lack
     source: str = ""             # where the numbers came from
-
-    @property
-    def status(self) -> str:
-        return "awaiting data" if self.holds is None else ("holds" if self.holds else "DOES NOT HOLD")
+    contradicted: tuple[str, ...] = ()   # the stated comparisons the data contradict
+    headline: str | None = None          # the claim's headline, filled from the same values
 
     def line(self) -> str:
-        head = f"[{self.status}]"      # whether this sentence holds on the data
+        head = ""
         if self.claim.article:
-            head += f' verdict on the article\'s "{ARTICLE[self.claim.article]}":'
-        if self.holds is None:
-            return f"{head} {self.claim.name}: not in the records yet ({self.missing})"
-        text = f"{head} {self.text} ({self.source})"
+            head = f'verdict on the article\'s "{ARTICLE[self.claim.article]}": '
+        if self.true is None:
+            return f"[awaiting data] {head}{self.claim.name}: not in the records yet ({self.missing})"
+        if not self.true:
+            head = f"[CONTRADICTED by the data: {'; '.join(self.contradicted)}] {head}"
+        text = f"{head}{self.text} ({self.source})"
         if self.claim.explains:
             text += f"\n    why: {self.claim.explains}"
         return text
+
+
+def render(claim: Claim, values: dict, form: str | None = None) -> tuple[str, tuple[str, ...]]:
+    """The sentence (or `form`, its headline) filled from `values` with each comparison's words,
+    and the stated comparisons that fail (empty: the sentence is true)."""
+    words = {c.slot: (c.words[0] if c.outcome(values) else c.words[1]).format(**values)
+             for c in claim.checks if c.words}
+    failed = tuple(c.described(values) for c in claim.checks if c.words is None and not c.outcome(values))
+    return (form or claim.sentence).format(**values, **words), failed
 
 
 def need(records: dict, name: str, *keys) -> Any:
@@ -183,8 +280,10 @@ def evaluate(claim: Claim, records: dict) -> Verdict:
         values = claim.values(tracked)
     except Missing as missing:
         return Verdict(claim, None, None, missing=str(missing))
-    return Verdict(claim, claim.sentence.format(**values), bool(claim.holds(values)),
-                   source=_source(records, tracked.read))
+    text, failed = render(claim, values)
+    headline = render(claim, values, claim.headline)[0] if claim.headline else None
+    return Verdict(claim, text, not failed, source=_source(records, tracked.read), contradicted=failed,
+                   headline=headline)
 
 
 def lab_records(lab: str, live: bool = True) -> dict:
@@ -208,7 +307,7 @@ def judge(claim: Claim, lab: str) -> tuple[Verdict, dict]:
     tour's shorter sweep), on the recorded reference, which its source line then names."""
     records = sources(lab)
     verdict = evaluate(claim, records)
-    if verdict.holds is None and reference.LIVE:
+    if verdict.true is None and reference.LIVE:
         records = sources(lab, live=False)
         verdict = evaluate(claim, records)
     return verdict, records
@@ -240,7 +339,7 @@ def compare_prediction(prediction, lab: str, claim: str, key: str, what: str, un
     if not chosen:
         raise ValueError(f"lab {lab} declares no claim {claim}")
     verdict, records = judge(chosen[0], lab)
-    if verdict.holds is None:
+    if verdict.true is None:
         out(f"{what}: not measured here yet ({verdict.missing})")
         return None
     measured = float(chosen[0].values(records)[key])

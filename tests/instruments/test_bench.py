@@ -201,11 +201,13 @@ def _repeat(ms: float, gbps_ceiling: float, met: bool) -> dict:
                                                               "provenance": {"simulated": False}}}}
 
 
-def test_repeats_keep_every_run_and_judge_targets_on_the_worst():
+def test_repeats_keep_every_run_pool_each_row_in_its_worst_and_judge_targets_on_the_worst():
     stored = [_repeat(0.004, 3.0, True), _repeat(0.002, 3.0, False), _repeat(0.003, 3.0, True)]
     combined = bench.combine_repeats(stored)
     row = combined["records"]["b"]["rows"][0]
-    assert row["median_ms"] == 0.003 and row["repeat_ms"] == [0.004, 0.002, 0.003]
+    assert row["median_ms"] == 0.004 and row["repeat_ms"] == [0.004, 0.002, 0.003]   # the worst repeat's
+    assert row["p10_ms"] <= row["median_ms"] <= row["p90_ms"] and row["pct_of_ceiling"] == pytest.approx(66.7, abs=0.1)
+    assert "worst repeat" in combined["records"]["b"]["method"]
     assert plots.time_band(row) == (0.002, 0.004)
     assert "in 1 of 3 repeats: 133.3% of the ceiling for its mix (copy" in row["instrument_error"]
     assert row["repeat_pct_of_ceiling"] == pytest.approx([66.7, 133.3, 88.9], abs=0.1)

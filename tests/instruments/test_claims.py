@@ -1,7 +1,14 @@
-"""Every claim a lab's discussion prints holds on the recorded reference data (data/reference/h200/).
+"""Every sentence a lab's discussion prints is true on the recorded reference data
+(data/reference/h200/), and every comparison it makes can fail.
 
 A claim whose records are not there yet (a benchmark added after the recording) is skipped with
-what it awaits; one whose check fails on the data is a failure: change the claim, or the code.
+what it awaits. One whose stated comparison fails on the data is a false sentence, and a failure:
+change the claim to what the data say, and write why beside it. A missed target is not a
+failure: the sentence says MISSED.
+
+The perturbation test moves every number each comparison reads across its threshold, one at a
+time, and asserts that the verdict flips and the printed line changes: a check that cannot
+change, or one that reads a number its sentence does not print, fails it.
 """
 
 import json
@@ -16,14 +23,85 @@ def all_claims():
     return [(lab, claim) for lab in target.labs() for claim in claims.claims_of(lab)]
 
 
-@pytest.mark.parametrize("lab, claim", all_claims(), ids=lambda value: getattr(value, "name", value))
-def test_claim_holds_on_the_reference_data(lab, claim):
+def claim_id(value):
+    return getattr(value, "name", value)
+
+
+@pytest.mark.parametrize("lab, claim", all_claims(), ids=claim_id)
+def test_claim_is_true_on_the_reference_data(lab, claim):
     assert not reference.LIVE, "a live record would replace the reference"
     verdict = claims.evaluate(claim, claims.sources(lab))
-    if verdict.holds is None:
+    if verdict.true is None:
         pytest.skip(f"lab {lab} {claim.name} awaits data: {verdict.missing}")
-    assert verdict.holds, f"lab {lab}: this claim no longer holds on data/reference/h200/:\n{verdict.line()}"
+    assert verdict.true, f"lab {lab}: the data contradict this sentence:\n{verdict.line()}"
     assert "{" not in verdict.text, f"lab {lab} {claim.name}: a placeholder was left unfilled: {verdict.text}"
+
+
+def across(value, boundary, op: str, holds: bool):
+    """`value` moved to the other side of `boundary` for comparison `op`: mirrored across it, at
+    least 5% of the boundary away (an integer stays an integer)."""
+    distance = max(abs(value - boundary), 0.05 * abs(boundary), 1e-6)
+    up = (op in ("<", "<=")) == holds          # holds below the boundary: cross upwards
+    moved = boundary + distance if up else boundary - distance
+    if isinstance(value, int) and not isinstance(value, bool):
+        moved = int(moved) + (1 if up else -1)
+    return moved
+
+
+def perturbations(claim, values):
+    """(comparison, the name moved, the values with that one number across the threshold)."""
+    for check in claim.checks:
+        holds = check.outcome(values)
+        for name in check.operands():
+            other = check.right if name == check.left else check.left
+            boundary = values[other] if isinstance(other, str) else other
+            op = check.op if name == check.left else {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[check.op]
+            yield check, name, {**values, name: across(values[name], boundary, op, holds)}
+
+
+@pytest.mark.parametrize("lab, claim", all_claims(), ids=claim_id)
+def test_every_number_a_claim_checks_can_flip_its_verdict(lab, claim):
+    """Each number a comparison reads, moved across the threshold, flips that comparison and
+    changes the printed sentence (a stated one: the claim becomes contradicted)."""
+    try:
+        values = claim.values(claims.sources(lab))
+    except claims.Missing as missing:
+        pytest.skip(f"lab {lab} {claim.name} awaits data: {missing}")
+    text, failed = claims.render(claim, values)
+    moved_any = False
+    for check, name, moved in perturbations(claim, values):
+        moved_any = True
+        assert check.outcome(moved) != check.outcome(values), (
+            f"{claim.name}: {name} moved from {values[name]} to {moved[name]}, and {check.described(values)} "
+            f"did not change")
+        new_text, new_failed = claims.render(claim, moved)
+        if check.words:
+            assert new_text != text, f"{claim.name}: moving {name} across {check.op} left the sentence unchanged"
+        else:
+            assert new_failed != failed, f"{claim.name}: moving {name} did not change what the data contradict"
+    assert moved_any, f"{claim.name}: no comparison reads a number, so nothing could ever change its verdict"
+
+
+def test_a_claim_that_compares_what_it_does_not_print_is_refused():
+    values = lambda r: {"a": 1, "b": 2}
+    with pytest.raises(ValueError, match="does not print"):
+        claims.Claim("x", "{a}", values=values, checks=(claims.states("a", "<", "b"),))
+    with pytest.raises(ValueError, match="no comparison"):
+        claims.Claim("x", "{a}", values=values, checks=())
+    with pytest.raises(ValueError, match="unknown operator"):
+        claims.Claim("x", "{a} {b}", values=values, checks=(claims.states("a", "==", "b"),))
+
+
+def test_a_missed_target_is_a_true_sentence_and_a_false_statement_is_contradicted():
+    claim = claims.Claim("t", "{x:.0f}% (target {goal:.0f}%: {verdict}), below {cap:.0f}",
+                         values=lambda r: claims.need(r, "run"),
+                         checks=(claims.target("verdict", "x", ">=", "goal"), claims.states("x", "<", "cap")))
+    met = claims.evaluate(claim, {"run": {"x": 90, "goal": 80, "cap": 100}})
+    missed = claims.evaluate(claim, {"run": {"x": 50, "goal": 80, "cap": 100}})
+    false = claims.evaluate(claim, {"run": {"x": 120, "goal": 80, "cap": 100}})
+    assert (met.true, met.text) == (True, "90% (target 80%: [holds]), below 100")
+    assert (missed.true, missed.text) == (True, "50% (target 80%: [MISSED]), below 100")
+    assert false.true is False and false.line().startswith("[CONTRADICTED by the data: x = 120 < cap = 100]")
 
 
 def test_the_labs_own_article_claims_have_verdicts():
@@ -32,23 +110,25 @@ def test_the_labs_own_article_claims_have_verdicts():
     assert {"grid", "registers", "shared"} <= covered, f"article claims with a verdict: {sorted(covered)}"
 
 
-SPEED = claims.Claim("speed", "{ms:.1f} ms", values=lambda r: {"ms": claims.need(r, "run", "ms")},
-                     holds=lambda v: v["ms"] < 2)
+SPEED = claims.Claim("speed", "{ms:.1f} ms, {than} {limit} ms",
+                     values=lambda r: {"ms": claims.need(r, "run", "ms"), "limit": 2},
+                     checks=(claims.says("than", "ms", "<", "limit", "under", "over"),))
 
 
 def test_a_claim_is_filled_and_checked_from_its_records():
     record = {"ms": 1.25, "provenance": {"gpu": "NVIDIA H200", "date": "2026-11-29T18:00:00+00:00"}}
     verdict = claims.evaluate(SPEED, {"run": record})
-    assert (verdict.holds, verdict.text) == (True, "1.2 ms")
+    assert (verdict.true, verdict.text) == (True, "1.2 ms, under 2 ms")
     assert verdict.source == "NVIDIA H200 reference, recorded 2026-11-29"
-    assert claims.evaluate(SPEED, {"run": {**record, "ms": 3.0}}).holds is False
+    assert claims.evaluate(SPEED, {"run": {**record, "ms": 3.0}}).text == "3.0 ms, over 2 ms"
     assert claims.evaluate(SPEED, {"run": {**record, "live": True}}).source == "live"
 
 
 def test_missing_records_await_data_and_other_errors_are_bugs():
     verdict = claims.evaluate(SPEED, {"other": {}})
-    assert verdict.holds is None and "run.ms" in verdict.missing and "awaiting" in verdict.line()
-    broken = claims.Claim("broken", "{x}", values=lambda r: {"x": r["run"]["typo"]}, holds=bool)
+    assert verdict.true is None and "run.ms" in verdict.missing and "awaiting" in verdict.line()
+    broken = claims.Claim("broken", "{x}", values=lambda r: {"x": r["run"]["typo"]},
+                          checks=(claims.says("x", "x", ">", 0, "", ""),))
     with pytest.raises(KeyError):
         claims.evaluate(broken, {"run": {}})
 
@@ -63,14 +143,14 @@ def test_row_of_a_result_without_timing_is_missing():
 
 def test_an_unknown_article_claim_is_refused():
     with pytest.raises(ValueError, match="unknown article claim"):
-        claims.Claim("x", "", values=dict, holds=bool, article="warp size")
+        claims.Claim("x", "{x}", values=dict, checks=(claims.says("x", "x", ">", 0, "", ""),), article="warp size")
 
 
 def test_a_prediction_is_compared_when_written_and_asked_for_when_not():
     lines = []
     claim = claims.claims_of("00")[0]
     measured = claims.evaluate(claim, claims.sources("00"))
-    assert measured.holds, measured.line()
+    assert measured.true, measured.line()
     key = next(iter(claim.values(claims.sources("00"))))
     value = claim.values(claims.sources("00"))[key]
     assert claims.compare_prediction(None, "00", claim.name, key, "it", out=lines.append) is None
@@ -82,14 +162,14 @@ def test_a_prediction_is_compared_when_written_and_asked_for_when_not():
 
 
 def test_a_claim_the_live_run_did_not_measure_falls_back_to_the_reference(monkeypatch):
-    size = claims.Claim("size", "n = {n}", values=lambda r: {"n": claims.need(r, "grid_size_sweep", "n")},
-                        holds=lambda v: v["n"] > 0)
+    size = claims.Claim("size", "n = {n}, {sign}", values=lambda r: {"n": claims.need(r, "grid_size_sweep", "n")},
+                        checks=(claims.says("sign", "n", ">", 0, "positive", "not positive"),))
     monkeypatch.setattr(reference, "LIVE", {"00": {"grid_size_sweep": {"live": True}}})
     verdict, records = claims.judge(size, "00")
-    assert verdict.holds and "reference" in verdict.source and not records["grid_size_sweep"].get("live")
+    assert verdict.true and "reference" in verdict.source and not records["grid_size_sweep"].get("live")
     monkeypatch.setattr(reference, "LIVE", {"00": {"grid_size_sweep": {"live": True, "n": 7}}})
     verdict, _ = claims.judge(size, "00")
-    assert (verdict.text, verdict.source) == ("n = 7", "live")
+    assert (verdict.text, verdict.source) == ("n = 7, positive", "live")
 
 
 MEASURED_LOOKING = re.compile(r"\d[\d.,]*\s*(?:TB/s|GB/s|TFLOP/s|GFLOP/s|us\b|µs|ms\b)")

@@ -161,15 +161,15 @@ def test_notebook_runs_up_to_the_first_stub(student_release, installed):
     assert int(cells_run) >= 2                           # the imports ran before the stub
 
 
-def test_every_claim_in_the_release_holds_or_awaits_without_failing(student_release, installed):
+def test_every_claim_in_the_release_is_true_or_awaits_without_failing(student_release, installed):
     """A notebook's discussion prints its lab's claims; without solutions/ a claim that computes
     with the course's solution says it awaits them instead of raising (and none may fail)."""
     script = textwrap.dedent("""
         from kernellab.course import claims, target
         for lab in target.labs():
             verdicts = claims.report(lab, out=lambda line: None)
-            print(lab, sum(v.holds is True for v in verdicts), sum(v.holds is False for v in verdicts),
-                  sum(v.holds is None for v in verdicts))
+            print(lab, sum(v.true is True for v in verdicts), sum(v.true is False for v in verdicts),
+                  sum(v.true is None for v in verdicts))
     """)
     proc = run(installed, "-c", script, cwd=student_release)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
