@@ -32,9 +32,10 @@ The meter also traces what a warp asks of the memory system, on the same launch:
   l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / ..._requests_... on a GPU. The ideal for a
   full warp is 32 lanes x the access width / 32 B: 4, 8 and 16 sectors for 4-, 8- and 16-byte
   lanes (`ideal_sectors`). A request's *fewest* sectors are those its lanes' distinct bytes would
-  touch as one run from the lowest of them (a partial warp, a row that starts mid-sector and a
-  broadcast need fewer or one more than the ideal): a site is coalesced when its sectors stay
-  within COALESCED_SLACK of its fewest. Offsets are taken from the start of the allocation, which
+  touch as one run from the lowest of them, per row of the block where a warp spans several
+  (blockDim.x < 32): a partial warp, a row that starts mid-sector and a broadcast need fewer or
+  one more than the ideal. A site is coalesced when its sectors stay within COALESCED_SLACK of its
+  fewest. Offsets are taken from the start of the allocation, which
   cudaMalloc aligns to 256 bytes.
 - Bank conflicts (shared memory): 32 banks of 4 bytes. A warp's access is served in phases of
   128 bytes (32 lanes of 4 bytes, 16 of 8, 8 of 16); each phase needs as many wavefronts as the
@@ -241,12 +242,17 @@ class SiteBanks:
                 f"({self.ways:.1f}-way)")
 
 
-def request_sectors(offsets: set, width: int) -> tuple[int, int]:
-    """(sectors touched, fewest sectors the same distinct bytes need as one run) of a request."""
-    touched = {sector for offset in offsets
+def request_sectors(lanes: dict, width: int, row_lanes: int = WARP) -> tuple[int, int]:
+    """(sectors touched, fewest sectors) of a request, {lane: byte offset}. The fewest: for each
+    row of the block in the warp (`row_lanes` lanes share a threadIdx.y), the sectors its
+    distinct bytes need as one run from the lowest of them."""
+    touched = {sector for offset in lanes.values()
                for sector in range(offset // SECTOR_BYTES, (offset + width - 1) // SECTOR_BYTES + 1)}
-    low = min(offsets)
-    fewest = (low + len(offsets) * width - 1) // SECTOR_BYTES - low // SECTOR_BYTES + 1
+    rows: dict[int, set] = {}
+    for lane, offset in lanes.items():
+        rows.setdefault(lane // row_lanes, set()).add(offset)
+    fewest = sum((min(row) + len(row) * width - 1) // SECTOR_BYTES - min(row) // SECTOR_BYTES + 1
+                 for row in rows.values())
     return len(touched), fewest
 
 
@@ -271,7 +277,8 @@ class WarpTrace:
         self._lock = threading.Lock()
         self._issued: dict[tuple, int] = {}      # (thread, site) -> executions so far
         self._positions: dict = {}               # code object -> each instruction's source span
-        # (space, array, width, site, block, warp, occurrence) -> {lane: byte offset}
+        # (space, array, width, site, block, lanes in a row of the block, warp, occurrence)
+        #   -> {lane: byte offset}
         self._requests: dict[tuple, dict[int, int]] = {}
 
     def note(self, space: str, array: str, width: int, offset: int | None, kind: str, frame):
@@ -290,17 +297,21 @@ class WarpTrace:
         with self._lock:
             occurrence = self._issued.get((thread, site), 0)
             self._issued[(thread, site)] = occurrence + 1
-            key = (space, array, width, site, block, thread.thread_id // WARP, occurrence)
+            key = (space, array, width, site, block, thread._manager._block_dim[0],
+                   thread.thread_id // WARP, occurrence)
             self._requests.setdefault(key, {})[thread.thread_id % WARP] = offset
 
     def summaries(self) -> tuple[list[SiteSectors], list[SiteBanks]]:
         """Per site: the sectors of its global requests, the wavefronts of its shared ones."""
         sectors: dict[tuple, SiteSectors] = {}
         banks: dict[tuple, SiteBanks] = {}
-        for (space, array, width, site, *_), lanes in self._requests.items():
+        for (space, array, width, site, _, row_length, warp, _), lanes in self._requests.items():
             if space == "global":
                 entry = sectors.setdefault((array, site), SiteSectors(array, site, width))
-                touched, fewest = request_sectors(set(lanes.values()), width)
+                # the lanes of this warp that share a row of the block (threadIdx.y), by lane
+                first = (warp * WARP) % row_length if row_length < WARP else 0
+                touched, fewest = request_sectors({lane + first: offset for lane, offset in lanes.items()},
+                                                  width, min(row_length, WARP))
                 entry.sectors, entry.fewest = entry.sectors + touched, entry.fewest + fewest
             else:
                 entry = banks.setdefault((array, site), SiteBanks(array, site, width))

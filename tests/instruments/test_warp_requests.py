@@ -113,8 +113,17 @@ def test_wide_shared_words_are_served_in_phases():
 
 
 def test_request_sectors_count_alignment_not_only_bytes():
-    assert traffic.request_sectors({24 + 4 * lane for lane in range(32)}, 4) == (5, 5)
-    assert traffic.request_sectors({8 * lane for lane in range(32)}, 4) == (8, 4)
+    assert traffic.request_sectors({lane: 24 + 4 * lane for lane in range(32)}, 4) == (5, 5)
+    assert traffic.request_sectors({lane: 8 * lane for lane in range(32)}, 4) == (8, 4)
+
+
+def test_a_warp_over_four_rows_of_a_block_needs_a_run_per_row():
+    """Blocks 8 wide: a warp is 4 rows of 8 lanes, each a run of 32 bytes in its own row of a
+    matrix 100 floats wide (rows start mid-sector): 2 sectors a row, coalesced."""
+    lanes = {lane: 4 * (100 * (lane // 8) + lane % 8) + 8 for lane in range(32)}
+    assert traffic.request_sectors(lanes, 4, row_lanes=8) == (8, 8)
+    down_a_column = {lane: 400 * (lane % 16) + 4 * (lane // 16) for lane in range(32)}  # 16 wide
+    assert traffic.request_sectors(down_a_column, 4, row_lanes=16) == (16, 5)
 
 
 def test_lab09_diagnose_judges_sectors_against_the_load_width():

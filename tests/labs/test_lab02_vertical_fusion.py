@@ -110,7 +110,8 @@ def test_fused_is_one_launch_where_unfused_is_four(lab, rng):
 def test_fused_memory_budget(lab, rng, with_mask):
     """Budget: each input read once, the output written once, no intermediate array at all;
     every load and store coalesced."""
-    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain, with_mask)
+    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain, with_mask,
+                                      n=checks.awkward_size(rng, 32, 3, 6), block=32)  # 3-6 blocks
     n, inputs = ref.size, INPUTS + (("mask",) if with_mask else ())
     for name in inputs:
         expect(traffic, name, elements=n, reads=1)
@@ -175,7 +176,8 @@ def test_fused_ledger_is_right(lab, rng):
 @pytest.mark.parametrize("with_mask", [False, True], ids=["generator", "mask"])
 def test_fused_ledger_agrees_with_the_meter(lab, rng, with_mask):
     """The fused ledger matches what the fused kernel really loaded and stored."""
-    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain, with_mask)
+    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain, with_mask,
+                                      n=checks.awkward_size(rng, 32, 3, 6), block=32)  # 3-6 blocks
     lab.fused_chain_ledger(ref.size, with_mask=with_mask).check_against(traffic)
 
 
