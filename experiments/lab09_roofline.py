@@ -28,7 +28,6 @@ import contextlib
 import dataclasses
 import textwrap
 import functools
-import threading
 from pathlib import Path
 from typing import Callable
 
@@ -38,13 +37,11 @@ from matplotlib import colormaps
 from kernellab.course import bench as harness
 from kernellab.course import protocol, reference
 from kernellab.course.claims import Claim, Missing, course_solution, need, says, states
-from kernellab.gpu import checks, device, timing
-from kernellab.gpu.traffic import Ledger, buffer_address
+from kernellab.gpu import checks, device, timing, traffic
+from kernellab.gpu.traffic import Ledger
 from kernellab.show import plots
 
 NUMBER = "09"
-SECTOR_BYTES = 32
-WARP = 32
 SIM_SHAPE = (35, 45)             # rows, cols: neither a multiple of 32, not square
 GPU_SHAPE = (8192, 8191)         # 256 MiB per matrix: 4x the 60 MB L2
 SIM_SIZES = [SIM_SHAPE[0]]       # the benchmarks' sweep axis is rows (cols follow the shape)
@@ -72,73 +69,24 @@ class Sectors:
         return self.store_sectors / self.store_requests if self.store_requests else 0.0
 
 
-def _byte_offset(array: np.ndarray, idx) -> int | None:
-    """The byte offset of element `idx` from the start of the array's buffer (None for a slice)."""
-    idx = idx if isinstance(idx, tuple) else (idx,)
-    if len(idx) != array.ndim or not all(isinstance(i, (int, np.integer)) for i in idx):
-        return None
-    start = array.__array_interface__["data"][0] - buffer_address(array)
-    return start + sum(int(i) % n * stride for i, n, stride in zip(idx, array.shape, array.strides))
-
-
 @contextlib.contextmanager
 def sector_meter(**named_arrays):
-    """Count, per named array, the warp-wide requests and the 32-byte sectors they touch.
-
-    The model: the k-th load (or store) of each lane of a warp to an array belongs to the same
-    request, as it does for code without divergent loops; a request costs one sector per
-    distinct 32-byte piece of the buffer (allocations start 256-byte aligned, as cudaMalloc's
-    do). This is what Nsight Compute's sectors-per-request measures on a GPU; the simulator has
-    no caches, so DRAM bytes are not modelled.
-    """
+    """Count, per named array, the warp-wide requests and the 32-byte sectors they touch: the
+    traffic meter's warp model (`kernellab.gpu.traffic`, which groups lanes by instruction site
+    and occurrence), summed over each array's load sites and store sites. This is what Nsight
+    Compute's sectors-per-request measures on a GPU; the simulator has no caches, so DRAM bytes
+    are not modelled."""
     if not device.is_simulator():
         raise RuntimeError("the sector model runs in Numba's simulator; on a GPU read the profile "
                            "rows (`kernellab profile 09`: l1tex sectors per request)")
-    device.cuda()
-    from numba.cuda.simulator.cudadrv.devicearray import FakeWithinKernelCUDAArray as Within
-    from numba.cuda.simulator.kernel import BlockThread
-
-    names = {buffer_address(array): name for name, array in named_arrays.items()}
     counts = {name: Sectors(name) for name in named_arrays}
-    touched: dict[tuple, set] = {}     # (name, kind, block, warp, k) -> sectors
-    issued: dict[tuple, int] = {}      # (thread, name, kind) -> accesses so far
-    lock = threading.Lock()
-
-    def note(within, idx, kind):
-        thread = threading.current_thread()
-        array = within._item._ary
-        name = names.get(buffer_address(array))
-        offset = _byte_offset(array, idx)
-        if not isinstance(thread, BlockThread) or name is None or offset is None:
-            return
-        block = (thread.blockIdx.x, thread.blockIdx.y, thread.blockIdx.z)
-        with lock:
-            k = issued.get((thread, name, kind), 0)
-            issued[(thread, name, kind)] = k + 1
-            touched.setdefault((name, kind, block, thread.thread_id // WARP, k), set()).add(
-                offset // SECTOR_BYTES)
-
-    original_get, original_set = Within.__getitem__, Within.__setitem__
-
-    def counted_get(self, idx):
-        value = original_get(self, idx)
-        if not isinstance(value, Within):
-            note(self, idx, "load")
-        return value
-
-    def counted_set(self, idx, value):
-        original_set(self, idx, value)
-        note(self, idx, "store")
-
-    Within.__getitem__, Within.__setitem__ = counted_get, counted_set
-    try:
+    with traffic.meter(**named_arrays) as count:
         yield counts
-    finally:
-        Within.__getitem__, Within.__setitem__ = original_get, original_set
-        for (name, kind, *_), sectors in touched.items():
-            entry = counts[name]
-            setattr(entry, f"{kind}_requests", getattr(entry, f"{kind}_requests") + 1)
-            setattr(entry, f"{kind}_sectors", getattr(entry, f"{kind}_sectors") + len(sectors))
+    for site in count.coalescing:
+        if site.array in counts:
+            entry, kind = counts[site.array], site.site.kind
+            setattr(entry, f"{kind}_requests", getattr(entry, f"{kind}_requests") + site.requests)
+            setattr(entry, f"{kind}_sectors", getattr(entry, f"{kind}_sectors") + site.sectors)
 
 
 # --- the lab's access patterns as benchmarks ------------------------------------------------------
@@ -585,16 +533,26 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
 
 BUSY_PCT = 60         # a unit above this share of its peak is what the kernel is waiting on
 IDLE_PCT = 40         # ...and with both units below this, it waits on latency instead
-IDEAL_SECTORS = 4.0   # 32 lanes x 4 bytes = 128 bytes = 4 sectors per request
+UNCOALESCED = 2.0     # sectors per request above twice the ideal for the load width
+FLOAT32 = 4           # bytes per lane of a scalar float32 load, what the course's kernels issue...
+VECTOR_LOADS = {"softmax_vector_kernel": 16}   # ...but these, whose loads are 16-byte ld.global.v4.f32
+
+
+def load_width(row: dict) -> int:
+    """Bytes each lane of the row's kernel loads per instruction: the ideal sectors per request
+    follow from it (`traffic.ideal_sectors`: 4, 8, 16 for 4-, 8-, 16-byte loads)."""
+    return VECTOR_LOADS.get(row["kernel"], FLOAT32)
 
 
 def diagnose(row: dict) -> list[str]:
     """What the four metrics of a profile row say about why the kernel is slow, one line each."""
     dram, sm = row["dram_throughput_pct"], row["sm_throughput_pct"]
     sectors, occupancy = row["l1_sectors_per_request"], row["achieved_occupancy_pct"]
+    width = load_width(row)
+    ideal = traffic.ideal_sectors(width)
     lines = [f"{row['kernel']}: DRAM {dram:.0f}% of peak, SM {sm:.0f}%, achieved occupancy "
-             f"{occupancy:.0f}%, {sectors:.1f} sectors per load request, "
-             f"{row['registers_per_thread']} registers"]
+             f"{occupancy:.0f}%, {sectors:.1f} sectors per load request (ideal {ideal:g} for "
+             f"{width}-byte loads), {row['registers_per_thread']} registers"]
     if dram >= BUSY_PCT:
         lines.append("memory-bound: DRAM is the busy unit; only fewer bytes (fusion) make it faster")
     if sm >= BUSY_PCT:
@@ -602,9 +560,9 @@ def diagnose(row: dict) -> list[str]:
     if dram < IDLE_PCT and sm < IDLE_PCT:
         lines.append(f"latency-bound: neither unit is busy; too little work in flight "
                      f"(occupancy {occupancy:.0f}%) or too short a kernel (the launch floor)")
-    if sectors > 2 * IDEAL_SECTORS:
-        lines.append(f"uncoalesced: {sectors:.1f} sectors per request where {IDEAL_SECTORS:.0f} "
-                     f"carry 32 float32; neighbouring lanes should touch neighbouring bytes")
+    if sectors > UNCOALESCED * ideal:
+        lines.append(f"uncoalesced: {sectors:.1f} sectors per request where {ideal:g} carry 32 "
+                     f"lanes of {width} bytes; neighbouring lanes should touch neighbouring bytes")
     return lines
 
 

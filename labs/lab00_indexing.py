@@ -58,7 +58,8 @@ def blocks_for(n, block):
 @cuda.jit
 def axpb_kernel(x, a, b, out):
     # FILL ME IN (roughly 3 lines): this thread's index (cuda.grid), a bounds guard, and the
-    # write. Budget: 1 global read and 1 global write per thread; the tests count them.
+    # write. Budget: 1 global read and 1 global write per thread; the tests count them, and the
+    # sectors per warp request: neighbouring threads on neighbouring elements (coalesced).
     raise NotImplementedError("Lab 00.2: axpb_kernel")
 
 
@@ -75,7 +76,8 @@ def axpb(x, a, b, out=None, block=DEFAULT_BLOCK):
 @cuda.jit
 def add_row_bias_kernel(x, bias, out):
     # FILL ME IN (roughly 3 lines): `col, row = cuda.grid(2)`, guard both dimensions, write.
-    # Budget: 2 global reads (x, bias) and 1 global write per thread.
+    # Budget: 2 global reads (x, bias) and 1 global write per thread; neighbouring threads on
+    # neighbouring columns (coalesced: the tests count the sectors per warp request).
     raise NotImplementedError("Lab 00.4: add_row_bias_kernel")
 
 
@@ -94,7 +96,9 @@ def add_row_bias(x, bias, out=None, block=(32, 4)):
 @cuda.jit
 def axpb_grid_stride_kernel(x, a, b, out):
     # FILL ME IN (roughly 4 lines): start at cuda.grid(1), step by cuda.gridsize(1), and cover
-    # every element whatever the grid. Budget: 1 read and 1 write per element, no more.
+    # every element whatever the grid. Budget: 1 read and 1 write per element, no more; every
+    # pass coalesced, neighbouring threads on neighbouring elements (the tests count the sectors
+    # per warp request).
     raise NotImplementedError("Lab 00.5: axpb_grid_stride_kernel")
 
 

@@ -220,7 +220,8 @@ def tiled_dot(a, b, row, col):
     # line (cuda.shared.array); tile = cuda.blockDim.x; start acc at ZERO; step k0 through K by tile.
     # Each step: thread (ty, tx)
     # copies a[row, k0 + tx] into a_tile[ty, tx] and b[k0 + ty, col] into b_tile[ty, tx], writing ZERO
-    # where the index is past the edge of A or B; cuda.syncthreads(); add a_tile[ty, k] * b_tile[k, tx]
+    # where the index is past the edge of A or B (lanes, tx, walk along rows of A and B: coalesced, the
+    # tests count the sectors per request); cuda.syncthreads(); add a_tile[ty, k] * b_tile[k, tx]
     # for k in range(tile); cuda.syncthreads() again before the next step. Return acc.
     # Budget: per step, 1 global read of A and 1 of B per thread: A is loaded ceil(N / tile) times in all.
     raise NotImplementedError("Lab 04.1: tiled_dot")

@@ -235,7 +235,8 @@ def softmax_unfused(x, out=None, block=None, statistics=None):
 @cuda.jit
 def softmax_online_kernel(x, out):
     # FILL ME IN (roughly 16 lines): scratch = cuda.shared.array(SCRATCH, float32); row = blockIdx.x.
-    # Pass 1, columns threadIdx.x, + blockDim.x, ...: keep running_max (from NEG_INF) and running_sum,
+    # Pass 1, columns threadIdx.x, + blockDim.x, ... (a warp reads 32 neighbouring columns:
+    # coalesced, the tests count the sectors per request): keep running_max (from NEG_INF) and running_sum,
     # the sum of exp(value - running_max); when a value exceeds running_max, rescale the sum by
     # exp(old max - value) before adding 1. Combine: row_max = block_max(running_max, scratch); the
     # row's sum = block_sum(running_sum * exp(running_max - row_max), scratch). Pass 2: out = exp(x -
@@ -361,7 +362,8 @@ def fused_kernels(items, max_registers=None):
     def softmax_fused_kernel(x, out):
         # FILL ME IN (roughly 24 lines): scratch = cuda.shared.array(SCRATCH, float32) and
         # cache = cuda.local.array(ITEMS, float32). Thread tid holds columns tid + item * blockDim.x for item in
-        # range(ITEMS) (skip those >= cols): load them into cache once, take their max; row_max =
+        # range(ITEMS) (skip those >= cols; a warp reads 32 neighbouring columns, coalesced: the tests count
+        # the sectors per request): load them into cache once, take their max (from NEG_INF); row_max =
         # block_max(...); replace each cached value by exp(value - row_max) and sum them; divide by
         # block_sum(...) and write. Loops over range(ITEMS) only (a constant): the cache then stays in
         # registers. Budget: 1 read of x and 1 write of out per element, nothing else.
@@ -369,9 +371,10 @@ def fused_kernels(items, max_registers=None):
 
     @kernel
     def layernorm_fused_kernel(x, gamma, beta, eps, out):
-        # FILL ME IN (roughly 26 lines): as softmax_fused_kernel: cache the row, mean = block_sum / cols,
-        # variance = block_sum of (value - mean)**2 / cols (about the mean, from the cache: not E[x^2] -
-        # mean^2, which loses the digits when the mean is large), scale = 1 / sqrt(variance + eps); out =
+        # FILL ME IN (roughly 26 lines): as softmax_fused_kernel (the same coalesced columns): cache the
+        # row, mean = block_sum / cols, variance = block_sum of (value - mean)**2 / cols (about the mean,
+        # from the cache: not E[x^2] - mean^2, which loses the digits when the mean is large), scale =
+        # 1 / sqrt(variance + eps), eps as given (constant rows have variance 0); out =
         # (value - mean) * scale * gamma[col] + beta[col]. Divide by float32(cols), not cols (float64).
         # Budget: 1 read of x, gamma and beta and 1 write of out per element.
         raise NotImplementedError("Lab 05.3: layernorm_fused_kernel")

@@ -21,13 +21,46 @@ simulator's Python does inside it (its `add` reads the element twice). Arrays no
 launcher allocates) are reported under a generated name with their shape and dtype; a ledger
 marks such arrays `temporary=True` and they are matched by their counts.
 Counting needs the simulator; on a GPU `meter` raises, since no hardware counter is read.
+
+The meter also traces what a warp asks of the memory system, on the same launch:
+
+    traffic.coalescing      # per (array, load or store site): SiteSectors, sectors per request
+    traffic.bank_conflicts  # per (shared array, site): SiteBanks, wavefronts per request
+
+- Sectors per request (global memory): the distinct 32-byte sectors that one load or store
+  instruction of a warp touches across its 32 lanes; Nsight Compute's
+  l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / ..._requests_... on a GPU. The ideal for a
+  full warp is 32 lanes x the access width / 32 B: 4, 8 and 16 sectors for 4-, 8- and 16-byte
+  lanes (`ideal_sectors`). A request's *fewest* sectors are those its lanes' distinct bytes would
+  touch as one run from the lowest of them, per row of the block where a warp spans several
+  (blockDim.x < 32): a partial warp, a row that starts mid-sector and a broadcast need fewer or
+  one more than the ideal. A site is coalesced when its sectors stay within COALESCED_SLACK of its
+  fewest. Offsets are taken from the start of the allocation, which
+  cudaMalloc aligns to 256 bytes.
+- Bank conflicts (shared memory): 32 banks of 4 bytes. A warp's access is served in phases of
+  128 bytes (32 lanes of 4 bytes, 16 of 8, 8 of 16); each phase needs as many wavefronts as the
+  most distinct 4-byte words that fall in one bank, and lanes that read the same word share it
+  (a broadcast). Conflict-free: one wavefront per phase.
+
+The model's limits. The simulator runs each CUDA thread as its own Python thread, one after
+another, so no warp ever issues anything: the meter groups lanes into a request by the
+instruction (its source line and columns) and by how many times each lane has executed
+that instruction. That is the grouping a GPU makes for code whose lanes run the same number of
+iterations; where lanes diverge inside a loop it is an approximation. Requests are requested
+traffic: no cache is modelled, so nothing here is a DRAM byte. Atomics, stores through a slice
+and shared-memory atomics are counted (above) but not traced. Numba may merge two loads of the
+same element into one, or widen neighbouring loads into one vector load; the simulator runs the
+Python as written, so the meter sees every scalar access.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import linecache
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -51,7 +84,29 @@ class ArrayTraffic:
 
 
 class TrafficCount(dict):
-    """{array name: ArrayTraffic}, with totals."""
+    """{array name: ArrayTraffic}, with totals; after a meter's block, also what its warps asked
+    of the memory system: `coalescing` (global, per array and site) and `bank_conflicts`
+    (shared, per array and site)."""
+
+    coalescing: list = ()        # [SiteSectors]
+    bank_conflicts: list = ()    # [SiteBanks]
+
+    def sites(self, name: str) -> list:
+        """The global load and store sites of array `name`."""
+        return [s for s in self.coalescing if s.array == name]
+
+    def uncoalesced(self, *names: str) -> list:
+        """The sites of the named arrays (all arrays when none is named) beyond COALESCED_SLACK."""
+        return [s for s in self.coalescing if (not names or s.array in names) and not s.coalesced]
+
+    def conflicted(self) -> list:
+        """The shared-memory sites that need more wavefronts than their phases."""
+        return [s for s in self.bank_conflicts if not s.conflict_free]
+
+    def requests_table(self) -> str:
+        """One line per traced site: sectors per request (global), wavefronts (shared)."""
+        lines = [s.describe() for s in self.coalescing] + [s.describe() for s in self.bank_conflicts]
+        return "\n".join(lines) or "no warp requests traced"
 
     @property
     def bytes_read(self) -> int:
@@ -85,6 +140,245 @@ def buffer_address(array) -> int:
     return base.__array_interface__["data"][0]
 
 
+# --- What a warp asks of the memory system: sectors per request, bank conflicts -----------------
+
+WARP = 32
+SECTOR_BYTES = 32
+BANKS = 32
+BANK_BYTES = 4
+PHASE_BYTES = BANKS * BANK_BYTES   # the bytes one shared-memory wavefront serves
+COALESCED_SLACK = 1.5              # a site is coalesced within 1.5x of its fewest sectors: a
+                                   # stride of 2 elements is 2x, a thread-major loop 3x or more
+
+
+def ideal_sectors(width: int) -> float:
+    """Sectors per request for a full warp of `width`-byte lanes on consecutive addresses:
+    32 x width / 32 B, so 4, 8 and 16 for 4-, 8- and 16-byte lanes (1 at least)."""
+    return max(1.0, WARP * width / SECTOR_BYTES)
+
+
+def byte_offset(array: np.ndarray, idx) -> int | None:
+    """The byte offset of element `idx` of `array` from the start of its allocation (None for a
+    slice or a fancy index)."""
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if len(idx) != array.ndim or not all(isinstance(i, (int, np.integer)) for i in idx):
+        return None
+    start = array.__array_interface__["data"][0] - buffer_address(array)
+    return start + sum(int(i) % n * stride for i, n, stride in zip(idx, array.shape, array.strides))
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """One load or store instruction of a kernel: where it is in the source."""
+
+    path: str
+    line: int
+    columns: tuple     # where the expression starts and ends on the line: two subscripts on
+                       # one line are two instructions
+    kind: str          # "load" or "store"
+
+    @property
+    def expression(self) -> str:
+        """The subscript itself (`x[i]`), or the whole line where the span is unknown."""
+        text = linecache.getline(self.path, self.line)
+        start, end = self.columns
+        return (text[start:end] if start is not None and end is not None else text).strip()
+
+    def __str__(self) -> str:
+        return f"{Path(self.path).name}:{self.line} ({self.kind} `{self.expression}`)"
+
+
+@dataclasses.dataclass
+class SiteSectors:
+    """The warp requests of one global load or store site to one array, and their sectors."""
+
+    array: str
+    site: Site
+    width: int            # bytes per lane
+    requests: int = 0
+    sectors: int = 0
+    fewest: int = 0       # the sectors the same bytes need as one run (see the module docstring)
+
+    @property
+    def per_request(self) -> float:
+        return self.sectors / self.requests if self.requests else 0.0
+
+    @property
+    def ideal(self) -> float:
+        return ideal_sectors(self.width)
+
+    @property
+    def coalesced(self) -> bool:
+        return self.sectors <= COALESCED_SLACK * self.fewest
+
+    def describe(self) -> str:
+        return (f"{self.array} at {self.site}: {self.per_request:.1f} sectors per request over "
+                f"{self.requests} warp requests, ideal {self.ideal:g} for {self.width}-byte lanes")
+
+
+@dataclasses.dataclass
+class SiteBanks:
+    """The warp requests of one shared-memory load or store site, and their wavefronts."""
+
+    array: str            # where the shared array was declared
+    site: Site
+    width: int
+    requests: int = 0
+    wavefronts: int = 0
+    ideal: int = 0        # one per phase: what the same requests cost without a conflict
+
+    @property
+    def conflict_free(self) -> bool:
+        return self.wavefronts <= self.ideal
+
+    @property
+    def ways(self) -> float:
+        """Wavefronts per ideal wavefront: 1 when conflict-free, 32 for a column of a 32-wide tile."""
+        return self.wavefronts / self.ideal if self.ideal else 0.0
+
+    def describe(self) -> str:
+        return (f"shared {self.array} at {self.site}: {self.wavefronts} wavefronts for "
+                f"{self.requests} warp requests where {self.ideal} serve them without a conflict "
+                f"({self.ways:.1f}-way)")
+
+
+def request_sectors(lanes: dict, width: int, row_lanes: int = WARP) -> tuple[int, int]:
+    """(sectors touched, fewest sectors) of a request, {lane: byte offset}. The fewest: for each
+    row of the block in the warp (`row_lanes` lanes share a threadIdx.y), the sectors its
+    distinct bytes need as one run from the lowest of them."""
+    touched = {sector for offset in lanes.values()
+               for sector in range(offset // SECTOR_BYTES, (offset + width - 1) // SECTOR_BYTES + 1)}
+    rows: dict[int, set] = {}
+    for lane, offset in lanes.items():
+        rows.setdefault(lane // row_lanes, set()).add(offset)
+    fewest = sum((min(row) + len(row) * width - 1) // SECTOR_BYTES - min(row) // SECTOR_BYTES + 1
+                 for row in rows.values())
+    return len(touched), fewest
+
+
+def request_wavefronts(lanes: dict, width: int) -> tuple[int, int]:
+    """(wavefronts, conflict-free wavefronts) of a shared-memory request, {lane: byte offset}."""
+    per_phase = max(1, PHASE_BYTES // max(width, BANK_BYTES))   # lanes one phase serves
+    phases: dict[int, dict[int, set]] = {}                      # phase -> bank -> words
+    for lane, offset in lanes.items():
+        banks = phases.setdefault(lane // per_phase, {})
+        for word in range(offset // BANK_BYTES, (offset + width - 1) // BANK_BYTES + 1):
+            banks.setdefault(word % BANKS, set()).add(word)
+    return sum(max(map(len, banks.values())) for banks in phases.values()), len(phases)
+
+
+class WarpTrace:
+    """The addresses each warp's lanes touch during a meter's launches, by instruction site and
+    per-lane occurrence (the grouping the module docstring describes)."""
+
+    def __init__(self):
+        from numba.cuda.simulator.kernel import BlockThread
+        self._thread_class = BlockThread
+        self._lock = threading.Lock()
+        self._issued: dict[tuple, int] = {}      # (thread, site) -> executions so far
+        self._positions: dict = {}               # code object -> each instruction's source span
+        # (space, array, width, site, block, lanes in a row of the block, warp, occurrence)
+        #   -> {lane: byte offset}
+        self._requests: dict[tuple, dict[int, int]] = {}
+
+    def note(self, space: str, array: str, width: int, offset: int | None, kind: str, frame):
+        thread = threading.current_thread()
+        if offset is None or not isinstance(thread, self._thread_class):
+            return
+        code = frame.f_code
+        positions = self._positions.get(code)
+        if positions is None:
+            positions = self._positions[code] = list(code.co_positions())
+        # f_lasti moves into an instruction's inline cache once Python specialises it; the
+        # source span of its 2-byte code unit stays the instruction's own
+        line, _, start, end = positions[frame.f_lasti // 2]
+        site = Site(code.co_filename, line or frame.f_lineno, (start, end), kind)
+        block = (thread.blockIdx.x, thread.blockIdx.y, thread.blockIdx.z)
+        with self._lock:
+            occurrence = self._issued.get((thread, site), 0)
+            self._issued[(thread, site)] = occurrence + 1
+            key = (space, array, width, site, block, thread._manager._block_dim[0],
+                   thread.thread_id // WARP, occurrence)
+            self._requests.setdefault(key, {})[thread.thread_id % WARP] = offset
+
+    def summaries(self) -> tuple[list[SiteSectors], list[SiteBanks]]:
+        """Per site: the sectors of its global requests, the wavefronts of its shared ones."""
+        sectors: dict[tuple, SiteSectors] = {}
+        banks: dict[tuple, SiteBanks] = {}
+        for (space, array, width, site, _, row_length, warp, _), lanes in self._requests.items():
+            if space == "global":
+                entry = sectors.setdefault((array, site), SiteSectors(array, site, width))
+                # the lanes of this warp that share a row of the block (threadIdx.y), by lane
+                first = (warp * WARP) % row_length if row_length < WARP else 0
+                touched, fewest = request_sectors({lane + first: offset for lane, offset in lanes.items()},
+                                                  width, min(row_length, WARP))
+                entry.sectors, entry.fewest = entry.sectors + touched, entry.fewest + fewest
+            else:
+                entry = banks.setdefault((array, site), SiteBanks(array, site, width))
+                wavefronts, ideal = request_wavefronts(lanes, width)
+                entry.wavefronts, entry.ideal = entry.wavefronts + wavefronts, entry.ideal + ideal
+            entry.requests += 1
+        return list(sectors.values()), list(banks.values())
+
+
+def _traced_shared_class(trace: WarpTrace, in_atomic: threading.local):
+    """An ndarray view type for a shared array that tells `trace` each element a thread loads or
+    stores (a view of a view keeps its allocation's name; offsets count from the allocation)."""
+
+    class TracedShared(np.ndarray):
+        def __array_finalize__(self, parent):
+            self._kernellab_name = getattr(parent, "_kernellab_name", "")
+
+        def _note(self, idx, kind):
+            if not getattr(in_atomic, "active", False):
+                trace.note("shared", self._kernellab_name, self.dtype.itemsize,
+                           byte_offset(self, idx), kind, sys._getframe(2))
+
+        def __getitem__(self, idx):
+            value = super().__getitem__(idx)
+            if not isinstance(value, np.ndarray):
+                self._note(idx, "load")
+            return value
+
+        def __setitem__(self, idx, value):
+            super().__setitem__(idx, value)
+            self._note(idx, "store")
+
+    return TracedShared
+
+
+@contextlib.contextmanager
+def _tracing_shared_arrays(trace: WarpTrace, in_atomic: threading.local):
+    """While the block runs, `cuda.shared.array` hands kernels traced views of the arrays the
+    simulator (or stress mode) allocates. The simulator keys a static allocation by the line
+    that asked for it, which inside this wrapper would be the wrapper's own line for every
+    array: each new allocation is filed under the kernel's line instead."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    allocate = FakeCUDAShared.array
+    traced_class = _traced_shared_class(trace, in_atomic)
+    allocation_lock = threading.Lock()
+
+    def traced_array(self, shape, dtype, alignment=None):
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        with allocation_lock:
+            array = self._allocations.get(key) if shape != 0 else None
+            if array is None:
+                before = set(self._allocations)
+                array = allocate(self, shape, dtype, alignment)
+                for wrong_key in set(self._allocations) - before:
+                    self._allocations[key] = self._allocations.pop(wrong_key)
+        view = array.view(traced_class)
+        view._kernellab_name = f"{Path(key[0]).name}:{key[1]}" if shape != 0 else "dynamic"
+        return view
+
+    FakeCUDAShared.array = traced_array
+    try:
+        yield
+    finally:
+        FakeCUDAShared.array = allocate
+
+
 _lock = threading.Lock()
 
 
@@ -99,6 +393,7 @@ def meter(**named_arrays):
     from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
 
     counts = TrafficCount()
+    trace = WarpTrace()
     names = {buffer_address(array): name for name, array in named_arrays.items()}
     for name, array in named_arrays.items():
         counts[name] = ArrayTraffic(name, array.dtype.itemsize)
@@ -114,18 +409,27 @@ def meter(**named_arrays):
     original_get, original_set = Within.__getitem__, Within.__setitem__
     in_atomic = threading.local()   # inside an atomic, its own loads and stores are not counted
 
+    def traced(within, idx, kind, counted: ArrayTraffic):
+        array = within._item._ary
+        trace.note("global", counted.name, array.dtype.itemsize, byte_offset(array, idx), kind,
+                   sys._getframe(2))
+
     def counted_get(self, idx):
         value = original_get(self, idx)
         if not (isinstance(value, Within) or getattr(in_atomic, "active", False)):
             with _lock:  # taking a view (x[a:b]) loads nothing
-                entry(self._item).reads += 1
+                counted = entry(self._item)
+                counted.reads += 1
+            traced(self, idx, "load", counted)
         return value
 
     def counted_set(self, idx, value):
         original_set(self, idx, value)
         if not getattr(in_atomic, "active", False):
             with _lock:
-                entry(self._item).writes += int(np.size(self._item._ary[idx]))
+                counted = entry(self._item)
+                counted.writes += int(np.size(self._item._ary[idx]))
+            traced(self, idx, "store", counted)
 
     def one_read_modify_write(atomic):
         def counted_atomic(self, array, *args):
@@ -152,13 +456,15 @@ def meter(**named_arrays):
         for name, method in atomics.items():
             setattr(FakeCUDAAtomic, name, one_read_modify_write(method))
     try:
-        yield counts
+        with _tracing_shared_arrays(trace, in_atomic):
+            yield counts
     finally:
         with _lock:
             for name, method in originals.items():
                 setattr(Within, name, method)
             for name, method in atomics.items():
                 setattr(FakeCUDAAtomic, name, method)
+        counts.coalescing, counts.bank_conflicts = trace.summaries()
 
 
 # --- The ledger: the bytes each variant declares it moves ---------------------------------------

@@ -8,7 +8,8 @@ stores with the budget the stub's docstring states, per element (or per launch, 
 
 A failure names the array, the count, what it comes to per unit, the budget, and the usual
 cause: "x: 560 reads for 176 elements = 3.18 per element, the budget is 1: do threads overlap or
-re-read?", then the meter's table of every array.
+re-read?", then the meter's table of every array. `expect_coalesced` and
+`expect_conflict_free` judge the same launch's warp requests (sectors per request, bank conflicts).
 """
 
 from __future__ import annotations
@@ -65,3 +66,28 @@ def expect_only(traffic: TrafficCount, *names: str):
             f"global arrays beyond {', '.join(names)}: {', '.join(extra)}. An intermediate result "
             f"stored to global memory costs a write and a read per element: keep it in registers "
             f"or shared memory\n{traffic.table()}")
+
+
+def expect_coalesced(traffic: TrafficCount, *names: str, hint: str = ""):
+    """Assert that every global load and store of the named arrays (all when none is named) is
+    coalesced: each site's sectors per warp request within COALESCED_SLACK of the fewest its
+    lanes' bytes need. A failure names the array, the line, its sectors per request against the
+    ideal for its access width, and `hint` (the usual cause in this kernel)."""
+    found = traffic.uncoalesced(*names)
+    if found:
+        lines = [f"{s.describe()}: neighbouring lanes (threadIdx.x) should touch neighbouring "
+                 f"elements, so that a warp's request needs {s.fewest / s.requests:.1f} sectors"
+                 for s in found]
+        raise AssertionError("not coalesced: " + "\n".join(lines) + (f"\n{hint}" if hint else "")
+                             + "\n" + traffic.requests_table())
+
+
+def expect_conflict_free(traffic: TrafficCount, hint: str = ""):
+    """Assert that no shared-memory access of the launches has a bank conflict: one wavefront
+    per phase. A failure names the shared array, the line, how many ways it conflicts, and `hint`."""
+    found = traffic.conflicted()
+    if found:
+        lines = [f"{s.describe()}: 32 banks of 4 bytes; lanes whose words differ but share a "
+                 f"bank wait for each other" for s in found]
+        raise AssertionError("shared-memory bank conflicts: " + "\n".join(lines)
+                             + (f"\n{hint}" if hint else "") + "\n" + traffic.requests_table())

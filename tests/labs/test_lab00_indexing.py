@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kernellab.gpu import checks, device
-from kernellab.grading.budgets import expect
+from kernellab.grading.budgets import expect, expect_coalesced
 from kernellab.gpu.launches import record_launches
 from kernellab.gpu.traffic import meter
 
@@ -85,13 +85,16 @@ def test_axpb_guard_protects_memory_past_the_end(lab, rng):
 @simulator_only
 @pytest.mark.points(1)
 def test_axpb_memory_budget(lab, rng):
-    """Budget: 1 global read of x and 1 global write of out per element, nothing else."""
+    """Budget: 1 global read of x and 1 global write of out per element, nothing else, each warp's
+    loads and stores coalesced."""
     x, a, b, _ = axpb_case(lab, rng, 128)
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
     with meter(x=d_x, out=out) as traffic:
         lab.axpb(d_x, a, b, out=out)
     expect(traffic, "x", elements=x.size, reads=1)
     expect(traffic, "out", elements=x.size, writes=1)
+    expect_coalesced(traffic, hint="lane k of a block should take element blockIdx.x * blockDim.x "
+                                   "+ k: cuda.grid(1)")
 
 
 def bias_case(lab, rng):
@@ -117,7 +120,7 @@ def test_add_row_bias_2d(lab, rng):
 @simulator_only
 @pytest.mark.points(1)
 def test_add_row_bias_memory_budget(lab, rng):
-    """Budget: per element, 1 read of x, 1 read of bias, 1 write of out."""
+    """Budget: per element, 1 read of x, 1 read of bias, 1 write of out, coalesced."""
     x, bias, _ = bias_case(lab, rng)
     d_x, d_bias, out = cuda.to_device(x), cuda.to_device(bias), checks.poisoned(x.shape)
     with meter(x=d_x, bias=d_bias, out=out) as traffic:
@@ -125,6 +128,8 @@ def test_add_row_bias_memory_budget(lab, rng):
     expect(traffic, "x", elements=x.size, reads=1)
     expect(traffic, "bias", elements=x.size, reads=1)
     expect(traffic, "out", elements=x.size, writes=1)
+    expect_coalesced(traffic, hint="the grid's x dimension runs along the columns: `col, row = "
+                                   "cuda.grid(2)`")
 
 
 @simulator_only   # on a GPU too: reads past the end raise IndexError here only
@@ -144,10 +149,14 @@ def test_grid_stride_covers_any_grid(lab, rng, blocks):
 @simulator_only
 @pytest.mark.points(1)
 def test_grid_stride_memory_budget(lab, rng):
-    """Looping does not re-read: still 1 read and 1 write per element."""
-    x, a, b, _ = axpb_case(lab, rng, 32)
+    """Looping does not re-read: still 1 read and 1 write per element over 2 to 4 passes of the
+    grid, every pass coalesced."""
+    blocks, block = 3, 32
+    x, a, b, _ = axpb_case(lab, rng, block, n=checks.awkward_size(rng, blocks * block, 2, 4))
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
     with meter(x=d_x, out=out) as traffic:
-        lab.axpb_grid_stride(d_x, a, b, out=out, blocks=5, block=32)
+        lab.axpb_grid_stride(d_x, a, b, out=out, blocks=blocks, block=block)
     expect(traffic, "x", elements=x.size, reads=1)
     expect(traffic, "out", elements=x.size, writes=1)
+    expect_coalesced(traffic, hint="start at cuda.grid(1) and step by cuda.gridsize(1): in every "
+                                   "pass lane k takes the element after lane k - 1's")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kernellab.gpu import checks, device
-from kernellab.grading.budgets import expect, expect_only
+from kernellab.grading.budgets import expect, expect_coalesced, expect_only
 from kernellab.gpu.launches import record_launches
 from kernellab.gpu.traffic import Ledger, meter
 
@@ -54,9 +54,9 @@ def run_chain(launcher, dev, p, seed, out, **kwargs):
     return launcher(*(dev[k] for k in INPUTS), p, seed, mask=dev.get("mask"), out=out, **kwargs)
 
 
-def metered_chain(lab, rng, launcher, with_mask, **kwargs):
+def metered_chain(lab, rng, launcher, with_mask, n=None, **kwargs):
     """One run of `launcher` under the traffic meter: (the count, the output, the reference)."""
-    dev, p, seed, ref = chain_case(lab, rng, block=kwargs.get("block"), with_mask=with_mask)
+    dev, p, seed, ref = chain_case(lab, rng, block=kwargs.get("block"), with_mask=with_mask, n=n)
     out = checks.poisoned(ref.shape)
     with meter(**dev, out=out) as traffic:
         run_chain(launcher, dev, p, seed, out, **kwargs)
@@ -109,13 +109,16 @@ def test_fused_is_one_launch_where_unfused_is_four(lab, rng):
 @pytest.mark.points(2)
 @pytest.mark.parametrize("with_mask", [False, True], ids=["generator", "mask"])
 def test_fused_memory_budget(lab, rng, with_mask):
-    """Budget: each input read once, the output written once, no intermediate array at all."""
-    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain, with_mask)
+    """Budget: each input read once, the output written once, no intermediate array at all;
+    every load and store coalesced."""
+    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain, with_mask,
+                                      n=checks.awkward_size(rng, 32, 3, 6), block=32)  # 3-6 blocks
     n, inputs = ref.size, INPUTS + (("mask",) if with_mask else ())
     for name in inputs:
         expect(traffic, name, elements=n, reads=1)
     expect(traffic, "out", elements=n, writes=1)
     expect_only(traffic, *inputs, "out")
+    expect_coalesced(traffic, hint="thread i = cuda.grid(1) takes element i")
     checks.assert_matches(out, ref, rtol=1e-5, what="fused_chain")
 
 
@@ -136,9 +139,15 @@ def test_grid_stride_covers_any_grid(lab, rng, blocks):
 @simulator_only
 @pytest.mark.points(1)
 def test_grid_stride_memory_budget(lab, rng):
-    """Looping does not re-read: each input read once, the output written once."""
-    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain_grid_stride, True, blocks=3, block=32)
+    """Looping does not re-read: each input read once, the output written once, over 2 to 4
+    passes of the grid, every pass coalesced."""
+    blocks, block = 3, 32
+    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain_grid_stride, True,
+                                      n=checks.awkward_size(rng, blocks * block, 2, 4),
+                                      blocks=blocks, block=block)
     true_fused_ledger(ref.size, with_mask=True).check_against(traffic)
+    expect_coalesced(traffic, hint="start at cuda.grid(1) and step by cuda.gridsize(1): in every "
+                                   "pass lane k takes the element after lane k - 1's")
 
 
 @pytest.mark.points(1)
@@ -169,7 +178,8 @@ def test_fused_ledger_is_right(lab, rng):
 @pytest.mark.parametrize("with_mask", [False, True], ids=["generator", "mask"])
 def test_fused_ledger_agrees_with_the_meter(lab, rng, with_mask):
     """The fused ledger matches what the fused kernel really loaded and stored."""
-    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain, with_mask)
+    traffic, out, ref = metered_chain(lab, rng, lab.fused_chain, with_mask,
+                                      n=checks.awkward_size(rng, 32, 3, 6), block=32)  # 3-6 blocks
     lab.fused_chain_ledger(ref.size, with_mask=with_mask).check_against(traffic)
 
 

@@ -9,13 +9,15 @@ import numpy as np
 import pytest
 
 from kernellab.gpu import checks, device
-from kernellab.grading.budgets import expect, expect_only
+from kernellab.grading.budgets import expect, expect_coalesced, expect_only
 from kernellab.gpu.launches import record_launches
 from kernellab.gpu.traffic import Ledger, meter
 
 cuda = device.cuda()
 simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child
 TILE = 8
+ALONG_ROWS = ("thread (ty, tx) copies a[row, k0 + tx] and b[k0 + ty, col]: lanes (tx) walk along a "
+              "row of A and of B, and write along a row of C")
 
 
 def gemm_case(lab, rng, tile=TILE, k_steps=(2, 3)):
@@ -81,7 +83,8 @@ def test_tiled_matmul_any_tile_and_short_k(lab, rng):
 @simulator_only
 @pytest.mark.points(2)
 def test_tiled_matmul_memory_budget(lab, rng):
-    """04.1: each element of A is loaded once per block column, of B once per block row; C written once."""
+    """04.1: each element of A is loaded once per block column, of B once per block row; C written
+    once; every load and store coalesced."""
     a, b, _ = gemm_case(lab, rng)
     (m, k), n = a.shape, b.shape[1]
     d_a, d_b = to_device(a, b)
@@ -91,6 +94,7 @@ def test_tiled_matmul_memory_budget(lab, rng):
     expect(traffic, "a", elements=m * k, reads=blocks(n, TILE))   # once per block column
     expect(traffic, "b", elements=k * n, reads=blocks(m, TILE))   # once per block row
     expect(traffic, "out", elements=m * n, writes=1)
+    expect_coalesced(traffic, hint=ALONG_ROWS)
 
 
 @simulator_only   # on a GPU too: unwritten shared memory and races show here only
@@ -109,7 +113,8 @@ def test_fused_epilogue_matches_numpy(lab, rng):
 @simulator_only
 @pytest.mark.points(2)
 def test_fused_epilogue_memory_budget(lab, rng):
-    """04.2: the fused kernel reads bias and mask once per element, writes out once, never reads it."""
+    """04.2: the fused kernel reads bias and mask once per element, writes out once, never reads it;
+    every load and store coalesced."""
     a, b, bias, mask, p, expected = epilogue_case(lab, rng)
     (m, k), n = a.shape, b.shape[1]
     arrays = dict(zip("a b bias mask".split(), to_device(a, b, bias, mask)))
@@ -122,6 +127,7 @@ def test_fused_epilogue_memory_budget(lab, rng):
     expect(traffic, "mask", elements=m * n, reads=1)
     expect(traffic, "out", elements=m * n, writes=1)
     expect_only(traffic, "a", "b", "bias", "mask", "out")
+    expect_coalesced(traffic, hint=ALONG_ROWS)
 
 
 def true_ledger(m, n, k, fused, rows, cols):

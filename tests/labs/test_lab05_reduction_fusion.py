@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kernellab.gpu import checks, device
-from kernellab.grading.budgets import expect, expect_only
+from kernellab.grading.budgets import expect, expect_coalesced, expect_only
 from kernellab.gpu.launches import record_launches
 from kernellab.gpu.traffic import Ledger, meter
 
@@ -16,6 +16,9 @@ cuda = device.cuda()
 simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child
 BLOCK = 32
 EPS = 1e-5
+FAR_BELOW_ZERO = -300.0   # a row there: exp(value - 0) underflows, so a max started at 0 gives 0 / 0
+STRIDED_COLUMNS = ("thread tid takes columns tid, tid + blockDim.x, ...: the 32 lanes of a warp "
+                   "read 32 neighbouring columns")
 
 
 def rows_case(rng, scale=3.0, offset=0.0, cols=None):
@@ -49,12 +52,14 @@ def test_softmax_fused_matches_numpy(lab, rng):
 @simulator_only   # on a GPU too: unwritten shared memory and races show here only
 @pytest.mark.points(1)
 def test_softmax_fused_is_stable_and_any_length(lab, rng):
-    """05.1: inputs near +-100 (exp would overflow without subtracting the max); rows of 1, 13 and 33
+    """05.1: inputs near +-100 (exp would overflow without subtracting the max) and a last row
+    near -300 (every value negative: a max started at 0 underflows every exp); rows of 1, 13 and 33
     columns on 32 threads, and long ones on the launcher's block of 64 (the stride is the block)."""
     long_cols = checks.awkward_size(rng, 64, 5, 8)   # 320-511 columns: row_block picks 64 threads
     # one value; fewer values than threads; one more than the block; the launcher's block
     for cols, block in [(1, 32), (13, 32), (33, 32), (long_cols, None)]:
         x = rows_case(rng, scale=60.0, cols=cols)
+        x[-1] += np.float32(FAR_BELOW_ZERO)
         out, launch = run_softmax(lab, lab.softmax_fused, "softmax_fused_kernel", x, block=block)
         assert launch.block == (block or 64, 1, 1), launch
         checks.assert_matches(out, lab.softmax_reference(x), rtol=1e-5, what=f"softmax_fused, {cols} columns")
@@ -63,7 +68,7 @@ def test_softmax_fused_is_stable_and_any_length(lab, rng):
 @simulator_only
 @pytest.mark.points(2)
 def test_softmax_fused_memory_budget(lab, rng):
-    """05.1: x read once and out written once per element; no other global memory."""
+    """05.1: x read once and out written once per element, coalesced; no other global memory."""
     x = rows_case(rng)
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
     with meter(x=d_x, out=out) as traffic:
@@ -71,13 +76,16 @@ def test_softmax_fused_memory_budget(lab, rng):
     expect(traffic, "x", elements=x.size, reads=1)
     expect(traffic, "out", elements=x.size, writes=1)
     expect_only(traffic, "x", "out")
+    expect_coalesced(traffic, hint=STRIDED_COLUMNS)
 
 
 @pytest.mark.points(2)
 def test_softmax_online_matches_numpy(lab, rng):
-    """05.2: online softmax, with rows whose maximum keeps growing (the running sum is rescaled)."""
+    """05.2: online softmax, with rows whose maximum keeps growing (the running sum is rescaled)
+    and a last row near -300 (a running max started at 0 underflows every exp)."""
     x = rows_case(rng, scale=20.0)
     x[0] = np.sort(x[0])                               # each new value is a new maximum
+    x[-1] += np.float32(FAR_BELOW_ZERO)
     out, launch = run_softmax(lab, lab.softmax_online, "softmax_online_kernel", x, block=2 * BLOCK)
     assert launch.grid == (x.shape[0], 1, 1) and launch.block == (2 * BLOCK, 1, 1), launch
     checks.assert_matches(out, lab.softmax_reference(x), rtol=1e-5, what="softmax_online")
@@ -98,7 +106,8 @@ def test_softmax_online_with_idle_threads(lab, rng):
 @simulator_only
 @pytest.mark.points(1)
 def test_softmax_online_memory_budget(lab, rng):
-    """05.2: x read twice (statistics, then normalize) and out written once per element."""
+    """05.2: x read twice (statistics, then normalize) and out written once per element, both
+    passes coalesced."""
     x = rows_case(rng)
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
     with meter(x=d_x, out=out) as traffic:
@@ -106,32 +115,41 @@ def test_softmax_online_memory_budget(lab, rng):
     expect(traffic, "x", elements=x.size, reads=2)
     expect(traffic, "out", elements=x.size, writes=1)
     expect_only(traffic, "x", "out")
+    expect_coalesced(traffic, hint=STRIDED_COLUMNS)
 
 
 @pytest.mark.points(2)
 def test_layernorm_fused_matches_numpy(lab, rng):
     """05.3: fused layernorm, rows far from zero (means 40 and 300): the variance is taken about the
     mean (E[x^2] - mean^2 is off by 6e-4 to 3.5e-3 at 300); rows shorter than the block (idle threads
-    add nothing to the variance) and one column more than the block."""
+    add nothing to the variance) and one column more than the block; rows whose variance (about
+    2e-6) is below eps, with a constant first row (variance 0), and an eps of 1e-4 to 1e-3: eps
+    inside the square root, and the eps given."""
     block = 2 * BLOCK                          # two warps: a stride hard-coded to 32 shows up
-    for offset, cols in ((40.0, None), (300.0, None), (300.0, 13), (40.0, block + 1)):
-        x = rows_case(rng, scale=1.0, offset=offset, cols=cols)
+    low_eps = float(rng.uniform(1e-4, 1e-3))
+    for offset, scale, cols, eps in ((40.0, 1.0, None, EPS), (300.0, 1.0, None, EPS),
+                                     (300.0, 1.0, 13, EPS), (40.0, 1.0, block + 1, EPS),
+                                     (0.0, 1e-3, None, low_eps)):
+        x = rows_case(rng, scale=scale, offset=offset, cols=cols)
+        if scale < 1.0:
+            x[0] = np.float32(0.75)            # constant: the sum and the mean are exact
         gamma, beta = affine(rng, x.shape[1])
         out = checks.poisoned(x.shape)
         with record_launches() as launches:
-            lab.layernorm_fused(*(cuda.to_device(v) for v in (x, gamma, beta)), out=out, eps=EPS,
+            lab.layernorm_fused(*(cuda.to_device(v) for v in (x, gamma, beta)), out=out, eps=eps,
                                 block=block)
         checks.assert_launched(launches, "layernorm_fused_kernel", count=1)
         assert len(launches) == 1 and launches[0].grid == (x.shape[0], 1, 1), launches
         assert launches[0].block == (block, 1, 1), launches
-        checks.assert_matches(out, lab.layernorm_reference(x, gamma, beta, EPS), rtol=1e-4,
-                              what=f"layernorm_fused, {x.shape[1]} columns about a mean of {offset:g}")
+        checks.assert_matches(out, lab.layernorm_reference(x, gamma, beta, eps), rtol=1e-4,
+                              what=f"layernorm_fused, {x.shape[1]} columns about a mean of {offset:g} "
+                                   f"with a spread of {scale:g} and eps {eps:.3g}")
 
 
 @simulator_only
 @pytest.mark.points(1)
 def test_layernorm_fused_memory_budget(lab, rng):
-    """05.3: x, gamma and beta read once per element, out written once; nothing else."""
+    """05.3: x, gamma and beta read once per element, out written once, coalesced; nothing else."""
     x = rows_case(rng)
     gamma, beta = affine(rng, x.shape[1])
     named = {"x": x, "gamma": gamma, "beta": beta}
@@ -143,6 +161,7 @@ def test_layernorm_fused_memory_budget(lab, rng):
         expect(traffic, name, elements=x.size, reads=1)
     expect(traffic, "out", elements=x.size, writes=1)
     expect_only(traffic, *named, "out")
+    expect_coalesced(traffic, hint=STRIDED_COLUMNS)
 
 
 def expected_ledger(op, rows, cols, form, block):

@@ -3,8 +3,9 @@
 The pure-Python parts are checked against the formulas their docstrings state, on ceilings and
 kernels drawn fresh each run (seed printed), with cases each classic bug cannot pass: a unit
 left unconverted, a bound read from intensity alone, the requested bytes taken for DRAM bytes.
-The kernels run on awkward non-square sizes into poisoned outputs; their memory budget is
-counted by the traffic meter and their coalescing by the sector model of Lab 09's experiment.
+The kernels run on awkward non-square sizes into poisoned outputs; the traffic meter counts their
+memory budget and, on the same kind of launch, the sectors of each warp request (coalescing) and
+the wavefronts of each shared-memory access (bank conflicts).
 """
 
 import math
@@ -12,29 +13,14 @@ import math
 import pytest
 
 from kernellab.gpu import checks, device
+from kernellab.grading.budgets import expect_coalesced, expect_conflict_free
 from kernellab.kernels import resources
-from kernellab.course import protocol
 from kernellab.gpu.launches import record_launches
 from kernellab.gpu.traffic import meter
 
 cuda = device.cuda()
 simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child
-COALESCED = 5.0      # sectors per request: 4 for 32 consecutive float32, 5 when a row boundary cuts in
 H = {"copy_gbps": 4000.0, "fp32_fma_tflops": 60.0, "launch_floor_ms": 0.02}
-
-
-def measure_sectors(launch, x, out):
-    """Sectors per request of x's loads and out's stores during `launch()` (the lab's model)."""
-    with protocol.experiment("09").sector_meter(x=x, out=out) as sectors:
-        launch()
-    return sectors["x"].per_load, sectors["out"].per_store
-
-
-def assert_coalesced(per_load, per_store, hint=""):
-    assert per_load <= COALESCED, (
-        f"loads of x take {per_load:.1f} sectors per warp request (coalesced: 4)")
-    assert per_store <= COALESCED, (
-        f"stores to out take {per_store:.1f} sectors per warp request (coalesced: 4){hint}")
 
 
 def random_ceilings(rng):
@@ -198,11 +184,14 @@ def test_scale_rows_memory_budget(lab, rng):
 @simulator_only
 @pytest.mark.points(2)
 def test_scale_rows_is_coalesced(lab, rng):
-    """Neighbouring lanes touch neighbouring bytes: at most ~4 sectors per request for x and out
-    (the strided kernel needs 32)."""
+    """Neighbouring lanes touch neighbouring bytes: about 4 sectors per request for x and out, the
+    ideal for 4-byte lanes (the strided kernel needs up to 32)."""
     x, scale, _ = scale_case(lab, rng, (33, 40))
     d_x, d_scale, out = cuda.to_device(x), cuda.to_device(scale), checks.poisoned(x.shape)
-    assert_coalesced(*measure_sectors(lambda: lab.scale_rows(d_x, d_scale, out=out), d_x, out))
+    with meter(x=d_x, scale=d_scale, out=out) as traffic:
+        lab.scale_rows(d_x, d_scale, out=out)
+    expect_coalesced(traffic, hint="row = i // cols, col = i % cols: lanes i and i + 1 on "
+                                   "neighbouring columns of one row")
 
 
 # --- 09.7: transpose through shared memory --------------------------------------------------------
@@ -245,11 +234,18 @@ def test_transpose_memory_budget(lab, rng):
 @simulator_only
 @pytest.mark.points(2)
 def test_transpose_is_coalesced_both_ways(lab, rng):
-    """Reads of x and writes of out both take ~4 sectors per request (the naive one writes 32)."""
+    """Reads of x and writes of out both take about 4 sectors per request (the naive one writes
+    up to 32), and the shared tile is read and written without a bank conflict: the padding
+    column puts a column's 32 values in 32 different banks."""
     x = transpose_cases(rng)[1]
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape[::-1])
-    assert_coalesced(*measure_sectors(lambda: lab.transpose(d_x, out=out), d_x, out),
-                     hint="; stage the tile in shared memory and write rows of out")
+    with meter(x=d_x, out=out) as traffic:
+        lab.transpose(d_x, out=out)
+    expect_coalesced(traffic, hint="stage the tile in shared memory and write rows of out, lanes "
+                                   "(threadIdx.x) along a row")
+    expect_conflict_free(traffic, hint="tile = cuda.shared.array((TILE, PADDED), float32): a row "
+                                       "of TILE + 1 words shifts each row by one bank, so a column's "
+                                       "values fall in different banks")
 
 
 @pytest.mark.points(1)

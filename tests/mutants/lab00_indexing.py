@@ -1,6 +1,7 @@
-"""Planted bugs in Lab 00's solution: the graded tests must catch every one.
+"""Planted bugs in Lab 00's solution, which the graded tests must catch, and valid alternatives,
+which must score full marks.
 
-(what the bug is, text in solutions/lab00_indexing.py, its replacement)
+(what it is, text in solutions/lab00_indexing.py, its replacement)
 """
 
 MUTANTS = [
@@ -15,6 +16,24 @@ MUTANTS = [
     ("grid-stride loop re-reads x", "        out[i] = a * x[i] + b                  # 1 read",
      "        out[i] = a * x[i] + b * (x[i] / x[i])  # 1 read"),
     ("launcher ignores the block size", "    axpb_kernel[grid, block](x, a, b, out)", "    axpb_kernel[blocks_for(x.size, 32), 32](x, a, b, out)"),
+    ("thread index transposed: threadIdx.x * gridDim.x + blockIdx.x (right values, strided lanes)",
+     "    i = cuda.grid(1)          # like", "    i = cuda.threadIdx.x * cuda.gridDim.x + cuda.blockIdx.x  # like"),
+    ("grid stride starts at a thread-major index (each thread its own chunk)",
+     "    start = cuda.grid(1)\n    stride = cuda.gridsize(1)                  # threads in the whole grid\n"
+     "    for i in range(start, out.size, stride):",
+     "    per = (out.size + cuda.gridsize(1) - 1) // cuda.gridsize(1)\n    start = cuda.grid(1) * per\n"
+     "    for i in range(start, min(start + per, out.size)):"),
+    ("grid stride of half the grid: elements visited twice from the second pass on",
+     "stride = cuda.gridsize(1)", "stride = cuda.gridsize(1) // 2"),
     ("computes on the host, no kernel", "    axpb_kernel[grid, block](x, a, b, out)",
      "    out.copy_to_device((a * x.copy_to_host() + b).astype(x.dtype))"),
+]
+
+ALTERNATIVES = [
+    ("grid-stride loop over contiguous block chunks: lanes step by the block, still coalesced",
+     "    start = cuda.grid(1)\n    stride = cuda.gridsize(1)                  # threads in the whole grid\n"
+     "    for i in range(start, out.size, stride):",
+     "    chunk = (out.size + cuda.gridDim.x - 1) // cuda.gridDim.x\n"
+     "    first = cuda.blockIdx.x * chunk\n"
+     "    for i in range(first + cuda.threadIdx.x, min(first + chunk, out.size), cuda.blockDim.x):"),
 ]

@@ -1,6 +1,7 @@
-"""Planted bugs in Lab 09's solution: the graded tests must catch every one.
+"""Planted bugs in Lab 09's solution, which the graded tests must catch, and valid alternatives.
 
-(what the bug is, text in solutions/lab09_roofline.py, its replacement)
+(what it is, text in solutions/lab09_roofline.py, its replacement); ALTERNATIVES must score
+full marks.
 """
 
 MUTANTS = [
@@ -34,6 +35,14 @@ MUTANTS = [
     ("read tail not guarded", "        if r < rows and c < cols:\n            tile[ty + k, tx] = x[r, c]",
      "        if True:\n            tile[ty + k, tx] = x[r, c]"),
     ("tile not padded", "cuda.shared.array((TILE, PADDED), float32)", "cuda.shared.array((TILE, TILE), float32)"),
+    ("tile padded along the wrong axis (same bytes, a column read is 32-way conflicted)",
+     "cuda.shared.array((TILE, PADDED), float32)", "cuda.shared.array((PADDED, TILE), float32)"),
     ("writes read x again, no tile", "            out[r, c] = tile[tx, ty + k]", "            out[r, c] = x[c, r]"),
     ("tile read back untransposed", "            out[r, c] = tile[tx, ty + k]", "            out[r, c] = tile[ty + k, tx]"),
+]
+
+ALTERNATIVES = [
+    ("tile stored transposed (columns of the tile), read back along its rows: conflict-free too",
+     "            tile[ty + k, tx] = x[r, c]\n    cuda.syncthreads()                            # the whole tile is in before anyone reads it\n    for k in range(0, TILE, BLOCK_ROWS):          # write: lanes walk a row of out (coalesced)\n        r, c = first_col + ty + k, first_row + tx  # out's row = x's column\n        if r < cols and c < rows:\n            out[r, c] = tile[tx, ty + k]",
+     "            tile[tx, ty + k] = x[r, c]\n    cuda.syncthreads()                            # the whole tile is in before anyone reads it\n    for k in range(0, TILE, BLOCK_ROWS):          # write: lanes walk a row of out (coalesced)\n        r, c = first_col + ty + k, first_row + tx  # out's row = x's column\n        if r < cols and c < rows:\n            out[r, c] = tile[ty + k, tx]"),
 ]
