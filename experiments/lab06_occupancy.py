@@ -89,8 +89,10 @@ def plot_calculator(cc, block_size, registers, shared_bytes, carveout=-1, title=
         style = dict(marker=".", ms=4) if label.startswith("threads") else dict(drawstyle="steps-post")
         ax.plot([v / unit for v in values], warps, color="C0", **style)
         ax.plot([current / unit], [now.active_warps], "o", color="C3", ms=9, zorder=3)
+        near_the_right = current > 0.6 * max(values)      # label to the left, off the right axis
         ax.annotate(f"{now.occupancy:.0%}: {' + '.join(now.limiters)}", (current / unit, now.active_warps),
-                    textcoords="offset points", xytext=(6, 8), color="C3", fontsize=9)
+                    textcoords="offset points", xytext=(-6 if near_the_right else 6, 8),
+                    ha="right" if near_the_right else "left", color="C3", fontsize=9)
         ax.set_xlabel(label)
         ax.set_ylabel("resident warps per SM")
         ax.set_ylim(0, arch.max_warps_per_sm * 1.12)
@@ -100,6 +102,19 @@ def plot_calculator(cc, block_size, registers, shared_bytes, carveout=-1, title=
                            ).set_ylabel("occupancy (%)")
     fig.tight_layout()
     return fig
+
+
+def fitted_image(fig):
+    """`fig` as a PNG that shrinks to the width it is shown in: displayed as a figure, it kept its
+    1500 pixels inside the explorer's narrower box, which cut off the third panel."""
+    import base64
+    import io
+    from IPython.display import HTML
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    encoded = base64.b64encode(png.getvalue()).decode()
+    return HTML(f'<img alt="occupancy calculator" style="max-width: 100%; height: auto" '
+                f'src="data:image/png;base64,{encoded}">')
 
 
 def explorer(cc=H200, block_size=128, registers=40, shared_bytes=12288):
@@ -114,7 +129,7 @@ def explorer(cc=H200, block_size=128, registers=40, shared_bytes=12288):
         print(f"occupancy {now.occupancy:.0%}: {now.active_warps} of {now.max_warps} warps per SM, "
               f"limited by {' and '.join(now.limiters)}")  # as text too, for readers and the browser test
         fig = plot_calculator(arch, block_size, registers, shared)
-        display(fig)
+        display(fitted_image(fig))
         plots.plt.close(fig)
 
     choices = [(arch.label, f"{arch.cc[0]}.{arch.cc[1]}") for arch in occ.ARCHITECTURES.values()]

@@ -92,7 +92,7 @@ SHOWN = ("(previous) => { const out = document.querySelector('.widget-interact .
 
 # Each of the figure's three panels, below its title band, as the browser decoded the figure:
 # the share of its pixels that are ink (not the white background), a checksum of where the ink
-# is, and whether the image fits its output area (a clipped figure hides a panel).
+# is, and whether the image fits the explorer (a figure wider than it is cut off at its edge).
 PANELS = """(img) => {
   const canvas = document.createElement('canvas');
   canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
@@ -110,9 +110,9 @@ PANELS = """(img) => {
       }
     }
   }
-  const shown = img.getBoundingClientRect(), area = img.closest('.jp-OutputArea').getBoundingClientRect();
-  return {ink: ink.map((n, i) => n / counted[i]), where, width: canvas.width,
-          clipped: shown.right > area.right + 1 || shown.width < 0.95 * Math.min(canvas.width, area.width)};
+  const shown = img.getBoundingClientRect(), area = img.closest('.widget-interact').getBoundingClientRect();
+  return {ink: ink.map((n, i) => n / counted[i]), where, width: canvas.width, shown: shown.width,
+          area: area.width, clipped: shown.right > Math.min(area.right, window.innerWidth) + 1};
 }"""
 MIN_INK = 0.005     # a drawn panel (axes, grid, curve, marker) inks well over 0.5% of its pixels
 
@@ -163,11 +163,12 @@ def test_moving_the_block_size_slider_changes_the_occupancy_shown(jupyter_lab):
             page.mouse.up()
             after = shown_occupancy(page, explorer, previous=f"occupancy {before}%")
             after_value = block.locator(".widget-readout").inner_text()
+            page.wait_for_function("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+                                   ".status === 'idle'", timeout=RUN_TIMEOUT_MS)
+            page.wait_for_timeout(500)          # the last redraw's output replaced in the page
             drawn_after = panels(explorer)
             phase("slider moved and redrawn")
             explorer.screenshot(path=str(SCREENSHOT))
-            page.wait_for_function("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
-                                   ".status === 'idle'", timeout=RUN_TIMEOUT_MS)
             errors = page.locator("[data-mime-type='application/vnd.jupyter.stderr'] .jp-RenderedText, "
                                   ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
             raised = [text[:300] for text in errors.all_inner_texts() if "Error" in text]
