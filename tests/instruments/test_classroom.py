@@ -68,11 +68,13 @@ def test_the_classroom_grade_step_scores_as_kernellab_grade(classroom, name, lab
         classroom_score = json.loads((repo / "results.json").read_text())
     finally:
         labs.write_text(shipped)
-    submission = tmp_path / "labs"
-    submission.mkdir()
-    (submission / "lab00_indexing.py").write_text(lab00 or shipped)
-    here = runner.grade(["00"], root=tmp_path, results=tmp_path / "r.json",
-                        seed=classroom_score["extra_data"]["seed"], out=None)
+    if lab00 is None:     # the untouched starter: 0 here as in `kernellab check`
+        here = {"score": 0, "max_score": classroom_score["max_score"]}
+    else:
+        (tmp_path / "labs").mkdir()
+        (tmp_path / "labs" / "lab00_indexing.py").write_text(lab00)
+        here = runner.grade(["00"], root=tmp_path, results=tmp_path / "r.json",
+                            seed=classroom_score["extra_data"]["seed"], out=None)
     assert classroom_score["score"] == here["score"] < here["max_score"] == step["max-score"], name
     assert classroom_score["extra_data"]["official"], classroom_score["output"]
     assert done.returncode == 1, done.stdout[-2000:]          # under 100%: the step fails

