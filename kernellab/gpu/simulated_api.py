@@ -40,7 +40,7 @@ CUDA_SUCCESS = 0   # the status a stream callback gets when the work before it s
 
 class EventError(RuntimeError):
     """What the driver's cuEventElapsedTime refuses, in the simulator: an event created with
-    timing=False (CUDA_ERROR_INVALID_HANDLE) or never recorded (CUDA_ERROR_INVALID_RESOURCE_HANDLE)."""
+    timing=False (CUDA_ERROR_INVALID_HANDLE)."""
 
 
 def device_attributes(facts) -> dict[str, int]:
@@ -81,8 +81,7 @@ def install(facts) -> None:
 def event_elapsed_time(evtstart, evtend) -> float:
     """numba-cuda's `cuda.event_elapsed_time(evtstart, evtend)`, in the simulator.
 
-    It checks what the driver checks (both events created with timing=True and recorded), then
-    returns -1.0, which is not a time: the simulator has no GPU clock. -1.0 is what the simulator's
+    It refuses, as the driver does, an event created with timing=False, then returns -1.0, which is not a time: the simulator has no GPU clock. -1.0 is what the simulator's
     own `Event.elapsed_time` always returned (numba-cuda: "the output is meaningless"), and, as
     kernellab.gpu.timing says, no timing exists in simulator mode: kernellab's timing functions
     raise NoTiming there, and recorded GPU figures are in data/reference/.
@@ -91,24 +90,15 @@ def event_elapsed_time(evtstart, evtend) -> float:
         if not getattr(event, "timing", True):
             raise EventError(f"[CUDA_ERROR_INVALID_HANDLE] the {which} event was created with "
                              "timing=False: only events created with timing=True can be timed")
-        if not getattr(event, "recorded", False):
-            raise EventError(f"[CUDA_ERROR_INVALID_RESOURCE_HANDLE] the {which} event was never "
-                             "recorded (event.record(stream) before timing it)")
     return -1.0
 
 
 def _install_events(api) -> None:
-    event_class = api.Event
-    original_record = event_class.record
+    event_class = api.Event   # its record, wait and synchronize stay (kernellab.gpu.hooks wraps them)
 
     def __init__(self, timing=True):
         """numba-cuda's `cuda.event(timing=True)`: timing data is recorded only with timing=True."""
         self.timing = bool(timing)
-        self.recorded = False
-
-    def record(self, stream=0):
-        self.recorded = True
-        return original_record(self, stream)
 
     def query(self):
         """True if all work before the most recent record has completed: always, in the
@@ -119,8 +109,7 @@ def _install_events(api) -> None:
         return event_elapsed_time(self, evtend)
 
     elapsed_time.__doc__ = event_elapsed_time.__doc__
-    for name, value in (("__init__", __init__), ("record", record), ("query", query),
-                        ("elapsed_time", elapsed_time)):
+    for name, value in (("__init__", __init__), ("query", query), ("elapsed_time", elapsed_time)):
         setattr(event_class, name, value)
     event_class._kernellab_api = True
 

@@ -25,4 +25,7 @@ MUTANTS = [
     ("model sums instead of max", "    return max(launches * launch_us, nbytes / (gbps * 1e3))", "    return launches * launch_us + nbytes / (gbps * 1e3)"),
     ("model ignores launches", "    return max(launches * launch_us, nbytes / (gbps * 1e3))", "    return max(launch_us, nbytes / (gbps * 1e3))"),
     ("model wrong units", "    return max(launches * launch_us, nbytes / (gbps * 1e3))", "    return max(launches * launch_us, nbytes / (gbps * 1e9))"),
+    ("launcher passes alpha as a Python float (the launch compiles a float64 kernel)",
+     "        horizontal_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out)",
+     "        horizontal_kernel[grid, block](block_starts, out_starts, float(alpha), x0, x1, z1, x2, x3, out)"),
 ]

@@ -79,4 +79,10 @@ ALTERNATIVES = [
     ("chunk_bounds gives the extra elements to the last chunks, not the first",
      "hi = lo + size + (c < extra)",
      "hi = lo + size + (c >= chunks - extra)"),
+    ("diamond orders its streams with an untimed event (cuda.event(timing=False))",
+     "    a_done = cuda.event()\n",
+     "    a_done = cuda.event(timing=False)   # ordering needs no timing data\n"),
+    ("diamond's second event created with the timing flag passed positionally",
+     "    c_done = cuda.event()\n",
+     "    c_done = cuda.event(True)\n"),
 ]
