@@ -515,7 +515,7 @@ CLAIMS = [
           checks=(says("cost", "floors", ">", 2, "more than 2: these short rows are not the launch's cost",
                        "2 or fewer: the launch is most of their cost"),),
           explains="recordings before the harness held the host's submit outside the timing window put "
-                   "these sizes at a flat 28-29 us, Numba's launch path; timed on the GPU alone they cost "
+                   "these sizes at one flat time, Numba's launch path; timed on the GPU alone they cost "
                    "several empty launches, which the launch path no longer explains (what does, barriers "
                    "or the rows in flight, is not measured here)"),
     Claim("fused_vs_torch",
@@ -570,8 +570,9 @@ CLAIMS = [
                   says("verdict", "staged_gap", "<", 5, "more rows in flight did not make the row faster "
                        "(within 5 points)", "more rows in flight changed the row's speed by 5 points or more")),
           explains="staging was written on the prediction that a memory-bound row kernel is fed by the "
-                   "loads in flight (registers hold 2 rows of 8192 per SM, shared memory 6); the 2026-12-01 "
-                   "recording measured the same speed at 4-6 rows per SM, so rows in flight are not what "
+                   "loads in flight (shared memory holds more rows per SM than registers: the table above); "
+                   "the 2026-12-01 recording measured about the same speed with more rows per SM, so rows "
+                   "in flight are not what "
                    "limits it; the instructions each value costs are (the instructions_pace_the_row claim)."),
     Claim("softmax_target",
           "The fastest fused softmax, {variant}, takes {ms:.3f} ms at {cols} x {cols}: {gbps:.0f} GB/s, "

@@ -5,8 +5,8 @@ What you will learn
   SM has room: blocks of concurrent kernels share an SM whenever its warp slots, registers and
   shared memory allow. K kernels of 8 blocks each fit side by side on a 132-SM H200; kernels that
   each fill every SM's resources run one after another whatever the number of streams.
-- Launching a kernel from Python costs the host ~15 us. Many short kernels on many streams are
-  then spaced out by the host, not by the GPU. Pre-enqueuing the work behind one event (`hold`),
+- Launching a kernel from Python costs the host tens of microseconds (Lab 01 measures it). Many
+  short kernels on many streams are then spaced out by the host, not by the GPU. Pre-enqueuing the work behind one event (`hold`),
   or a CUDA graph (Lab 08), removes that limit.
 - Cross-stream dependencies with events: record on the producer's stream, wait on the
   consumer's. A device-wide `cuda.synchronize()` instead stops the host and waits for every
