@@ -575,7 +575,7 @@ CLAIMS = [
           "A {bytes}-byte NumPy host array as an argument costs {host:.0f} us per launch against {device:.0f} us "
           "for a device array ({host_over_device:.1f}x): {why}.",
           values=_host_array_values,
-          checks=(says("why", "host_over_device", ">", 3, "an implicit copy each way, and a wait for each",
+          checks=(says("why", "host_over_device", ">", 3, "more than 3x: an implicit copy each way, and a wait for each",
                        "under 3x, so the implicit copies cost little here"),)),
     Claim("kernel_count_slope",
           "Against the number of tiny kernels, eager launches cost {eager_lo:.1f}-{eager_hi:.1f} us each "
@@ -614,8 +614,8 @@ CLAIMS = [
           "and allocating a row-sized output {alloc:.1f} us: one row launched on slices (`x[row]`, "
           "`out[row]`) costs {sliced:.1f} us, {ratio:.1f}x the launch with a row index: {advice}.",
           values=_around_values,
-          checks=(says("advice", "ratio", ">", 1.5, "a launcher that slices or allocates per call pays for it at "
-                       "every launch; pass offsets and preallocate", "slicing costs under half a launch here"),)),
+          checks=(says("advice", "ratio", ">", 1.5, "slicing adds more than half a launch: a launcher that slices or "
+                       "allocates per call pays for it at every launch; pass offsets and preallocate", "slicing costs under half a launch here"),)),
     Claim("instruments_cost_nothing",
           "After record_launches and after a graph capture, a plain launch's fastest tenth (p10) moved "
           "{p10_record:+.1f}% and {p10_capture:+.1f}% in the worst of {repeats} repeats (worst {worst:+.1f}%; "

@@ -330,7 +330,7 @@ CLAIMS = [
           headline="{measured:.2f}x the unfused chain at n = {n}",
           values=_chain_values,
           checks=(says("more", "measured", ">=", "predicted", "more than", "less than"),
-                  says("close", "close_off", "<", 15, "close to", "not close to"))),
+                  says("close", "close_off", "<", 15, "close to (within 15%)", "not close to (15% or more off)"))),
     Claim("ratio_stays_above_bytes",
           "From n = {from_n} to {n} the unfused/fused ratio measured {lo:.2f}x to {hi:.2f}x, against the "
           "{predicted:.2f}x the ledgers predict: {where} the prediction at every size from {from_n}.",
@@ -380,8 +380,8 @@ CLAIMS = [
           "({follows}: {eager_off:.0f}% apart).",
           headline="{over_eager:.2f}x torch eager",
           values=_torch_values,
-          checks=(says("follows", "eager_off", "<", 20, "the speed-up follows the bytes",
-                       "the speed-up does not follow the bytes"),)),
+          checks=(says("follows", "eager_off", "<", 20, "the speed-up follows the bytes (within 20%)",
+                       "the speed-up does not follow the bytes (20% or more off)"),)),
     Claim("torch_compile_parity",
           "torch.compile's Triton kernel takes {compiled:.3f} ms, the fused Numba kernel {fused:.3f} ms "
           "(ratio {vs_compiled:.2f}, {compiled_off:.1f}% apart): {parity}.",

@@ -731,11 +731,11 @@ CLAIMS = [
           "{raised:.1f}x what they gain at 8 (the worst of {repeats} recorded repeat(s)): {verdict}.",
           headline="{s16_8:.1f}x at the default 8 queues",
           values=_streams_values,
-          checks=(says("beyond", "past_8", "<", 1.25, "streams beyond the 8th share a queue with an earlier one "
-                       "and wait for it", "streams beyond the 8th still gain"),
-                  says("verdict", "raised", ">", 1.5, "the article's 4-8 streams is the default queue count, not "
+          checks=(says("beyond", "past_8", "<", 1.25, "under 1.25x: streams beyond the 8th share a queue with an "
+                       "earlier one and wait for it", "1.25x or more: streams beyond the 8th still gain"),
+                  says("verdict", "raised", ">", 1.5, "more than 1.5x: the article's 4-8 streams is the default queue count, not "
                        "a property of the work: past 8, streams pay only with CUDA_DEVICE_MAX_CONNECTIONS "
-                       "raised", "raising the queue count did not pay past 8 streams")),
+                       "raised", "1.5x or less: raising the queue count did not pay past 8 streams")),
           article="streams"),
     Claim("model_at_32_connections",
           "The scheduler model, told the 32 hardware queues, predicts every speed-up at 2-16 streams "
@@ -744,16 +744,16 @@ CLAIMS = [
           values=lambda r: _sweep(r, MAIN_CONNECTIONS), checks=(target("met", "error", "<=", "target_error"),),
           explains="the residual is largest for plain launches, where the host's time between launches is an "
                    "input measured in that configuration and taken as constant, while real launches vary "
-                   "(the timeline's own events add to them); for GPU-filling kernels the measured 1.03x "
-                   "against the model's 1.00x is the next kernel's blocks taking SMs as the previous "
+                   "(the timeline's own events add to them); for GPU-filling kernels a measured speed-up a "
+                   "little above the model's 1x is the next kernel's blocks taking SMs as the previous "
                    "kernel's blocks finish one by one, where the model's blocks all last exactly block_ms"),
     Claim("model_at_8_connections",
           "The scheduler model, told the 8 hardware queues, predicts every speed-up at 2-16 streams "
           "within {error:.1f}% (worst: {where}, over {repeats} recorded repeat(s); target: within "
           "{target_error:.0f}%, {met}).",
           values=lambda r: _sweep(r, 8), checks=(target("met", "error", "<=", "target_error"),),
-          explains="without the queue count the model predicted 16x where 7.9x was measured (an error of "
-                   "102%): stream k shares queue k % 8 with stream k + 8, and an item waits for the one "
+          explains="without the queue count the model predicted for 8 queues what 32 queues give, about "
+                   "twice what was measured: stream k shares queue k % 8 with stream k + 8, and an item waits for the one "
                    "before it in its queue, whichever stream that came from. What remains is what the "
                    "model leaves out at 32 queues: the host's varying launch pacing and blocks that all "
                    "last exactly block_ms"),
@@ -779,8 +779,8 @@ CLAIMS = [
           "kernel ({events_alone:.2f} ms alone); ordered by cuda.synchronize, {barriers:.2f} ms "
           "({barriers_alone:.2f} ms alone), {ratio:.1f}x later: {verdict}.",
           values=_barrier_values,
-          checks=(says("verdict", "ratio", ">", 2, "the barrier waits for the unrelated kernel too",
-                       "the barrier cost little here"),)),
+          checks=(says("verdict", "ratio", ">", 2, "more than 2x: the barrier waits for the unrelated kernel too",
+                       "2x or less: the barrier cost little here"),)),
     Claim("overlap_hides",
           "From pinned memory, copies and kernels are both in flight for {worst:.0f}% of the smaller "
           "one's time (the worst repeat's median; {runs} runs over {repeats} repeat(s) span {lo:.0f}-"

@@ -1,11 +1,12 @@
 """Lab 07: streams and events.
 
 What you will learn
-- Work on one stream runs in order. Independent work on separate streams may overlap, but only
-  on free SMs: K kernels of 8 blocks each fit side by side on a 132-SM H200; kernels that each
-  fill the GPU run one after another whatever the number of streams.
-- Launching a kernel from Python costs the host ~15 us. Many short kernels on many streams are
-  then spaced out by the host, not by the GPU. Pre-enqueuing the work behind one event (`hold`),
+- Work on one stream runs in order. Independent work on separate streams may overlap wherever an
+  SM has room: blocks of concurrent kernels share an SM whenever its warp slots, registers and
+  shared memory allow. K kernels of 8 blocks each fit side by side on a 132-SM H200; kernels that
+  each fill every SM's resources run one after another whatever the number of streams.
+- Launching a kernel from Python costs the host tens of microseconds (Lab 01 measures it). Many
+  short kernels on many streams are then spaced out by the host, not by the GPU. Pre-enqueuing the work behind one event (`hold`),
   or a CUDA graph (Lab 08), removes that limit.
 - Cross-stream dependencies with events: record on the producer's stream, wait on the
   consumer's. A device-wide `cuda.synchronize()` instead stops the host and waits for every
@@ -14,6 +15,9 @@ What you will learn
   spread over streams, so one chunk's copy runs while another chunk computes.
 - The blocking default stream: a launch with no stream argument (the Lab 00 way) goes to the
   legacy default stream, which waits for every stream made by `cuda.stream()`, and they for it.
+  The per-thread default stream does not: with numba-cuda's NVIDIA bindings, set
+  `CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=1` before numba.cuda is imported
+  (`NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM` has no effect in numba-cuda 0.30.4).
 - To reason before measuring: `kernellab.scheduler` models the block scheduler on the CPU, and
   `kernellab.gpu.timeline` records what ran where and draws it (a small Nsight Systems).
 

@@ -132,7 +132,8 @@ def reconstructed_timeline(kernel_ms, total_ms, kernels):
 def pipeline_with_scratch(x, coeffs, stream=0, block=DEFAULT_BLOCK):
     """Breaks capture: allocates a scratch buffer inside the captured code. Numba allocates with
     cuMemAlloc, which runs at once rather than being recorded; stream-ordered allocation
-    (cuMemAllocAsync) could be captured as a memory node, but numba-cuda does not use it."""
+    (cuMemAllocAsync) could be captured as a memory node, but numba-cuda's default memory
+    manager does not use it (an external memory manager could)."""
     scratch = cuda.device_array_like(x)
     scratch.copy_to_device(x, stream=stream)
     pipeline(scratch, coeffs, stream=stream, block=block)

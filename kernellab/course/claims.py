@@ -101,9 +101,8 @@ TARGET_WORDS = ("[holds]", "[MISSED]")
 @dataclasses.dataclass(frozen=True)
 class Compare:
     """One comparison a sentence makes, `left op right`, on the values the sentence prints.
-    `words` (when it holds, when it does not; placeholders filled from the values) are printed at
-    `{slot}`; without words the
-    sentence's fixed text asserts the comparison (`states`)."""
+    `words` (when it holds, when it does not; placeholders filled from the values) are printed
+    at `{slot}`; without words the sentence's fixed text asserts the comparison (`states`)."""
 
     left: str                                # a name of the claim's values
     op: str                                  # a key of OPERATORS
@@ -179,6 +178,8 @@ def placeholders(sentence: str) -> set[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
+    """A claim evaluated on some records: its sentence, whether the data bear it out, and from where."""
+
     claim: Claim
     text: str | None             # the sentence with its numbers and words, or None while awaiting data
     true: bool | None            # does the data bear the sentence out? None while awaiting data

@@ -118,8 +118,11 @@ def bandwidth_vs_size(ax, result: dict, dram_bytes: dict | None = None):
         rows = [r for r in rows if "gbps" in r]
         gbps = [r["gbps"] for r in rows]
         bands = [time_band(r) for r in rows]
-        spread = [[g - g * r["median_ms"] / high for g, r, (_, high) in zip(gbps, rows, bands)],
-                  [g * r["median_ms"] / low - g for g, r, (low, _) in zip(gbps, rows, bands)]]
+        # g * (1 - median / high), not g - g * median / high: a row whose median is its slowest
+        # repeat (bench.merge_repeats) gets exactly 0, where the rounding of the other form can
+        # leave -1e-13, which matplotlib refuses as an error bar
+        spread = [[g * (1 - r["median_ms"] / high) for g, r, (_, high) in zip(gbps, rows, bands)],
+                  [g * (r["median_ms"] / low - 1) for g, r, (low, _) in zip(gbps, rows, bands)]]
         ax.errorbar([r["size"] for r in rows], gbps, yerr=spread, fmt="--" if baseline else "-",
                     marker="o", markersize=3, capsize=2, label=name)
     _copy_ceiling(ax, result)

@@ -59,27 +59,50 @@ def perturbations(claim, values):
             yield check, name, {**values, name: across(values[name], boundary, op, holds)}
 
 
+def flip_failures(claim, values) -> list[str]:
+    """What the perturbation finds wrong with a claim on `values`: a comparison that a number
+    moved across its threshold does not flip, words that read the same either way, a sentence
+    (or, for a stated comparison, its list of contradictions) that does not change, or no number
+    to move at all."""
+    text, failed = claims.render(claim, values)
+    found, moved_any = [], False
+    for check, name, moved in perturbations(claim, values):
+        moved_any = True
+        if check.outcome(moved) == check.outcome(values):
+            found.append(f"{name} moved from {values[name]} to {moved[name]}: {check.described(values)} did not flip")
+            continue
+        new_text, new_failed = claims.render(claim, moved)
+        if check.words and check.words[0].format(**values) == check.words[1].format(**values):
+            found.append(f"{check.slot}: its two verdicts read the same")
+        elif check.words and new_text == text:
+            found.append(f"moving {name} across {check.op} left the sentence unchanged")
+        elif not check.words and new_failed == failed:
+            found.append(f"moving {name} did not change what the data contradict")
+    if not moved_any:
+        found.append("no comparison reads a number, so nothing could ever change its verdict")
+    return found
+
+
 @pytest.mark.parametrize("lab, claim", all_claims(), ids=claim_id)
 def test_every_number_a_claim_checks_can_flip_its_verdict(lab, claim):
-    """Each number a comparison reads, moved across the threshold, flips that comparison and
+    """Each number a comparison reads, moved across its threshold, flips that comparison and
     changes the printed sentence (a stated one: the claim becomes contradicted)."""
     try:
         values = claim.values(claims.sources(lab))
     except claims.Missing as missing:
         pytest.skip(f"lab {lab} {claim.name} awaits data: {missing}")
-    text, failed = claims.render(claim, values)
-    moved_any = False
-    for check, name, moved in perturbations(claim, values):
-        moved_any = True
-        assert check.outcome(moved) != check.outcome(values), (
-            f"{claim.name}: {name} moved from {values[name]} to {moved[name]}, and {check.described(values)} "
-            f"did not change")
-        new_text, new_failed = claims.render(claim, moved)
-        if check.words:
-            assert new_text != text, f"{claim.name}: moving {name} across {check.op} left the sentence unchanged"
-        else:
-            assert new_failed != failed, f"{claim.name}: moving {name} did not change what the data contradict"
-    assert moved_any, f"{claim.name}: no comparison reads a number, so nothing could ever change its verdict"
+    assert not flip_failures(claim, values), f"lab {lab} {claim.name}: {flip_failures(claim, values)}"
+
+
+def test_the_perturbation_finds_checks_that_cannot_change():
+    values = {"a": 2.0, "b": 1.0}
+    stuck = claims.Claim("stuck", "{a} {b} {w}", values=dict, checks=(claims.says("w", "a", ">", "a", "up", "down"),))
+    same = claims.Claim("same", "{a} {b} {w}", values=dict, checks=(claims.says("w", "a", ">", "b", "so", "so"),))
+    sound = claims.Claim("sound", "{a} {b} {w}", values=dict,
+                         checks=(claims.says("w", "a", ">", "b", "up", "down"), claims.states("b", "<", "a")))
+    assert any("did not flip" in f for f in flip_failures(stuck, values))
+    assert any("read the same" in f for f in flip_failures(same, values))
+    assert flip_failures(sound, values) == []
 
 
 def test_a_claim_that_compares_what_it_does_not_print_is_refused():
