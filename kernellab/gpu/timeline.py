@@ -510,6 +510,10 @@ class Timeline:
     def _use_handlers(self) -> dict:
         """What each launch and copy read and wrote, for `races` and `pageable_copies`: a
         kernel's array arguments as the traffic meter saw that launch use them, a copy's two sides."""
+        def use(array, writes: bool, what: str, where: str) -> Use:
+            self._keep.append(array)   # alive to the end: a freed buffer's address is reused
+            return _use(array, writes, what, where)
+
         def current(*kinds) -> Op | None:
             """The op the timeline just noted for this call (None where it noted none)."""
             op = self.trace[-1] if self.trace else None
@@ -530,7 +534,7 @@ class Timeline:
             for i, array in arrays:
                 seen = count[metered[traffic.buffer_address(array)][0]]
                 if seen.reads or seen.writes:
-                    uses.append(_use(array, bool(seen.writes), f"argument {i}", where))
+                    uses.append(use(array, bool(seen.writes), f"argument {i}", where))
             self.uses[op.index] = uses
             return result
 
@@ -538,8 +542,8 @@ class Timeline:
             op = current("h2d", "d2d")
             if op is not None:
                 where = _submitted_at(sys._getframe(1))
-                self.uses[op.index] = [_use(array, True, "destination", where),
-                                       _use(source, False, "source", where)]
+                self.uses[op.index] = [use(array, True, "destination", where),
+                                       use(source, False, "source", where)]
             return proceed()
 
         def copy_to_host(proceed, array, ary=None, stream=0):
@@ -547,8 +551,8 @@ class Timeline:
             result = proceed()
             if op is not None:
                 where = _submitted_at(sys._getframe(1))
-                self.uses[op.index] = [_use(array, False, "source", where),
-                                       _use(result if ary is None else ary, True, "destination", where)]
+                self.uses[op.index] = [use(array, False, "source", where),
+                                       use(result if ary is None else ary, True, "destination", where)]
             return result
 
         def to_device(proceed, obj, stream=0, copy=True, to=None):
@@ -556,8 +560,8 @@ class Timeline:
             result = proceed()
             if op is not None:
                 where = _submitted_at(sys._getframe(1))
-                self.uses[op.index] = [_use(result, True, "destination", where),
-                                       _use(obj, False, "source", where)]
+                self.uses[op.index] = [use(result, True, "destination", where),
+                                       use(obj, False, "source", where)]
             return result
 
         return {hooks.LAUNCH: launch, "copy_to_device": copy_to_device,
