@@ -198,7 +198,9 @@ def pipeline(host_x, iters, streams, chunks, host_out=None, device_buffers=None)
     # stream = streams[c % S]: d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=stream), then
     # busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream), then
     # d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=stream). Synchronize the streams only
-    # after every chunk is queued, then return host_out.
+    # after every chunk is queued, then return host_out. Stream-safe: no buffer used by two
+    # streams without an event between its uses (each chunk its own slices), and no copy into
+    # pageable memory, which makes the host wait (the tests trace both).
     raise NotImplementedError("Lab 07.4: pipeline")
 
 # --- 07.5 / 07.6: predict before measuring ----------------------------------------------------------

@@ -10,6 +10,13 @@ synchronization is noted in order: that is the trace (`tl.trace`), in both devic
 knows what must finish before what (`Trace.happens_before`). On a GPU each launch and copy is
 also bracketed by two CUDA events on its own stream, which gives the timing (`tl.data`).
 
+In the simulator, `Timeline(record_uses=True)` also notes what each launch and copy read and wrote
+(`tl.uses`: byte ranges of allocations, a kernel's from the traffic meter run on that launch):
+`tl.races()` then names every pair of operations on different streams that touch the same bytes,
+one of them writing, with no event or synchronization ordering them (a race only a GPU shows: the
+simulator runs everything in order), and `tl.pageable_copies(pinned)` every copy whose host side is
+not page-locked, which makes the host wait for the copy (the pipeline stops at each chunk).
+
 What events can see: a span starts when its stream reaches the work (the start event fires) and
 ends when the work is done. A kernel that waits for free SMs behind another stream's kernel
 shows as running while it waits; Nsight Systems sees the blocks, events do not. Recording
@@ -23,9 +30,13 @@ recorded H200 timelines (`TimelineData.from_dict`) are the same type and draw th
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
+from pathlib import Path
 
-from kernellab.gpu import device, hooks
+import numpy as np
+
+from kernellab.gpu import device, hooks, traffic
 from kernellab.gpu.timing import NoTiming
 
 TIMED_KINDS = ("kernel", "h2d", "d2h", "d2d")
@@ -118,6 +129,72 @@ class Trace(list):
     def host_waits(self) -> list[Op]:
         """The synchronizations: each one stops the host until the GPU catches up."""
         return self.of_kind(*SYNC_KINDS)
+
+
+# --- what each op touched: races and host waits (simulator) ---------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Use:
+    """A byte range of one allocation that an op read or wrote."""
+
+    buffer: int          # the allocation's start (traffic.buffer_address)
+    start: int           # bytes from the allocation's start...
+    end: int             # ...to one past the last byte
+    writes: bool
+    host: bool           # host memory (a copy's host side)
+    what: str            # which operand: "argument 2", "destination", "source"
+    where: str           # the line of course code that submitted the op ("" when none)
+
+    def overlaps(self, other: Use) -> bool:
+        return self.buffer == other.buffer and self.start < other.end and other.start < self.end
+
+
+@dataclasses.dataclass(frozen=True)
+class Race:
+    """Two ops on different streams that touch the same bytes, one writing, unordered."""
+
+    first: Op
+    then: Op
+    first_use: Use
+    then_use: Use
+
+    def describe(self) -> str:
+        def one(op: Op, use: Use) -> str:
+            verb = "writes" if use.writes else "reads"
+            at = f" ({use.where})" if use.where else ""
+            return f"{op.label} on {op.row}{at} {verb} its {use.what}"
+        memory = "host" if self.first_use.host else "device"
+        return (f"{one(self.first, self.first_use)}, and {one(self.then, self.then_use)}: the same "
+                f"{memory} bytes {self.then_use.start}-{self.then_use.end} of one buffer, and no event "
+                f"or synchronization orders the two (on a GPU they may run at the same time)")
+
+
+_KERNELLAB = str(Path(__file__).resolve().parent.parent)
+_TESTS = str(Path(_KERNELLAB).parent / "tests")
+
+
+def _submitted_at(frame) -> str:
+    """file:line of the outermost frame of course code (a lab, a solution, an experiment) in the
+    chain of calls that reached `frame`: the student's line that asked for the launch or copy,
+    not the given launcher inside it."""
+    found = None
+    while frame is not None:
+        path = frame.f_code.co_filename
+        course = not (path.startswith((_KERNELLAB, _TESTS, sys.prefix, sys.base_prefix, "<"))
+                      or "site-packages" in path)
+        if course:
+            found = frame
+        elif found is not None:
+            break
+        frame = frame.f_back
+    return f"{Path(found.f_code.co_filename).name}:{found.f_lineno}" if found is not None else ""
+
+
+def _use(array, writes: bool, what: str, where: str) -> Use:
+    host = getattr(array, "_ary", array)
+    low, high = np.lib.array_utils.byte_bounds(np.asarray(host))
+    base = traffic.buffer_address(array)
+    return Use(base, low - base, high - base, writes, not hasattr(array, "copy_to_host"), what, where)
 
 
 # --- spans and their metrics -----------------------------------------------------------------------
@@ -264,7 +341,11 @@ class Timeline:
 
     _active = None
 
-    def __init__(self, source: str | None = None):
+    def __init__(self, source: str | None = None, record_uses: bool = False):
+        if record_uses and not device.is_simulator():
+            raise RuntimeError("record_uses meters each kernel, which needs Numba's simulator")
+        self.record_uses = record_uses
+        self.uses: dict[int, list[Use]] = {}   # op index -> what it read and wrote
         self.timed = not device.is_simulator()
         self.inside_capture = False   # set on entry: a capture records, runs nothing
         self.source = source
@@ -393,6 +474,9 @@ class Timeline:
                 self._origin.record(cuda.stream())
             self._subscription = hooks.subscribe(**self._handlers())
             self._subscription.__enter__()
+            if self.record_uses:   # inside the timeline's own: each op is noted before its uses
+                self._use_subscription = hooks.subscribe(**self._use_handlers())
+                self._use_subscription.__enter__()
         except BaseException:
             Timeline._active = None
             raise
@@ -400,6 +484,8 @@ class Timeline:
 
     def __exit__(self, *exc):
         try:
+            if self.record_uses:
+                self._use_subscription.__exit__(*exc)
             self._subscription.__exit__(*exc)
         finally:
             Timeline._active = None
@@ -420,6 +506,96 @@ class Timeline:
                       for op in self.trace if op.index in times)
         source = self.source or f"measured on {device.facts().name}"
         return TimelineData(spans, tuple(dict.fromkeys(s.row for s in spans)), source)
+
+    def _use_handlers(self) -> dict:
+        """What each launch and copy read and wrote, for `races` and `pageable_copies`: a
+        kernel's array arguments as the traffic meter saw that launch use them, a copy's two sides."""
+        def use(array, writes: bool, what: str, where: str) -> Use:
+            self._keep.append(array)   # alive to the end: a freed buffer's address is reused
+            return _use(array, writes, what, where)
+
+        def current(*kinds) -> Op | None:
+            """The op the timeline just noted for this call (None where it noted none)."""
+            op = self.trace[-1] if self.trace else None
+            return op if op is not None and op.kind in kinds and op.index not in self.uses else None
+
+        def launch(proceed, kernel: hooks.KernelLaunch):
+            op = current("kernel")
+            if op is None or kernel.captured:
+                return proceed()
+            where = _submitted_at(sys._getframe(1))
+            arrays = [(i, a) for i, a in enumerate(kernel.args) if hasattr(a, "copy_to_host")]
+            metered = {}          # allocation -> (its meter name, its first argument)
+            for i, array in arrays:
+                metered.setdefault(traffic.buffer_address(array), (f"argument {i}", array))
+            with traffic.meter(**dict(metered.values())) as count:
+                result = proceed()
+            uses = []
+            for i, array in arrays:
+                seen = count[metered[traffic.buffer_address(array)][0]]
+                if seen.reads or seen.writes:
+                    uses.append(use(array, bool(seen.writes), f"argument {i}", where))
+            self.uses[op.index] = uses
+            return result
+
+        def copy_to_device(proceed, array, source, stream=0):
+            op = current("h2d", "d2d")
+            if op is not None:
+                where = _submitted_at(sys._getframe(1))
+                self.uses[op.index] = [use(array, True, "destination", where),
+                                       use(source, False, "source", where)]
+            return proceed()
+
+        def copy_to_host(proceed, array, ary=None, stream=0):
+            op = current("d2h")
+            result = proceed()
+            if op is not None:
+                where = _submitted_at(sys._getframe(1))
+                self.uses[op.index] = [use(array, False, "source", where),
+                                       use(result if ary is None else ary, True, "destination", where)]
+            return result
+
+        def to_device(proceed, obj, stream=0, copy=True, to=None):
+            op = current("h2d") if copy else None
+            result = proceed()
+            if op is not None:
+                where = _submitted_at(sys._getframe(1))
+                self.uses[op.index] = [use(result, True, "destination", where),
+                                       use(obj, False, "source", where)]
+            return result
+
+        return {hooks.LAUNCH: launch, "copy_to_device": copy_to_device,
+                "copy_to_host": copy_to_host, "to_device": to_device}
+
+    def _uses_recorded(self):
+        if not self.record_uses:
+            raise RuntimeError("open the timeline with record_uses=True (simulator) to check uses")
+
+    def races(self) -> list[Race]:
+        """Every pair of ops that touch the same bytes, one writing, that no stream order, event
+        or synchronization orders (ops on one stream are always ordered)."""
+        self._uses_recorded()
+        dependencies = self.trace.dependencies()
+        found = []
+        ops = sorted(self.uses)
+        for later_at, later in enumerate(ops):
+            for earlier in ops[:later_at]:
+                if dependencies[later] >> earlier & 1:
+                    continue
+                pair = next(((u, v) for u in self.uses[earlier] for v in self.uses[later]
+                             if (u.writes or v.writes) and u.overlaps(v)), None)
+                if pair:
+                    found.append(Race(self.trace[earlier], self.trace[later], *pair))
+        return found
+
+    def pageable_copies(self, pinned=()) -> list[tuple[Op, Use]]:
+        """The copies whose host side is not one of the page-locked arrays `pinned` (the
+        simulator cannot tell page-locked memory from any other, so the caller names it): each
+        makes the host wait until the copy is done, whatever stream it was given."""
+        self._uses_recorded()
+        locked = {traffic.buffer_address(array) for array in pinned}
+        return [(self.trace[index], use) for index, uses in self.uses.items() for use in uses
+                if use.host and use.buffer not in locked]
 
     # results ------------------------------------------------------------------------------------
     @property

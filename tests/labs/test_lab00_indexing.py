@@ -108,12 +108,15 @@ def bias_case(lab, rng):
 @simulator_only   # on a GPU too: reads past the end raise IndexError here only
 @pytest.mark.points(2)
 def test_add_row_bias_2d(lab, rng):
-    """2D indexing: out[r, c] = x[r, c] + bias[c] on a non-square, awkward matrix."""
+    """2D indexing: out[r, c] = x[r, c] + bias[c] on a non-square, awkward matrix, with a block
+    other than the default (16 threads along columns, 8 along rows: the kernel reads its shape
+    from the launch)."""
     x, bias, ref = bias_case(lab, rng)
     out = checks.poisoned(x.shape)
     with record_launches() as launches:
-        lab.add_row_bias(cuda.to_device(x), cuda.to_device(bias), out=out)
+        lab.add_row_bias(cuda.to_device(x), cuda.to_device(bias), out=out, block=(16, 8))
     checks.assert_launched(launches, "add_row_bias_kernel", count=1)
+    assert launches[0].block == (16, 8, 1), f"launched with block {launches[0].block}, asked for (16, 8)"
     checks.assert_matches(out, ref, rtol=1e-6, what="add_row_bias")
 
 

@@ -221,6 +221,31 @@ def test_pipeline_chunks_flow_through_one_stream_each(lab, rng, monkeypatch):
     checks.assert_matches(result, lab.busy_reference(host_x, ITERS), rtol=1e-5, what="pipeline")
 
 
+@pytest.mark.simulator
+@pytest.mark.points(1)
+def test_pipeline_is_stream_safe(lab, rng, monkeypatch):
+    """pipeline (traced in the simulator): no buffer used by two streams without an event or a
+    synchronization between its uses, one of them a write (each chunk its own slice of d_in and
+    d_out); no copy between the device and pageable host memory, which makes the host wait for
+    the copy, each chunk in turn."""
+    pinned = []                                     # page-locked arrays: the simulator's are plain
+    for name in ("pinned_array", "pinned_array_like"):
+        original = getattr(cuda, name)
+        monkeypatch.setattr(cuda, name,
+                            lambda *a, _f=original, **k: pinned.append(_f(*a, **k)) or pinned[-1])
+    host_x = pipeline_case(rng)
+    with Timeline(record_uses=True) as tl:
+        result = lab.pipeline(host_x, ITERS, [cuda.stream() for _ in range(2)], 5)
+    races = tl.races()
+    assert not races, "a race between streams: " + races[0].describe()
+    waits = tl.pageable_copies(pinned=pinned)
+    assert not waits, "\n".join(
+        f"{op.label} on {op.row} ({use.where}): its host {use.what} is pageable memory, so the "
+        f"host waits until the copy is done and queues the next chunk late; copy into "
+        f"host_out[lo:hi], page-locked" for op, use in waits)
+    checks.assert_matches(result, lab.busy_reference(host_x, ITERS), rtol=1e-5, what="pipeline")
+
+
 @pytest.mark.points(2)
 def test_predicted_speedup_matches_the_model(lab):
     """predicted_speedup equals the scheduler's prediction: S for small kernels, 1 for full ones."""

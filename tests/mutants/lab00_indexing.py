@@ -18,6 +18,8 @@ MUTANTS = [
     ("launcher ignores the block size", "    axpb_kernel[grid, block](x, a, b, out)", "    axpb_kernel[blocks_for(x.size, 32), 32](x, a, b, out)"),
     ("thread index transposed: threadIdx.x * gridDim.x + blockIdx.x (right values, strided lanes)",
      "    i = cuda.grid(1)          # like", "    i = cuda.threadIdx.x * cuda.gridDim.x + cuda.blockIdx.x  # like"),
+    ("2D index from a hard-coded 32 x 4 block", "col, row = cuda.grid(2)",
+     "col, row = cuda.blockIdx.x * 32 + cuda.threadIdx.x, cuda.blockIdx.y * 4 + cuda.threadIdx.y"),
     ("grid stride starts at a thread-major index (each thread its own chunk)",
      "    start = cuda.grid(1)\n    stride = cuda.gridsize(1)                  # threads in the whole grid\n"
      "    for i in range(start, out.size, stride):",

@@ -36,6 +36,14 @@ MUTANTS = [
     ("pipeline runs every chunk's kernel on the first stream",
      "busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream)",
      "busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=streams[0])"),
+    ("pipeline stages every chunk at the start of d_in: one buffer shared by the streams",
+     "        d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=stream)    # async H2D: returns at once\n"
+     "        busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream)",
+     "        d_in[:hi - lo].copy_to_device(host_x[lo:hi], stream=stream)\n"
+     "        busy(d_in[:hi - lo], iters, out=d_out[lo:hi], stream=stream)"),
+    ("pipeline copies each chunk back into a fresh pageable array (the host waits each chunk)",
+     "        d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=stream)   # async D2H after the kernel",
+     "        host_out[lo:hi] = d_out[lo:hi].copy_to_host(stream=stream)"),
     ("predicted speed-up upside down",
      "    return one.makespan_ms / many.makespan_ms",
      "    return many.makespan_ms / one.makespan_ms"),
@@ -76,6 +84,18 @@ ALTERNATIVES = [
      "        busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=streams[c % len(streams)])\n"
      "    for c, (lo, hi) in bounds:\n"
      "        d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=streams[c % len(streams)])\n"),
+    ("pipeline stages each chunk in its stream's own buffer, reused in that stream's order",
+     "    for c, (lo, hi) in enumerate(chunk_bounds(host_x.size, chunks)):\n"
+     "        stream = streams[c % len(streams)]\n"
+     "        d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=stream)    # async H2D: returns at once\n"
+     "        busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream)    # after its copy, same stream\n",
+     "    width = -(-host_x.size // chunks)\n"
+     "    staging = [cuda.device_array(width, dtype=host_x.dtype) for _ in streams]\n"
+     "    for c, (lo, hi) in enumerate(chunk_bounds(host_x.size, chunks)):\n"
+     "        stream = streams[c % len(streams)]\n"
+     "        stage = staging[c % len(streams)][:hi - lo]\n"
+     "        stage.copy_to_device(host_x[lo:hi], stream=stream)\n"
+     "        busy(stage, iters, out=d_out[lo:hi], stream=stream)\n"),
     ("chunk_bounds gives the extra elements to the last chunks, not the first",
      "hi = lo + size + (c < extra)",
      "hi = lo + size + (c >= chunks - extra)"),
