@@ -144,6 +144,7 @@ def test_occupancy_rejects_bad_input(lab):
 
 
 @pytest.mark.points(4)
+@pytest.mark.simulator   # on a GPU too: a missing barrier and a read past the tile show here only
 def test_tuned_linear_relu(lab, rng):
     """06.5: TUNED gives linear_relu_kernel >= 75% occupancy on an H200 and still computes relu(x @ w + b)."""
     config = lab.TUNED
