@@ -620,16 +620,19 @@ CLAIMS = [
           "After record_launches and after a graph capture, a plain launch's fastest tenth (p10) moved "
           "{p10_record:+.1f}% and {p10_capture:+.1f}% in the worst of {repeats} repeats (worst {worst:+.1f}%; "
           "target: at most {target_pct:+.0f}%, {met}); its medians moved {median_record:+.1f}% and "
-          "{median_capture:+.1f}%, and in every repeat the medians' moves stay inside that repeat's own "
-          "spread of the plain launch (the largest is {median_over_spread:.0%} of it; this repeat's p10 to "
-          "p90: {spread:.0f}% of its median).",
+          "{median_capture:+.1f}%, and the medians' largest move {within} (it is {median_over_spread:.0%} of "
+          "it; this repeat's p10 to p90: {spread:.0f}% of its median).",
           values=_wrapper_values,
-          checks=(target("met", "worst", "<=", "target_pct"), Compare("median_over_spread", "<=", 1.0)),
-          explains="the target was first judged on the medians, which in some repeats of 2026-12-01 came "
-                   "out slower after the hooks and in another faster: the dispatcher is restored (the "
-                   "record says so), so both sides run the same code, and the host's noise, wider within "
-                   "one measurement than the target, is what moved them. A slower path would move the "
-                   "fastest samples too."),
+          checks=(target("met", "worst", "<=", "target_pct"),
+                  says("within", "median_over_spread", "<=", 1.0,
+                       "stays inside that repeat's own spread of the plain launch (at most 100% of it)",
+                       "goes beyond that repeat's own spread of the plain launch (more than 100% of it)")),
+          explains="the dispatcher is restored after the hooks (the record says so), so both sides run "
+                   "the same Python; in the repeats of 2026-12-01's second session the medians moved "
+                   "both ways within their spread, and in the third session's (float32 launches) they "
+                   "moved up beyond it and the p10 by +5.2%. What moves them is not measured yet: the "
+                   "guarantee has to be measured with each instrument on and off in one process "
+                   "(issue 23), not only after the hooks are removed."),
 ]
 
 
