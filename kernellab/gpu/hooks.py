@@ -1,4 +1,6 @@
-"""The one place kernellab patches numba-cuda: kernel launches, copies, events, synchronization.
+"""Where kernellab wraps numba-cuda's calls to watch them: kernel launches, copies, events,
+synchronization. (The one other patch, `simulated_api`, adds to the simulator the calls it lacks,
+once and for good; it watches nothing.)
 
 numba-cuda has no public hook for these (its `pre_launch_callbacks` live on one launch
 configuration and must not touch CUDA), so kernellab wraps numba-cuda's private entry points:
