@@ -15,7 +15,8 @@ inside its block:
     traffic["x"].reads == n and traffic["out"].writes == n
 
 Only global memory is counted: shared and local arrays are plain NumPy arrays inside the
-simulator and never pass through the hook. An atomic (`cuda.atomic.add`, `cas`, `max`, ...) on a
+simulator and never pass through the hook (shared memory is traced for bank conflicts, below,
+never counted). An atomic (`cuda.atomic.add`, `cas`, `max`, ...) on a
 global array counts as 1 read and 1 write, the one read-modify-write a GPU does, whatever the
 simulator's Python does inside it (its `add` reads the element twice). Arrays not named in `meter(...)` (intermediates a
 launcher allocates) are reported under a generated name with their shape and dtype; a ledger
@@ -39,8 +40,7 @@ loops over shared memory, so it is off unless asked for.)
   touch as one run from the lowest of them, per row of the block where a warp spans several
   (blockDim.x < 32): a partial warp, a row that starts mid-sector and a broadcast need fewer or
   one more than the ideal. A site is coalesced when its sectors stay within COALESCED_SLACK of its
-  fewest. Offsets are taken from the start of the allocation, which
-  cudaMalloc aligns to 256 bytes.
+  fewest. Offsets are taken from the start of the allocation, which cudaMalloc aligns to 256 bytes.
 - Bank conflicts (shared memory): 32 banks of 4 bytes. A warp's access is served in phases of
   128 bytes (32 lanes of 4 bytes, 16 of 8, 8 of 16); each phase needs as many wavefronts as the
   most distinct 4-byte words that fall in one bank, and lanes that read the same word share it
@@ -51,8 +51,8 @@ another, so no warp ever issues anything: the meter groups lanes into a request 
 instruction (its source line and columns) and by how many times each lane has executed
 that instruction. That is the grouping a GPU makes for code whose lanes run the same number of
 iterations; where lanes diverge inside a loop it is an approximation. Requests are requested
-traffic: no cache is modelled, so nothing here is a DRAM byte. Atomics, stores through a slice
-and shared-memory atomics are counted (above) but not traced. Numba may merge two loads of the
+traffic: no cache is modelled, so nothing here is a DRAM byte. Atomics and stores through a slice
+are counted (above) but not traced; shared-memory atomics are neither. Numba may merge two loads of the
 same element into one, or widen neighbouring loads into one vector load; the simulator runs the
 Python as written, so the meter sees every scalar access.
 """
