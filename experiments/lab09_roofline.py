@@ -80,7 +80,7 @@ def sector_meter(**named_arrays):
         raise RuntimeError("the sector model runs in Numba's simulator; on a GPU read the profile "
                            "rows (`kernellab profile 09`: l1tex sectors per request)")
     counts = {name: Sectors(name) for name in named_arrays}
-    with traffic.meter(**named_arrays) as count:
+    with traffic.meter(trace=("global",), **named_arrays) as count:
         yield counts
     for site in count.coalescing:
         if site.array in counts:

@@ -15,17 +15,22 @@ inside its block:
     traffic["x"].reads == n and traffic["out"].writes == n
 
 Only global memory is counted: shared and local arrays are plain NumPy arrays inside the
-simulator and never pass through the hook. An atomic (`cuda.atomic.add`, `cas`, `max`, ...) on a
+simulator and never pass through the hook (shared memory is traced for bank conflicts, below,
+never counted). An atomic (`cuda.atomic.add`, `cas`, `max`, ...) on a
 global array counts as 1 read and 1 write, the one read-modify-write a GPU does, whatever the
 simulator's Python does inside it (its `add` reads the element twice). Arrays not named in `meter(...)` (intermediates a
 launcher allocates) are reported under a generated name with their shape and dtype; a ledger
 marks such arrays `temporary=True` and they are matched by their counts.
 Counting needs the simulator; on a GPU `meter` raises, since no hardware counter is read.
 
-The meter also traces what a warp asks of the memory system, on the same launch:
+Asked to, the meter also traces what a warp asks of the memory system, on the same launch:
 
+    with meter(x=d_x, out=d_out, trace=("global", "shared")) as traffic: ...
     traffic.coalescing      # per (array, load or store site): SiteSectors, sectors per request
     traffic.bank_conflicts  # per (shared array, site): SiteBanks, wavefronts per request
+
+(Tracing costs a few microseconds per access, several times the count alone on a kernel that
+loops over shared memory, so it is off unless asked for.)
 
 - Sectors per request (global memory): the distinct 32-byte sectors that one load or store
   instruction of a warp touches across its 32 lanes; Nsight Compute's
@@ -35,8 +40,7 @@ The meter also traces what a warp asks of the memory system, on the same launch:
   touch as one run from the lowest of them, per row of the block where a warp spans several
   (blockDim.x < 32): a partial warp, a row that starts mid-sector and a broadcast need fewer or
   one more than the ideal. A site is coalesced when its sectors stay within COALESCED_SLACK of its
-  fewest. Offsets are taken from the start of the allocation, which
-  cudaMalloc aligns to 256 bytes.
+  fewest. Offsets are taken from the start of the allocation, which cudaMalloc aligns to 256 bytes.
 - Bank conflicts (shared memory): 32 banks of 4 bytes. A warp's access is served in phases of
   128 bytes (32 lanes of 4 bytes, 16 of 8, 8 of 16); each phase needs as many wavefronts as the
   most distinct 4-byte words that fall in one bank, and lanes that read the same word share it
@@ -47,8 +51,8 @@ another, so no warp ever issues anything: the meter groups lanes into a request 
 instruction (its source line and columns) and by how many times each lane has executed
 that instruction. That is the grouping a GPU makes for code whose lanes run the same number of
 iterations; where lanes diverge inside a loop it is an approximation. Requests are requested
-traffic: no cache is modelled, so nothing here is a DRAM byte. Atomics, stores through a slice
-and shared-memory atomics are counted (above) but not traced. Numba may merge two loads of the
+traffic: no cache is modelled, so nothing here is a DRAM byte. Atomics and stores through a slice
+are counted (above) but not traced; shared-memory atomics are neither. Numba may merge two loads of the
 same element into one, or widen neighbouring loads into one vector load; the simulator runs the
 Python as written, so the meter sees every scalar access.
 """
@@ -88,24 +92,32 @@ class TrafficCount(dict):
     of the memory system: `coalescing` (global, per array and site) and `bank_conflicts`
     (shared, per array and site)."""
 
-    coalescing: list = ()        # [SiteSectors]
-    bank_conflicts: list = ()    # [SiteBanks]
+    coalescing: list | None = None        # [SiteSectors]; None unless trace has "global"
+    bank_conflicts: list | None = None    # [SiteBanks]; None unless trace has "shared"
+
+    def traced(self, kind: str) -> list:
+        """The traced sites of `kind` ("global" or "shared"); a clear error if not traced."""
+        sites = self.coalescing if kind == "global" else self.bank_conflicts
+        if sites is None:
+            raise RuntimeError(f"the meter traced no {kind} requests: open it with "
+                               f"meter(..., trace=({kind!r},))")
+        return sites
 
     def sites(self, name: str) -> list:
         """The global load and store sites of array `name`."""
-        return [s for s in self.coalescing if s.array == name]
+        return [s for s in self.traced("global") if s.array == name]
 
     def uncoalesced(self, *names: str) -> list:
         """The sites of the named arrays (all arrays when none is named) beyond COALESCED_SLACK."""
-        return [s for s in self.coalescing if (not names or s.array in names) and not s.coalesced]
+        return [s for s in self.traced("global") if (not names or s.array in names) and not s.coalesced]
 
     def conflicted(self) -> list:
         """The shared-memory sites that need more wavefronts than their phases."""
-        return [s for s in self.bank_conflicts if not s.conflict_free]
+        return [s for s in self.traced("shared") if not s.conflict_free]
 
     def requests_table(self) -> str:
         """One line per traced site: sectors per request (global), wavefronts (shared)."""
-        lines = [s.describe() for s in self.coalescing] + [s.describe() for s in self.bank_conflicts]
+        lines = [s.describe() for s in (*(self.coalescing or ()), *(self.bank_conflicts or ()))]
         return "\n".join(lines) or "no warp requests traced"
 
     @property
@@ -383,8 +395,12 @@ _lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def meter(**named_arrays):
-    """Count global loads and stores per array for the launches inside the block (simulator only)."""
+def meter(trace: tuple = (), **named_arrays):
+    """Count global loads and stores per array for the launches inside the block (simulator only);
+    with `trace` ("global", "shared" or both), also each warp's requests (the module docstring)."""
+    unknown = set(trace) - {"global", "shared"}
+    if unknown:
+        raise ValueError(f"meter traces 'global' and 'shared' requests, not {', '.join(sorted(unknown))}")
     if not device.is_simulator():
         raise RuntimeError("the traffic meter counts loads and stores in Numba's simulator; "
                            "on a GPU use the ledger's declared bytes (or a profiler such as ncu)")
@@ -393,7 +409,7 @@ def meter(**named_arrays):
     from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
 
     counts = TrafficCount()
-    trace = WarpTrace()
+    warps, tracing_global = WarpTrace(), "global" in trace
     names = {buffer_address(array): name for name, array in named_arrays.items()}
     for name, array in named_arrays.items():
         counts[name] = ArrayTraffic(name, array.dtype.itemsize)
@@ -410,9 +426,10 @@ def meter(**named_arrays):
     in_atomic = threading.local()   # inside an atomic, its own loads and stores are not counted
 
     def traced(within, idx, kind, counted: ArrayTraffic):
-        array = within._item._ary
-        trace.note("global", counted.name, array.dtype.itemsize, byte_offset(array, idx), kind,
-                   sys._getframe(2))
+        if tracing_global:
+            array = within._item._ary
+            warps.note("global", counted.name, array.dtype.itemsize, byte_offset(array, idx), kind,
+                       sys._getframe(2))
 
     def counted_get(self, idx):
         value = original_get(self, idx)
@@ -456,7 +473,8 @@ def meter(**named_arrays):
         for name, method in atomics.items():
             setattr(FakeCUDAAtomic, name, one_read_modify_write(method))
     try:
-        with _tracing_shared_arrays(trace, in_atomic):
+        with (_tracing_shared_arrays(warps, in_atomic) if "shared" in trace
+              else contextlib.nullcontext()):
             yield counts
     finally:
         with _lock:
@@ -464,7 +482,9 @@ def meter(**named_arrays):
                 setattr(Within, name, method)
             for name, method in atomics.items():
                 setattr(FakeCUDAAtomic, name, method)
-        counts.coalescing, counts.bank_conflicts = trace.summaries()
+        coalescing, bank_conflicts = warps.summaries()
+        counts.coalescing = coalescing if tracing_global else None
+        counts.bank_conflicts = bank_conflicts if "shared" in trace else None
 
 
 # --- The ledger: the bytes each variant declares it moves ---------------------------------------

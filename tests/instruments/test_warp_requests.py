@@ -38,7 +38,7 @@ def broadcast_kernel(x, out):
 def traced(kernel, dtype, n=300, grid=3, block=32):
     x = cuda.to_device(np.arange(n, dtype=dtype))
     out = cuda.to_device(np.zeros(n, dtype))
-    with meter(x=x, out=out) as count:
+    with meter(x=x, out=out, trace=("global",)) as count:
         kernel[grid, block](x, out)
     return count
 
@@ -54,7 +54,7 @@ def test_consecutive_lanes_take_the_ideal_sectors(dtype, ideal):
     for site in count.coalescing:
         assert (site.requests, site.per_request, site.ideal) == (3, ideal, ideal), site.describe()
         assert site.coalesced and site.site.expression in ("x[i]", "out[i]")
-    assert count.uncoalesced() == [] and count.bank_conflicts == []
+    assert count.uncoalesced() == [] and count.bank_conflicts is None   # shared: not traced
 
 
 def test_a_thread_major_loop_is_not_coalesced():
@@ -90,7 +90,7 @@ def tiles_kernel(x, out):
 def test_bank_conflicts_of_a_column_read_with_and_without_padding():
     x = cuda.to_device(np.arange(32 * 32, dtype=float32).reshape(32, 32))
     out = cuda.to_device(np.full((32, 32), np.nan, float32))
-    with meter(x=x, out=out) as count:
+    with meter(x=x, out=out, trace=("global", "shared")) as count:
         tiles_kernel[1, (32, 4)](x, out)
     assert np.array_equal(out.copy_to_host(), np.zeros((32, 32), float32)), "the two arrays alias"
     by_access = {(s.array.split(":")[1], s.site.kind, s.site.expression): s for s in count.bank_conflicts}
@@ -135,3 +135,16 @@ def test_lab09_diagnose_judges_sectors_against_the_load_width():
     scalar = experiment.diagnose({**row, "kernel": "copy4_consecutive_kernel"})
     assert "ideal 16 for 16-byte loads" in vector[0] and not any("uncoalesced" in l for l in vector)
     assert "ideal 4 for 4-byte loads" in scalar[0] and any("uncoalesced" in l for l in scalar)
+
+
+def test_tracing_is_asked_for_and_judging_untraced_requests_is_an_error():
+    x = cuda.to_device(np.arange(64, dtype=float32))
+    out = cuda.to_device(np.zeros(64, float32))
+    with meter(x=x, out=out) as count:
+        copy_kernel[2, 32](x, out)
+    assert count["x"].reads == 64 and count.coalescing is None
+    with pytest.raises(RuntimeError, match=r"trace=\('global',\)"):
+        count.uncoalesced()
+    with pytest.raises(ValueError, match="not local"):
+        with meter(x=x, trace=("local",)):
+            pass

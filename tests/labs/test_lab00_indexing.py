@@ -89,7 +89,7 @@ def test_axpb_memory_budget(lab, rng):
     loads and stores coalesced."""
     x, a, b, _ = axpb_case(lab, rng, 128)
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
-    with meter(x=d_x, out=out) as traffic:
+    with meter(x=d_x, out=out, trace=("global",)) as traffic:
         lab.axpb(d_x, a, b, out=out)
     expect(traffic, "x", elements=x.size, reads=1)
     expect(traffic, "out", elements=x.size, writes=1)
@@ -126,7 +126,7 @@ def test_add_row_bias_memory_budget(lab, rng):
     """Budget: per element, 1 read of x, 1 read of bias, 1 write of out, coalesced."""
     x, bias, _ = bias_case(lab, rng)
     d_x, d_bias, out = cuda.to_device(x), cuda.to_device(bias), checks.poisoned(x.shape)
-    with meter(x=d_x, bias=d_bias, out=out) as traffic:
+    with meter(x=d_x, bias=d_bias, out=out, trace=("global",)) as traffic:
         lab.add_row_bias(d_x, d_bias, out=out)
     expect(traffic, "x", elements=x.size, reads=1)
     expect(traffic, "bias", elements=x.size, reads=1)
@@ -157,7 +157,7 @@ def test_grid_stride_memory_budget(lab, rng):
     blocks, block = 3, 32
     x, a, b, _ = axpb_case(lab, rng, block, n=checks.awkward_size(rng, blocks * block, 2, 4))
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
-    with meter(x=d_x, out=out) as traffic:
+    with meter(x=d_x, out=out, trace=("global",)) as traffic:
         lab.axpb_grid_stride(d_x, a, b, out=out, blocks=blocks, block=block)
     expect(traffic, "x", elements=x.size, reads=1)
     expect(traffic, "out", elements=x.size, writes=1)

@@ -54,11 +54,12 @@ def run_chain(launcher, dev, p, seed, out, **kwargs):
     return launcher(*(dev[k] for k in INPUTS), p, seed, mask=dev.get("mask"), out=out, **kwargs)
 
 
-def metered_chain(lab, rng, launcher, with_mask, n=None, **kwargs):
-    """One run of `launcher` under the traffic meter: (the count, the output, the reference)."""
+def metered_chain(lab, rng, launcher, with_mask, n=None, trace=(), **kwargs):
+    """One run of `launcher` under the traffic meter (tracing `trace`): (the count, the output,
+    the reference)."""
     dev, p, seed, ref = chain_case(lab, rng, block=kwargs.get("block"), with_mask=with_mask, n=n)
     out = checks.poisoned(ref.shape)
-    with meter(**dev, out=out) as traffic:
+    with meter(**dev, out=out, trace=trace) as traffic:
         run_chain(launcher, dev, p, seed, out, **kwargs)
     return traffic, out, ref
 
@@ -112,7 +113,8 @@ def test_fused_memory_budget(lab, rng, with_mask):
     """Budget: each input read once, the output written once, no intermediate array at all;
     every load and store coalesced."""
     traffic, out, ref = metered_chain(lab, rng, lab.fused_chain, with_mask,
-                                      n=checks.awkward_size(rng, 32, 3, 6), block=32)  # 3-6 blocks
+                                      n=checks.awkward_size(rng, 32, 3, 6), trace=("global",),
+                                      block=32)  # 3-6 blocks
     n, inputs = ref.size, INPUTS + (("mask",) if with_mask else ())
     for name in inputs:
         expect(traffic, name, elements=n, reads=1)
@@ -143,7 +145,7 @@ def test_grid_stride_memory_budget(lab, rng):
     passes of the grid, every pass coalesced."""
     blocks, block = 3, 32
     traffic, out, ref = metered_chain(lab, rng, lab.fused_chain_grid_stride, True,
-                                      n=checks.awkward_size(rng, blocks * block, 2, 4),
+                                      n=checks.awkward_size(rng, blocks * block, 2, 4), trace=("global",),
                                       blocks=blocks, block=block)
     true_fused_ledger(ref.size, with_mask=True).check_against(traffic)
     expect_coalesced(traffic, hint="start at cuda.grid(1) and step by cuda.gridsize(1): in every "

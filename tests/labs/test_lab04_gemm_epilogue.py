@@ -89,7 +89,7 @@ def test_tiled_matmul_memory_budget(lab, rng):
     (m, k), n = a.shape, b.shape[1]
     d_a, d_b = to_device(a, b)
     out = checks.poisoned((m, n))
-    with meter(a=d_a, b=d_b, out=out) as traffic:
+    with meter(a=d_a, b=d_b, out=out, trace=("global",)) as traffic:
         lab.matmul_tiled(d_a, d_b, out=out, tile=TILE)
     expect(traffic, "a", elements=m * k, reads=blocks(n, TILE))   # once per block column
     expect(traffic, "b", elements=k * n, reads=blocks(m, TILE))   # once per block row
@@ -119,7 +119,7 @@ def test_fused_epilogue_memory_budget(lab, rng):
     (m, k), n = a.shape, b.shape[1]
     arrays = dict(zip("a b bias mask".split(), to_device(a, b, bias, mask)))
     out = checks.poisoned((m, n))
-    with meter(**arrays, out=out) as traffic:
+    with meter(**arrays, out=out, trace=("global",)) as traffic:
         lab.linear_relu_dropout_tiled(*arrays.values(), p, out=out, tile=TILE)
     expect(traffic, "a", elements=m * k, reads=blocks(n, TILE))
     expect(traffic, "b", elements=k * n, reads=blocks(m, TILE))

@@ -71,7 +71,7 @@ def test_softmax_fused_memory_budget(lab, rng):
     """05.1: x read once and out written once per element, coalesced; no other global memory."""
     x = rows_case(rng)
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
-    with meter(x=d_x, out=out) as traffic:
+    with meter(x=d_x, out=out, trace=("global",)) as traffic:
         lab.softmax_fused(d_x, out=out, block=BLOCK)
     expect(traffic, "x", elements=x.size, reads=1)
     expect(traffic, "out", elements=x.size, writes=1)
@@ -110,7 +110,7 @@ def test_softmax_online_memory_budget(lab, rng):
     passes coalesced."""
     x = rows_case(rng)
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape)
-    with meter(x=d_x, out=out) as traffic:
+    with meter(x=d_x, out=out, trace=("global",)) as traffic:
         lab.softmax_online(d_x, out=out, block=BLOCK)
     expect(traffic, "x", elements=x.size, reads=2)
     expect(traffic, "out", elements=x.size, writes=1)
@@ -155,7 +155,7 @@ def test_layernorm_fused_memory_budget(lab, rng):
     named = {"x": x, "gamma": gamma, "beta": beta}
     arrays = {k: cuda.to_device(v) for k, v in named.items()}
     out = checks.poisoned(x.shape)
-    with meter(**arrays, out=out) as traffic:
+    with meter(**arrays, out=out, trace=("global",)) as traffic:
         lab.layernorm_fused(arrays["x"], arrays["gamma"], arrays["beta"], out=out, block=BLOCK)
     for name in named:
         expect(traffic, name, elements=x.size, reads=1)

@@ -227,15 +227,17 @@ def test_pipeline_is_stream_safe(lab, rng, monkeypatch):
     """pipeline (traced in the simulator): no buffer used by two streams without an event or a
     synchronization between its uses, one of them a write (each chunk its own slice of d_in and
     d_out); no copy between the device and pageable host memory, which makes the host wait for
-    the copy, each chunk in turn."""
+    the copy, each chunk in turn; the device_buffers it is given are the ones it uses."""
     pinned = []                                     # page-locked arrays: the simulator's are plain
     for name in ("pinned_array", "pinned_array_like"):
         original = getattr(cuda, name)
         monkeypatch.setattr(cuda, name,
                             lambda *a, _f=original, **k: pinned.append(_f(*a, **k)) or pinned[-1])
     host_x = pipeline_case(rng)
+    d_in, d_out = checks.poisoned(host_x.shape), checks.poisoned(host_x.shape)
     with Timeline(record_uses=True) as tl:
-        result = lab.pipeline(host_x, ITERS, [cuda.stream() for _ in range(2)], 5)
+        result = lab.pipeline(host_x, ITERS, [cuda.stream() for _ in range(2)], 5,
+                              device_buffers=(d_in, d_out))
     races = tl.races()
     assert not races, "a race between streams: " + races[0].describe()
     waits = tl.pageable_copies(pinned=pinned)
@@ -244,6 +246,8 @@ def test_pipeline_is_stream_safe(lab, rng, monkeypatch):
         f"host waits until the copy is done and queues the next chunk late; copy into "
         f"host_out[lo:hi], page-locked" for op, use in waits)
     checks.assert_matches(result, lab.busy_reference(host_x, ITERS), rtol=1e-5, what="pipeline")
+    checks.assert_matches(d_out, lab.busy_reference(host_x, ITERS), rtol=1e-5,
+                          what="d_out of the device_buffers pipeline was given (use them when given)")
 
 
 @pytest.mark.points(2)

@@ -188,7 +188,7 @@ def test_scale_rows_is_coalesced(lab, rng):
     ideal for 4-byte lanes (the strided kernel needs up to 32)."""
     x, scale, _ = scale_case(lab, rng, (33, 40))
     d_x, d_scale, out = cuda.to_device(x), cuda.to_device(scale), checks.poisoned(x.shape)
-    with meter(x=d_x, scale=d_scale, out=out) as traffic:
+    with meter(x=d_x, scale=d_scale, out=out, trace=("global",)) as traffic:
         lab.scale_rows(d_x, d_scale, out=out)
     expect_coalesced(traffic, hint="row = i // cols, col = i % cols: lanes i and i + 1 on "
                                    "neighbouring columns of one row")
@@ -239,7 +239,7 @@ def test_transpose_is_coalesced_both_ways(lab, rng):
     column puts a column's 32 values in 32 different banks."""
     x = transpose_cases(rng)[1]
     d_x, out = cuda.to_device(x), checks.poisoned(x.shape[::-1])
-    with meter(x=d_x, out=out) as traffic:
+    with meter(x=d_x, out=out, trace=("global", "shared")) as traffic:
         lab.transpose(d_x, out=out)
     expect_coalesced(traffic, hint="stage the tile in shared memory and write rows of out, lanes "
                                    "(threadIdx.x) along a row")
