@@ -556,7 +556,10 @@ def diagnose(row: dict) -> list[str]:
     if dram >= BUSY_PCT:
         lines.append("memory-bound: DRAM is the busy unit; only fewer bytes (fusion) make it faster")
     if sm >= BUSY_PCT:
-        lines.append("compute-bound: the SMs are the busy unit; fewer or cheaper instructions help")
+        lines.append("SM-bound: the busiest of the SM's units (instruction issue, the FMA pipes, "
+                     "load/store) is near its peak; fewer or cheaper instructions help. At a low "
+                     "FLOP rate that unit is issue or load/store, not arithmetic: compute-bound "
+                     "only if the FLOP rate is near the FP32 roof")
     if dram < IDLE_PCT and sm < IDLE_PCT:
         lines.append(f"latency-bound: neither unit is busy; too little work in flight "
                      f"(occupancy {occupancy:.0f}%) or too short a kernel (the launch floor)")
