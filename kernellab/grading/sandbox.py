@@ -91,10 +91,17 @@ def protection() -> Protection:
                       f"relative paths reach only the copy; {fallback}")
 
 
+# What a child must be able to do: import the stack, and start this Python again (the compile
+# child, a test's own subprocess). Seen on a CPU machine whose venv's base Python lies under a
+# 0700 /root: started through setpriv, a uid of its own ran, but could not start sys.executable.
+CHILD_PROBE = ("import subprocess, sys, numba, pytest; "
+               "subprocess.run([sys.executable, '-c', 'import numba'], check=True)")
+
+
 def _python_fails(options: dict, prefix: list[str] = ()) -> str | None:
-    """None if this Python starts and imports numba and pytest under `options` (subprocess
-    keyword arguments) behind `prefix`; else why not, in one line."""
-    command = [*prefix, sys.executable, "-c", "import numba, pytest"]
+    """None if this Python, started under `options` (subprocess keyword arguments) behind
+    `prefix`, imports numba and pytest and can start itself again; else why not, in one line."""
+    command = [*prefix, sys.executable, "-c", CHILD_PROBE]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/",
                               **options)
@@ -106,9 +113,7 @@ def _python_fails(options: dict, prefix: list[str] = ()) -> str | None:
 
 def _setpriv_prefix(uid: int) -> list[str]:
     """util-linux's setpriv, as the Gradescope bundle's run_autograder uses it: real, effective
-    and saved ids all `uid`, no supplementary groups, no capabilities. (Python's own
-    `subprocess(user=...)` could not exec a venv whose base Python lies under a 0700 /root,
-    where setpriv could.)"""
+    and saved ids all `uid`, no supplementary groups, no capabilities."""
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
 
 
