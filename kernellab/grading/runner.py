@@ -478,7 +478,8 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
             ptxas.CompileServer(lineinfo=True, sandbox=space) as server:  # numba imports there during collect
         env = child_env(target_name, space.labs_dir, seed)
         probing = pool.submit(probe_imports, numbers, env, IMPORT_TIMEOUT, space)  # beside collect
-        collected = collect(numbers, env, space)
+        with tempfile.TemporaryDirectory(prefix="kernellab-collect-") as tmp:
+            collected = collect(numbers, env, tmp)   # the pristine course: no student code, out of its reach
         imports = probing.result()
         compiles, hung = CompileChecks(server), {}
         groups = balanced_groups(collected, max(1, jobs))
@@ -613,8 +614,13 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, out_dir: Path | None = N
         old.unlink(missing_ok=True)
 
     def one(sub: Path) -> tuple[Path, dict]:
-        document = grade(labs, "labs", reports / f"{sub.name}.results.json", seed, timeout,
-                         root=sub, stress=stress, out=None)
+        results = reports / f"{sub.name}.results.json"
+        try:
+            document = grade(labs, "labs", results, seed, timeout, root=sub, stress=stress, out=None)
+        except Exception as exc:   # one submission that broke its own grade costs only itself
+            document = {"score": 0, "max_score": 0, "output": f"the grader failed on this "
+                        f"submission: {type(exc).__name__}: {exc}", "tests": []}
+            results.write_text(json.dumps(document, indent=2))
         return sub, document
 
     rows = []

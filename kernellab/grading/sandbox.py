@@ -12,16 +12,17 @@ submission: a new temporary folder holding
 - `scratch/`: the one folder the children may write: HOME, TMPDIR, the caches, the progress
   events and logs.
 
-A relative path in student code therefore reaches only the copy: a submission that deletes the
-files of its own folder, its parent or its siblings deletes copies. Where the platform allows,
-nothing outside `scratch/` is writable to the children either (`protection()` picks one, and the
-grade's header names it):
+A relative path into the submission's own folder, its parent or its siblings therefore
+reaches copies: a submission that deletes them deletes copies. Climbing further (`../../..`) or
+an absolute path reaches the machine itself, so where the platform allows, nothing outside
+`scratch/` is writable to the children either (`protection()` picks one, and the grade's header
+names it):
 
 | protection | where                                   | what the children can write               |
 |------------|-----------------------------------------|-------------------------------------------|
 | `user`     | Linux, the grader running as root (CI, a grading server, Gradescope's image) | only `scratch/` and world-writable places (/tmp): each workspace's children run as a uid of their own, which owns nothing else |
 | `bwrap`    | Linux, not root, bubblewrap installed and working | only `scratch/`: the whole file system is bound read-only |
-| `copy`     | anywhere else (macOS, Windows, no bubblewrap) | anything the grading user can: only relative paths are confined |
+| `copy`     | anywhere else (macOS, Windows, no bubblewrap, or a uid that cannot run this Python) | anything the grading user can: only the submission's folder, parent and siblings are copies |
 
 A wrapper that already runs the grader as an unprivileged user (the Gradescope bundle's
 run_autograder) says so in KERNELLAB_SANDBOXED, and the grade's header names it. The workspace is
@@ -88,7 +89,8 @@ def protection() -> Protection:
         fallback += "; bubblewrap is not installed"
     outer = os.environ.get("KERNELLAB_SANDBOXED")    # a wrapper that protects already says how
     return Protection("copy", f"inside {outer}" if outer else
-                      f"relative paths reach only the copy; {fallback}")
+                      f"the submission's folder, parent and siblings are copies, the rest of this "
+                      f"machine is not protected; {fallback}")
 
 
 # What a child must be able to do: import the stack, and start this Python again (the compile

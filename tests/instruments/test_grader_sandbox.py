@@ -24,14 +24,14 @@ SOLUTION = (target.ROOT / "solutions" / "lab00_indexing.py").read_text()
 LAB01 = (target.ROOT / "solutions" / "lab01_launch_overhead.py").read_text()
 
 # At import (so in the probe, in every test child and in the compile child): delete and rewrite
-# whatever the patterns reach beside the lab file and beside the working directory, and, where
+# whatever `PATTERNS` reach beside the lab file and beside the working directory, and, where
 # `ABSOLUTE` names them, the neighbours' and the course's files by absolute path.
 HOSTILE = '''
 import glob as _glob, os as _os, shutil as _shutil
 from pathlib import Path as _Path
 _here = _Path(__file__).resolve().parent
 _reached = []
-for _pattern in ("*", "../*", "../*/*", "../*/labs/*", "../../*/labs/*", "../../*/*/*"):
+for _pattern in PATTERNS:
     _reached += _glob.glob(str(_here / _pattern)) + _glob.glob(_pattern)
 for _folder in ABSOLUTE:
     _reached += _glob.glob(_folder + "/**", recursive=True)
@@ -49,6 +49,13 @@ for _path in sorted(set(_reached), key=len, reverse=True):
 '''
 
 COURSE_PARTS = ("kernellab", "labs", "tests/labs", "experiments", "data")
+# Own folder, parent, siblings: what a submission reaches by climbing one folder, which the copy
+# alone confines (it lies one folder deep in its workspace).
+NEAR = ("*", "../*", "../*/*", "../*/labs/*")
+# Climbing further reaches the machine's temporary folder and beyond: only a protection that
+# makes the file system unwritable confines that, so these run only under one (never under the
+# copy alone, where they would delete what this machine keeps in /tmp).
+FAR = ("../../*/labs/*", "../../*/*/*")
 
 
 def checksums(*folders: Path) -> dict[str, str]:
@@ -75,9 +82,10 @@ def submission(batch: Path, name: str, lab00: str) -> None:
 def test_hostile_submissions_change_nothing_outside_their_copy(tmp_path):
     protection = sandbox.protection()
     course, batch = sacrificial_course(tmp_path / "course"), tmp_path / "batch"
-    # Absolute paths can be confined only by a protection stronger than the copy.
-    absolute = [] if protection.kind == "copy" else [str(course), str(batch)]
-    hostile = f"ABSOLUTE = {absolute!r}\n" + HOSTILE + SOLUTION
+    # Climbing far and absolute paths are confined only by a protection stronger than the copy.
+    confined = protection.kind != "copy"
+    absolute, patterns = ([str(course), str(batch)], NEAR + FAR) if confined else ([], NEAR)
+    hostile = f"ABSOLUTE = {absolute!r}\nPATTERNS = {patterns!r}\n" + HOSTILE + SOLUTION
     for name, lab00 in (("alice", SOLUTION), ("mallory", hostile)):   # graded side by side (-j 2)
         submission(batch, name, lab00)
     before = checksums(course, batch)
@@ -97,7 +105,7 @@ def test_hostile_submissions_change_nothing_outside_their_copy(tmp_path):
                     ), "a workspace outlived its grade"
 
 
-def test_the_workspace_confines_relative_paths_and_is_deleted(tmp_path):
+def test_the_workspace_holds_copies_only_and_is_deleted(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "lab00_indexing.py").write_text(SOLUTION)
     (tmp_path / "sub" / "notes.md").write_text("not a lab file")
