@@ -116,37 +116,22 @@ def cmd_check(args) -> int:
                              timeout=args.timeout, stress=args.stress) else 1
 
 
-def positive_int(text: str) -> int:
-    """-j's value: a whole number from 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
-    return value
+def number_type(convert, valid, wants: str):
+    """An argparse type: the text through `convert`, refused in one line unless `valid`."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not valid(value):       # NaN is never valid
+            raise argparse.ArgumentTypeError(f"must be {wants}, not {text!r}")
+        return value
+    return parse
 
 
-def positive_seconds(text: str) -> float:
-    """--timeout's value: seconds, more than 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
-    return value
-
-
-def percentage(text: str) -> float:
-    """--fail-under's value: a number from 0 to 100."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"must be a percentage from 0 to 100, not {text!r}")
-    return value
+positive_int = number_type(int, lambda v: v >= 1, "a whole number of at least 1")          # -j
+positive_seconds = number_type(float, lambda v: v > 0, "a number of seconds above 0")      # --timeout
+percentage = number_type(float, lambda v: 0 <= v <= 100, "a percentage from 0 to 100")   # --fail-under
 
 
 def cmd_occupancy(args) -> int:
