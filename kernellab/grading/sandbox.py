@@ -20,8 +20,7 @@ names it):
 
 | protection | where                                   | what the children can write               |
 |------------|-----------------------------------------|-------------------------------------------|
-| `user`     | Linux, the grader running as root (a grading server, Gradescope's image), where a uid of its own can run this Python | only `scratch/` and world-writable places (/tmp): each workspace's children run as a uid of their own, which owns nothing else |
-| `namespace`| Linux, root, where a uid of its own cannot run this Python (a venv whose base lies under a 0700 /root, as on kernellab's CI) | only `scratch/` and /dev/shm: each child starts in mount and PID namespaces of its own, every mount but scratch read-only, then drops every capability (it cannot remount, and sees no process but its own) |
+| `user`     | Linux, the grader running as root (CI, a grading server, Gradescope's image) | only `scratch/` and world-writable places (/tmp): each workspace's children run as a uid of their own, which owns nothing else |
 | `bwrap`    | Linux, not root, bubblewrap installed and working | only `scratch/`: the whole file system is bound read-only |
 | `copy`     | anywhere else (macOS, Windows, no bubblewrap, or a uid that cannot run this Python) | anything the grading user can: only the submission's folder, parent and siblings are copies |
 
@@ -49,7 +48,7 @@ from kernellab.course import target
 COURSE_FOLDERS = ("kernellab", "labs", "experiments", "data", "tests/labs")
 COURSE_FILES = ("pyproject.toml",)
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-PROTECTIONS = ("user", "namespace", "bwrap", "copy")
+PROTECTIONS = ("user", "bwrap", "copy")
 
 # The uids the children of a root grader run as: one per workspace, none with a passwd entry,
 # so each owns only its own scratch folder (a submission cannot signal or read another's).
@@ -71,19 +70,14 @@ class Protection:
 
 @functools.lru_cache(maxsize=1)
 def protection() -> Protection:
-    """The strongest protection this machine gives (see the module's table), probed once: as
-    root, a uid of its own where that uid can run this Python, else a read-only mount namespace
-    where one works; else bubblewrap where it starts; else the private copy alone."""
+    """The strongest protection this machine gives (see the module's table), probed once: a uid
+    of its own where the grader runs as root and that uid can run this Python; else bubblewrap
+    where it starts; else the private copy alone."""
     if os.name == "posix" and os.geteuid() == 0 and shutil.which("setpriv"):
         why = _python_fails({}, prefix=_setpriv_prefix(UID_RANGE[-1]))
         if why is None:
             return Protection("user", "each workspace's children run as a uid of their own")
         fallback = f"a uid of its own cannot run {sys.executable}: {why}"
-        why = _namespace_fails() if shutil.which("unshare") else "no unshare"
-        if why is None:
-            return Protection("namespace", "each child sees the file system read-only but its "
-                                           "scratch, with no capabilities")
-        fallback += f"; a read-only mount namespace did not work: {why}"
     else:
         fallback = "not running as root" if os.name != "posix" or os.geteuid() else "no setpriv"
     if shutil.which("bwrap"):
@@ -117,41 +111,6 @@ def _python_fails(options: dict, prefix: list[str] = ()) -> str | None:
         return str(exc)
     lines = (done.stderr or done.stdout).strip().splitlines()
     return None if done.returncode == 0 else (lines[-1] if lines else f"exit {done.returncode}")
-
-
-# Run as root inside `unshare --mount --pid --fork --mount-proc`: the one writable folder ($1)
-# bound onto itself, every other mount but /proc, /sys and /dev remounted read-only, then every
-# capability dropped for good (no remount back), and the command run.
-NAMESPACE_SCRIPT = r"""set -e
-writable=$1; shift
-mount --make-rprivate /
-mount --bind "$writable" "$writable"
-awk '{print $5}' /proc/self/mountinfo | while read -r m; do
-  case "$m" in /proc|/proc/*|/sys|/sys/*|/dev|/dev/*|"$writable") ;; *) mount -o remount,bind,ro "$m" ;; esac
-done
-exec setpriv --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"
-"""
-
-
-def _namespace_prefix(writable: Path) -> list[str]:
-    return ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--", "sh", "-c",
-            NAMESPACE_SCRIPT, "kernellab-sandbox", str(writable)]
-
-
-def _namespace_fails() -> str | None:
-    """None if a child in the read-only namespace runs this Python (and starts it again), writes
-    its scratch, and cannot write a folder beside it; else why not, in one line."""
-    with tempfile.TemporaryDirectory() as outside, tempfile.TemporaryDirectory() as scratch:
-        check = (f"{CHILD_PROBE}; open({scratch!r} + '/w', 'w').close()\n"
-                 f"try:\n    open({outside!r} + '/x', 'w')\nexcept OSError:\n    pass\n"
-                 f"else:\n    raise SystemExit('it could write outside its scratch')")
-        try:
-            done = subprocess.run([*_namespace_prefix(Path(scratch)), sys.executable, "-c", check],
-                                  capture_output=True, text=True, timeout=120, cwd="/")
-        except (OSError, subprocess.SubprocessError) as exc:
-            return str(exc)
-        lines = (done.stderr or done.stdout).strip().splitlines()
-        return None if done.returncode == 0 else (lines[-1] if lines else f"exit {done.returncode}")
 
 
 def _setpriv_prefix(uid: int) -> list[str]:
@@ -235,7 +194,6 @@ class Workspace:
     def command(self, args: list[str]) -> list[str]:
         """`args` behind this workspace's protection."""
         prefix = {"user": lambda: _setpriv_prefix(self.uid),
-                  "namespace": lambda: _namespace_prefix(self.scratch),
                   "bwrap": lambda: _bwrap_prefix(self.scratch)}.get(self.protection.kind, list)
         return prefix() + list(args)
 
