@@ -138,12 +138,11 @@ def _free_uid() -> int:
 class Workspace:
     """A private copy of the course and of one submission, and how to start children in it."""
 
-    def __init__(self, submission: Path | None = None, solutions: bool = False,
-                 source: Path | None = None):
-        """Copy the course at `source` (default: the course being graded from) and, where given,
-        the lab files of `submission` (a folder of labNN_*.py files). With `solutions`, the
-        solutions are copied too (`kernellab check`)."""
-        source = Path(source or target.ROOT)
+    def __init__(self, submission: Path | None = None, solutions: bool = False):
+        """Copy the course being graded from and, where given, the lab files of `submission` (a
+        folder of labNN_*.py files). With `solutions`, the solutions are copied too
+        (`kernellab check`)."""
+        source = target.ROOT
         self.protection = protection()
         self.root = Path(tempfile.mkdtemp(prefix="kernellab-workspace-"))
         try:
@@ -224,7 +223,7 @@ class InPlace:
     protection = Protection("none", "instructor code, run in the course folder")
 
     def __init__(self, scratch: Path):
-        self.course, self.scratch, self.labs_dir, self.uid = target.ROOT, Path(scratch), None, None
+        self.course, self.scratch, self.labs_dir = target.ROOT, Path(scratch), None
 
     def command(self, args):
         return list(args)
