@@ -71,12 +71,14 @@ def poisoned(shape, dtype=np.float32):
 @contextlib.contextmanager
 def poisoned_allocations():
     """On a GPU, every device array allocated inside the block (`cuda.device_array`,
-    `cuda.device_array_like`) starts full of the output poison, as stress mode makes the
+    `cuda.device_array_like`) and every page-locked host array (`cuda.pinned_array`,
+    `cuda.pinned_array_like`) starts full of the output poison, as stress mode makes the
     simulator's (kernellab.gpu.stress): an output a launcher allocates itself (`out=None`) and a
-    kernel leaves partly unwritten then reads "never written" on both machines, where fresh GPU
-    memory is often zero. The poison goes in through numba-cuda's driver copy, not the hooked
-    `copy_to_device`, so a Timeline or a launch recorder sees no extra copy. In the simulator this
-    does nothing (stress mode poisons there, and a run without it stays plain)."""
+    kernel or a copy leaves partly unwritten then reads "never written" on both machines, where
+    fresh GPU and pinned memory is often zero. The device poison goes in through numba-cuda's
+    driver copy, not the hooked `copy_to_device`, so a Timeline or a launch recorder sees no extra
+    copy; the host poison is a NumPy fill. In the simulator this does nothing (stress mode poisons
+    there, and a run without it stays plain)."""
     if device.is_simulator():
         yield
         return
@@ -86,7 +88,11 @@ def poisoned_allocations():
         _fill_with_poison(array)
         return array
 
-    with hooks.subscribe(device_array=allocate_poisoned, device_array_like=allocate_poisoned):
+    def pin_poisoned(proceed, *args, **kwargs):
+        return poison(proceed())
+
+    with hooks.subscribe(device_array=allocate_poisoned, device_array_like=allocate_poisoned,
+                         pinned_array=pin_poisoned, pinned_array_like=pin_poisoned):
         yield
 
 

@@ -39,6 +39,8 @@ OPERATIONS = {
     "to_device": ("numba.cuda:to_device",) * 2,
     "device_array": ("numba.cuda:device_array",) * 2,
     "device_array_like": ("numba.cuda:device_array_like",) * 2,
+    "pinned_array": ("numba.cuda:pinned_array",) * 2,
+    "pinned_array_like": ("numba.cuda:pinned_array_like",) * 2,
     "synchronize": ("numba.cuda:synchronize",) * 2,
     "copy_to_device": ("numba.cuda.simulator.cudadrv.devicearray:FakeCUDAArray.copy_to_device",
                        "numba.cuda.cudadrv.devicearray:DeviceNDArrayBase.copy_to_device"),

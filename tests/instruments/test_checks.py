@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kernellab.gpu import checks
+from kernellab.gpu import checks, device
 
 
 def float32_with_bits(bits: int) -> np.float32:
@@ -72,3 +72,16 @@ def test_a_new_gpu_array_is_filled_with_the_output_poison(monkeypatch):
     assert size == 24 and host.size == 6
     assert np.all(host.view(np.uint32) == checks.OUTPUT_POISON_BITS[4])
 
+
+
+@pytest.mark.gpu
+def test_gpu_arrays_and_pinned_host_arrays_start_poisoned():
+    """On a GPU, inside poisoned_allocations, a new device array and a new page-locked host array
+    (pinned_array, pinned_array_like) read the output poison until written, as in stress mode."""
+    cuda = device.cuda()
+    with checks.poisoned_allocations():
+        arrays = [cuda.device_array(7, np.float32).copy_to_host(), cuda.pinned_array(5, np.float32),
+                  cuda.pinned_array_like(np.zeros(3, np.float64))]
+    for array in arrays:
+        bits = array.view(np.uint32 if array.itemsize == 4 else np.uint64)
+        assert np.all(bits == checks.OUTPUT_POISON_BITS[array.itemsize]), array
