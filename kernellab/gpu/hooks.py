@@ -26,9 +26,8 @@ the last one closes: code outside every `with` block pays nothing.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from kernellab.gpu import device
 
@@ -56,13 +55,14 @@ OPERATIONS = {
 
 
 def dim3(dims) -> tuple[int, int, int]:
+    if type(dims) is tuple and len(dims) == 3:   # what numba-cuda's launch configuration holds
+        return dims
     dims = tuple(int(d) for d in (dims if isinstance(dims, tuple) else tuple(dims)))
     return (dims + (1, 1, 1))[:3]
 
 
-@dataclasses.dataclass(frozen=True)
-class KernelLaunch:
-    """One kernel launch as both modes describe it."""
+class KernelLaunch(NamedTuple):
+    """One kernel launch as both modes describe it (a tuple: it is made on every hooked launch)."""
 
     kernel: Any                  # the dispatcher (GPU) or FakeCUDAKernel (simulator)
     name: str
@@ -76,7 +76,7 @@ class KernelLaunch:
 
 
 class _Subscription:
-    """One `subscribe` block: its handlers, and whether it is handling a call on this thread
+    """One `subscribe` block: its handlers, and how deep it is in handling a call on this thread
     (a call made meanwhile, by its handler or by numba-cuda underneath, passes it by)."""
 
     def __init__(self, arounds: dict[str, Callable], replace_launch: Callable | None):
@@ -88,13 +88,15 @@ class _Subscription:
     def busy(self) -> bool:
         return getattr(self._busy, "depth", 0) > 0
 
-    @contextlib.contextmanager
-    def handling(self):
-        self._busy.depth = getattr(self._busy, "depth", 0) + 1
+    def run(self, handler: Callable, *args, **kwargs):
+        """handler(*args, **kwargs) with this subscription busy (a counter, not a context
+        manager: this runs on every hooked call, and its cost is part of what a Timeline adds)."""
+        local = self._busy
+        local.depth = getattr(local, "depth", 0) + 1
         try:
-            yield
+            return handler(*args, **kwargs)
         finally:
-            self._busy.depth -= 1
+            local.depth -= 1
 
     def wants(self, operation: str) -> bool:
         return operation in self.arounds or (operation == LAUNCH and self.replace_launch is not None)
@@ -107,13 +109,13 @@ _undo: dict[str, Callable[[], None]] = {}    # operation -> puts numba-cuda's or
 
 def _through(operation: str, run: Callable, *args, **kwargs):
     """Pass a call through every open subscription that handles `operation`, then `run` it."""
-    chain = [s for s in list(_subscriptions) if operation in s.arounds and not s.busy]
+    chain = [s for s in _subscriptions if operation in s.arounds and not s.busy]
 
     def step(i: int):
         if i == len(chain):
             return run()
-        with chain[i].handling():
-            return chain[i].arounds[operation](lambda: step(i + 1), *args, **kwargs)
+        subscription = chain[i]
+        return subscription.run(subscription.arounds[operation], lambda: step(i + 1), *args, **kwargs)
     return step(0)
 
 
@@ -131,8 +133,7 @@ def _launch(launch: KernelLaunch, run: Callable):
         replacing = _replacement()
         if replacing is None or replacing.busy:
             return run()
-        with replacing.handling():
-            return replacing.replace_launch(launch, run)
+        return replacing.run(replacing.replace_launch, launch, run)
     return _through(LAUNCH, launch_or_capture, launch)
 
 

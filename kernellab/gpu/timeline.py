@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -48,9 +49,9 @@ _SPECIAL_HANDLES = {1: DEFAULT_ROW, 2: "per-thread default stream"}  # CU_STREAM
 
 # --- the trace: what was submitted, in order -----------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class Op:
-    """One thing the host submitted: a launch, a copy, an event record/wait, or a synchronization."""
+class Op(typing.NamedTuple):
+    """One thing the host submitted: a launch, a copy, an event record/wait, or a synchronization
+    (a tuple: one is made for every op the recorder notes, on the host's path)."""
 
     index: int
     kind: str                    # TIMED_KINDS, "record", "wait", or SYNC_KINDS
@@ -336,14 +337,60 @@ INSIDE_CAPTURE = ("this timeline was opened inside a graph capture: the launches
 
 # --- the recorder ----------------------------------------------------------------------------------
 
+# What the recorder costs the host on an H200 (2026-12-02, data/reference/h200/logs/2026-12-02-session4):
+# creating a timing event ~9 us and recording one through numba-cuda ~2.3 us, against a plain
+# launch's ~18 us. So the recorder keeps the events of closed timelines for the next one (creating
+# them only when it has none spare, or in `reserve_events`, outside the measured work) and records
+# them with the driver's cuEventRecord directly.
+SPARE_EVENTS_KEPT = 1 << 15
+_spare_events: list = []
+
+
+def reserve_events(ops: int) -> None:
+    """Create the timing events `ops` timed launches or copies will need, now, so that a Timeline
+    opened afterwards creates none while the measured code runs (GPU only)."""
+    cuda = device.cuda()
+    while len(_spare_events) < min(2 * ops + 1, SPARE_EVENTS_KEPT):
+        _spare_events.append(cuda.event(timing=True))
+
+
+def _take_event(cuda):
+    return _spare_events.pop() if _spare_events else cuda.event(timing=True)
+
+
+def _event_recorder():
+    """record(event, stream) for the recorder's hot path: cuEventRecord on the stream's handle
+    through cuda.bindings (numba-cuda's Event.record for the default stream, whose handle Numba
+    resolves itself)."""
+    from cuda.bindings import driver
+    success = driver.CUresult.CUDA_SUCCESS
+
+    def record(event, stream):
+        if stream is None or isinstance(stream, int):
+            return event.record(stream or 0)
+        err, = driver.cuEventRecord(event.handle, stream.handle)
+        if err != success:
+            raise RuntimeError(f"cuEventRecord failed: {err}")
+    return record
+
+
 class Timeline:
-    """Record what the code inside the block submits; on a GPU, time each launch and copy."""
+    """Record what the code inside the block submits; on a GPU, time each launch and copy.
+
+    `timed` names the kinds that get a pair of events (default: every launch and copy); the
+    others are still in the trace. `tl.events` says in words what was timed, for the record.
+    """
 
     _active = None
 
-    def __init__(self, source: str | None = None, record_uses: bool = False):
+    def __init__(self, source: str | None = None, record_uses: bool = False,
+                 timed: tuple[str, ...] = TIMED_KINDS):
         if record_uses and not device.is_simulator():
             raise RuntimeError("record_uses meters each kernel, which needs Numba's simulator")
+        unknown = set(timed) - set(TIMED_KINDS)
+        if unknown:
+            raise ValueError(f"timed: no kind {', '.join(sorted(unknown))} (kinds: {', '.join(TIMED_KINDS)})")
+        self.timed_kinds = tuple(timed)
         self.record_uses = record_uses
         self.uses: dict[int, list[Use]] = {}   # op index -> what it read and wrote
         self.timed = not device.is_simulator()
@@ -391,16 +438,22 @@ class Timeline:
         self.trace.append(op)
         return op
 
+    @property
+    def events(self) -> str:
+        """What the timeline timed, in words (for a record that uses it)."""
+        kinds = "launches and copies" if self.timed_kinds == TIMED_KINDS else " and ".join(self.timed_kinds)
+        return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
+                f"through cuEventRecord); every op in the trace")
+
     def _timed_call(self, kind, label, stream, call, **fields):
         """Note the op; on a GPU, bracket `call()` with two events on its stream."""
         op = self._note(kind, label, self.row(stream), **fields)
-        if not self.timed:
+        if not self.timed or kind not in self.timed_kinds:
             return call()
-        cuda = device.cuda()
-        start, end = cuda.event(timing=True), cuda.event(timing=True)
-        start.record(0 if stream is None else stream)
+        start, end = _take_event(self._cuda), _take_event(self._cuda)
+        self._record(start, stream)
         result = call()
-        end.record(0 if stream is None else stream)
+        self._record(end, stream)
         self._events.append((op.index, start, end))
         return result
 
@@ -469,8 +522,9 @@ class Timeline:
         self.timed = self.timed and not self.inside_capture   # captured work does not run
         try:
             if self.timed:
-                cuda = device.cuda()
-                self._origin = cuda.event(timing=True)
+                self._cuda = cuda = device.cuda()
+                self._record = _event_recorder()
+                self._origin = _take_event(cuda)
                 self._origin.record(cuda.stream())
             self._subscription = hooks.subscribe(**self._handlers())
             self._subscription.__enter__()
@@ -489,9 +543,15 @@ class Timeline:
             self._subscription.__exit__(*exc)
         finally:
             Timeline._active = None
-        if self.timed and exc[0] is None:
-            device.cuda().synchronize()
-            self._data = self._collect()
+        if self.timed:
+            try:
+                if exc[0] is None:
+                    device.cuda().synchronize()
+                    self._data = self._collect()
+            finally:
+                spare = [self._origin, *(e for _, start, end in self._events for e in (start, end))]
+                self._events = []
+                _spare_events.extend(spare[:max(0, SPARE_EVENTS_KEPT - len(_spare_events))])
         return False
 
     def _collect(self) -> TimelineData:

@@ -149,3 +149,34 @@ def test_gpu_spans_are_timed_on_their_streams():
     assert spans[1].start_ms >= spans[0].end_ms - 1e-3      # stream order, seen by the events
     assert spans[3].start_ms >= max(s.end_ms for s in spans[:3]) - 1e-3   # the legacy default stream
     assert "makespan" in tl.report()
+
+
+@pytest.mark.gpu
+def test_the_recorder_keeps_a_four_stream_pipeline_within_5_percent_of_bare():
+    """Lab 07's pipeline (2^24 float32 from pinned memory, 16 chunks on 4 streams) timed on the
+    host clock around the call, bare and inside a Timeline, interleaved: the recorder's median
+    makespan is within 5% of the bare one (issue 23: the recorder once doubled it)."""
+    import time
+    from kernellab.course import target
+    from kernellab.gpu.timeline import reserve_events
+    lab = target.load("07")
+    n, chunks, iters = 1 << 24, 16, 168
+    host_x = cuda.pinned_array(n, dtype=np.float32)
+    host_x[:] = 1.5
+    host_out = cuda.pinned_array_like(host_x)
+    buffers = (cuda.device_array(n, dtype=np.float32), cuda.device_array(n, dtype=np.float32))
+    streams = [cuda.stream() for _ in range(4)]
+    reserve_events(3 * chunks)
+    bare, recorded = [], []
+    for rep in range(12):
+        started = time.perf_counter()
+        lab.pipeline(host_x, iters, streams, chunks, host_out, buffers)
+        bare.append(time.perf_counter() - started)
+        with Timeline() as tl:
+            started = time.perf_counter()
+            lab.pipeline(host_x, iters, streams, chunks, host_out, buffers)
+            recorded.append(time.perf_counter() - started)
+    bare_ms, recorded_ms = 1e3 * np.median(bare[2:]), 1e3 * np.median(recorded[2:])   # 2 warm-ups
+    assert len(tl.data.spans) == 3 * chunks
+    assert recorded_ms <= 1.05 * bare_ms, (f"inside the recorder {recorded_ms:.3f} ms, bare {bare_ms:.3f} ms: "
+                                           f"{recorded_ms / bare_ms - 1:+.1%}")
