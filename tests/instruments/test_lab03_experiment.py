@@ -1,0 +1,80 @@
+"""Lab 03's experiment before its first recording with the launches timed alone (not graded).
+
+The replay the `_launches` rows time makes the launcher's launches and nothing else, and the claims
+and the figure read a recording in the new form: a synthetic one here (marked live, so no claim
+reads the older reference repeats), whose numbers only exercise the code, never a claim's truth.
+"""
+
+import numpy as np
+import pytest
+
+from kernellab.course import claims, protocol, target
+from kernellab.gpu import checks, device
+from kernellab.gpu.launches import record_launches, replayable
+
+cuda = device.cuda()
+SIZES = (1024, 2**26)
+
+
+def test_a_replay_makes_the_launchers_launches_and_only_those():
+    lab = target.load("03", "solutions")
+    host = [checks.nonzero(np.random.default_rng(3), n) for n in (40, 20, 20, 10, 5)]
+    inputs = [cuda.to_device(a) for a in host]
+    out = checks.poisoned(75)
+    with record_launches() as during_capture:
+        replay = replayable(lambda: lab.horizontal_tasks(*inputs, 2.0, out=out, block=16))
+    assert replay.names() == ["horizontal_kernel"] and np.isnan(out.copy_to_host()).all(), \
+        "taking the launches must not run them"
+    assert during_capture.names() == ["horizontal_kernel"]   # the recorder still sees the launch taken
+    with record_launches() as replayed:
+        replay()
+    assert replayed.names() == ["horizontal_kernel"] and replayed[0].grid == (3 + 2 + 1 + 1, 1, 1)
+    checks.assert_matches(out, lab.reference_tasks(*host, 2.0), rtol=1e-6, what="the replayed launch")
+
+
+def _rows(variants, ms_of):
+    return [{"size": n, "variant": v, "ok": True, "median_ms": ms_of(v, n), "p10_ms": ms_of(v, n),
+             "p90_ms": ms_of(v, n), "bytes": 22 * n}
+            for n in SIZES for v in variants]
+
+
+def synthetic_records(experiment, lab) -> dict:
+    """A recording in the new form with round numbers: whole calls, launches alone, the GPU alone."""
+    names = list(experiment.launcher_calls(lab))
+    tasks_variants = names + [f"{v}{experiment.LAUNCHES}" for v in lab.VARIANTS]
+
+    def paced(variant, n):
+        launches = 1 if experiment.is_merged(variant) else 4
+        prep = 0 if variant.endswith(experiment.LAUNCHES) else 0.05
+        return max(launches * 0.02, 22 * n / 4e9) + prep
+
+    def gpu(variant, n):
+        return max((1 if experiment.is_merged(variant) else 4) * 0.002, 22 * n / 3.9e9)
+
+    prep = {v: {"launches": 1, "call_us_median": 70.0, "launches_us_median": 25.0, "prep_us_median": 45.0,
+                "prep_us_p10": 40.0, "prep_us_p90": 52.0} for v in names}
+    base = {"live": True, "axis": "elements in the largest task", "sizes": list(SIZES), "copy_gbps": 4000.0}
+    return {"tasks": {**base, "benchmark": "tasks", "variants": dict.fromkeys(tasks_variants, {}),
+                      "rows": _rows(tasks_variants, paced)},
+            "tasks_gpu": {**base, "benchmark": "tasks_gpu", "variants": dict.fromkeys(lab.VARIANTS, {}),
+                          "rows": _rows(lab.VARIANTS, gpu)},
+            "host_launch": {"live": True, "us": 20.0},
+            "launcher_prep": {"live": True, "size": 1024, "variants": prep}}
+
+
+@pytest.mark.parametrize("name", [c.name for c in claims.claims_of("03")])
+def test_every_claim_reads_a_recording_in_the_new_form(name):
+    experiment, lab = protocol.experiment("03"), target.load("03", "solutions")
+    claim = next(c for c in experiment.CLAIMS if c.name == name)
+    verdict = claims.evaluate(claim, {**claims.sources("03", live=False), **synthetic_records(experiment, lab)})
+    assert verdict.true is not None, f"{name} awaits: {verdict.missing}"
+    assert "{" not in verdict.text, verdict.text
+
+
+def test_the_figure_and_the_key_line_read_a_recording_in_the_new_form(tmp_path):
+    experiment, lab = protocol.experiment("03"), target.load("03", "solutions")
+    records = synthetic_records(experiment, lab)
+    assert experiment.speedup_figure(lab, records, tmp_path).exists()
+    assert experiment.key_figure(lab, records).startswith("one launch 4.0x faster than four at 1,024")
+    ratios = experiment.kernel_ratios(records["tasks_gpu"])
+    assert [r["n"] for r in ratios] == list(SIZES) and ratios[-1]["ratio"] == pytest.approx(1.0)
