@@ -435,13 +435,25 @@ def _short_size(n: int) -> str:
     return f"{n:,}"
 
 
+def _registers_row(records, kernel: str, block: int) -> dict:
+    for r in need(records, "registers", "rows"):
+        if r["kernel"] == kernel and r["block"] == block:
+            return r
+    raise Missing(f"registers has no row for {kernel} at blocks of {block}")
+
+
 def _kernel_pace_values(records):
     need(records, "tasks_gpu")
     worst, n, rows = _worst_kernel_ratio(records, "separate", "horizontal")
     wide_worst, wide_n, _ = _worst_kernel_ratio(records, "separate_block256", "horizontal_block256")
+    merged = _registers_row(records, "horizontal_kernel", BLOCK)
+    separate = [_registers_row(records, k.name, BLOCK) for k in KERNELS if k.name != "horizontal_kernel"]
     return {"worst": worst, "worst_n": n, "wide_worst": wide_worst, "wide_n": wide_n,
             "by_size": ", ".join(f"{_short_size(r['n'])} {r['ratio']:.2f}x" for r in rows),
-            "repeats": len(repeats_of(records, "tasks_gpu", NUMBER))}
+            "repeats": len(repeats_of(records, "tasks_gpu", NUMBER)),
+            "merged_regs": merged["registers"], "merged_occ": merged["occupancy"],
+            "separate_regs": max(r["registers"] for r in separate),
+            "separate_occ": min(r["occupancy"] for r in separate)}
 
 
 def _profiled_kernels_values(records):
@@ -533,11 +545,15 @@ CLAIMS = [
           "{repeats} repeats), the merged kernel runs at {worst:.2f}x the speed of the four kernels at its "
           "slowest size, {worst_n:,} elements (target: at least " + f"{KERNEL_PACE:.2f}" + "x at every "
           "size {verdict}); in blocks of 256, at {wide_worst:.2f}x at {wide_n:,} ({wide_verdict}). Four "
-          "over one, by size: {by_size}.",
+          "over one, by size: {by_size}. The merged kernel uses {merged_regs} registers per thread against "
+          "at most {separate_regs} for the four: at blocks of 128 it may hold {merged_occ:.0%} of an SM's warp "
+          "slots, the four at least {separate_occ:.0%} ({occupancy}).",
           headline="merged kernel at least {worst:.2f}x the speed of 4 on the GPU alone {verdict}",
           values=_kernel_pace_values,
           checks=(target("verdict", "worst", ">=", KERNEL_PACE),
-                  target("wide_verdict", "wide_worst", ">=", KERNEL_PACE))),
+                  target("wide_verdict", "wide_worst", ">=", KERNEL_PACE),
+                  says("occupancy", "merged_occ", ">=", "separate_occ", "registers cost the merged kernel no "
+                       "occupancy", "its registers cost it occupancy"))),
     Claim("merged_call_was_slower_outside_its_kernel",
           "Under Nsight Compute at {prof_n:,} elements (each kernel alone, caches flushed) the merged kernel "
           "ran {merged_gpu_us:.0f} us and the four kernels {separate_gpu_us:.0f} us summed: {kernel_ratio:.2f}x "

@@ -11,6 +11,7 @@ import pytest
 from kernellab.course import claims, protocol, target
 from kernellab.gpu import checks, device
 from kernellab.gpu.launches import record_launches, replayable
+from test_claims import flip_failures   # the perturbation of tests/instruments/test_claims.py
 
 cuda = device.cuda()
 SIZES = (1024, 2**26)
@@ -59,16 +60,21 @@ def synthetic_records(experiment, lab) -> dict:
             "tasks_gpu": {**base, "benchmark": "tasks_gpu", "variants": dict.fromkeys(lab.VARIANTS, {}),
                           "rows": _rows(lab.VARIANTS, gpu)},
             "host_launch": {"live": True, "us": 20.0},
+            "registers": {"live": True, "rows": [{"kernel": k.name, "block": b, "registers": 16, "occupancy": 1.0}
+                                                 for k in experiment.KERNELS for b in (128, 256)]},
             "launcher_prep": {"live": True, "size": 1024, "variants": prep}}
 
 
 @pytest.mark.parametrize("name", [c.name for c in claims.claims_of("03")])
 def test_every_claim_reads_a_recording_in_the_new_form(name):
+    """Filled, with no placeholder left, and each comparison able to flip (test_claims's perturbation)."""
     experiment, lab = protocol.experiment("03"), target.load("03", "solutions")
     claim = next(c for c in experiment.CLAIMS if c.name == name)
-    verdict = claims.evaluate(claim, {**claims.sources("03", live=False), **synthetic_records(experiment, lab)})
+    records = {**claims.sources("03", live=False), **synthetic_records(experiment, lab)}
+    verdict = claims.evaluate(claim, records)
     assert verdict.true is not None, f"{name} awaits: {verdict.missing}"
     assert "{" not in verdict.text, verdict.text
+    assert not flip_failures(claim, claim.values(records)), flip_failures(claim, claim.values(records))
 
 
 def test_the_figure_and_the_key_line_read_a_recording_in_the_new_form(tmp_path):
