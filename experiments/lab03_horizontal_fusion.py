@@ -73,11 +73,18 @@ LAUNCHES = "_launches"                     # a variant's launches alone: `<varia
 PREP_SIZE = SIZES[0]                       # where `launcher_prep` times the launchers' Python
 PREP_CALLS = 20                            # calls of each per sample of `launcher_prep`
 KERNEL_PACE = 0.98                         # the merged kernel's target against the four, every size
+SOLUTION_SIDE_KERNEL = "horizontal_4_per_thread_kernel"   # the solutions' only: not in LAB.kernels
 
 
 def is_merged(variant: str) -> bool:
     """Whether a variant is a merged (one-launch) version: its ledger is the fused one."""
     return variant.startswith("horizontal")
+
+
+def versions(lab) -> dict:
+    """The lab's versions of the four tasks, {name: (launcher, why)}: VARIANTS, and the solution
+    side's SOLUTION_VARIANTS where the module has them (the starter does not)."""
+    return {**lab.VARIANTS, **getattr(lab, "SOLUTION_VARIANTS", {})}
 
 
 def launcher_calls(lab) -> dict:
@@ -87,7 +94,7 @@ def launcher_calls(lab) -> dict:
         return lambda d, out: launcher(*(d[k] for k in INPUTS), ALPHA, out=out)
 
     calls = {name: (call(launcher), f"{why} (the whole call: the launcher's Python, then its launches)")
-             for name, (launcher, why) in lab.VARIANTS.items()}
+             for name, (launcher, why) in versions(lab).items()}
     calls["separate_sliced"] = (
         lambda d, out: separate_sliced(lab, *(d[k] for k in INPUTS), ALPHA, out),
         "the four launches on four views of out built per call (split_output): what slicing a "
@@ -119,12 +126,12 @@ def ledger_of(lab, variant: str):
 
 
 def tasks_benchmark(lab) -> harness.Benchmark:
-    """Host-paced, as an eager caller waits: every whole call, and each VARIANTS entry's launches
-    alone beside it."""
+    """Host-paced, as an eager caller waits: every whole call, and each version's launches alone
+    beside it."""
     calls = launcher_calls(lab)
     variants = [harness.Variant(name, call, why, ledger=ledger_of(lab, name))
                 for name, (call, why) in calls.items()]
-    variants += [launches_alone(name, calls[name][0], ledger_of(lab, name)) for name in lab.VARIANTS]
+    variants += [launches_alone(name, calls[name][0], ledger_of(lab, name)) for name in versions(lab)]
     return harness.Benchmark(
         name="tasks", axis="elements in the largest task", sizes=SIZES, sim_sizes=SIM_SIZES,
         tour_sizes=TOUR_SIZES, make_inputs=tasks_inputs,
@@ -133,13 +140,13 @@ def tasks_benchmark(lab) -> harness.Benchmark:
 
 
 def kernels_benchmark(lab) -> harness.Benchmark:
-    """The GPU alone: each VARIANTS entry's whole call with the host's work held outside the
-    window (the harness's hold kernel), so what is timed is the kernels, back to back."""
+    """The GPU alone: each version's whole call with the host's work held outside the window
+    (the harness's hold kernel), so what is timed is the kernels, back to back."""
     calls = launcher_calls(lab)
     variants = [harness.Variant(name, calls[name][0],
                                 f"{why}: GPU time only, the host's work held outside the window",
                                 ledger=ledger_of(lab, name))
-                for name, (_, why) in lab.VARIANTS.items()]
+                for name, (_, why) in versions(lab).items()]
     return harness.Benchmark(
         name="tasks_gpu", axis="elements in the largest task", sizes=SIZES, sim_sizes=SIM_SIZES,
         tour_sizes=TOUR_SIZES, make_inputs=tasks_inputs,
@@ -198,8 +205,12 @@ def measure_registers(lab) -> dict:
     """Registers per thread and theoretical occupancy of every declared kernel at each block the
     variants launch it with (the driver's figures on a GPU, ptxas's without one)."""
     blocks = sorted({BLOCK, lab.WIDE_BLOCK})
-    shapes = [(kernel.name, block) for kernel in KERNELS for block in blocks]
-    rows = registers.resources_rows([(getattr(lab, name), None, block) for name, block in shapes])
+    names = [kernel.name for kernel in KERNELS]
+    if hasattr(lab, SOLUTION_SIDE_KERNEL):                  # as horizontal_kernel's arguments
+        names.append(SOLUTION_SIDE_KERNEL)
+    signature = {SOLUTION_SIDE_KERNEL: lab.SIGNATURES["horizontal_kernel"]}
+    shapes = [(name, block) for name in names for block in blocks]
+    rows = registers.resources_rows([(getattr(lab, name), signature.get(name), block) for name, block in shapes])
     rows = [{"kernel": name, **row} for (name, _), row in zip(shapes, rows)]
     print(registers.table(rows))
     return {"provenance": reference.provenance(), "rows": rows}
@@ -446,9 +457,11 @@ def _kernel_pace_values(records):
     need(records, "tasks_gpu")
     worst, n, rows = _worst_kernel_ratio(records, "separate", "horizontal")
     wide_worst, wide_n, _ = _worst_kernel_ratio(records, "separate_block256", "horizontal_block256")
+    quad_worst, quad_n, _ = _worst_kernel_ratio(records, "separate", "horizontal_4_per_thread")
     merged = _registers_row(records, "horizontal_kernel", BLOCK)
     separate = [_registers_row(records, k.name, BLOCK) for k in KERNELS if k.name != "horizontal_kernel"]
     return {"worst": worst, "worst_n": n, "wide_worst": wide_worst, "wide_n": wide_n,
+            "quad_worst": quad_worst, "quad_n": quad_n,
             "by_size": ", ".join(f"{_short_size(r['n'])} {r['ratio']:.2f}x" for r in rows),
             "repeats": len(repeats_of(records, "tasks_gpu", NUMBER)),
             "merged_regs": merged["registers"], "merged_occ": merged["occupancy"],
@@ -544,14 +557,16 @@ CLAIMS = [
           "On the GPU alone (each call's host work held outside the window; each size its worst of "
           "{repeats} repeats), the merged kernel runs at {worst:.2f}x the speed of the four kernels at its "
           "slowest size, {worst_n:,} elements (target: at least " + f"{KERNEL_PACE:.2f}" + "x at every "
-          "size {verdict}); in blocks of 256, at {wide_worst:.2f}x at {wide_n:,} ({wide_verdict}). Four "
-          "over one, by size: {by_size}. The merged kernel uses {merged_regs} registers per thread against "
+          "size {verdict}); in blocks of 256, against the four in blocks of 256, at {wide_worst:.2f}x at "
+          "{wide_n:,} ({wide_verdict}); with 4 elements per thread (solution side), against the four as "
+          "given, at {quad_worst:.2f}x at {quad_n:,} ({quad_verdict}). Four over one, by size: {by_size}. The merged kernel uses {merged_regs} registers per thread against "
           "at most {separate_regs} for the four: at blocks of 128 it may hold {merged_occ:.0%} of an SM's warp "
           "slots, the four at least {separate_occ:.0%} ({occupancy}).",
           headline="merged kernel at least {worst:.2f}x the speed of 4 on the GPU alone {verdict}",
           values=_kernel_pace_values,
           checks=(target("verdict", "worst", ">=", KERNEL_PACE),
                   target("wide_verdict", "wide_worst", ">=", KERNEL_PACE),
+                  target("quad_verdict", "quad_worst", ">=", KERNEL_PACE),
                   says("occupancy", "merged_occ", ">=", "separate_occ", "registers cost the merged kernel no "
                        "occupancy", "its registers cost it occupancy"))),
     Claim("merged_call_was_slower_outside_its_kernel",

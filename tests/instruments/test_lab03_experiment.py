@@ -11,6 +11,7 @@ import pytest
 from kernellab.course import claims, protocol, target
 from kernellab.gpu import checks, device
 from kernellab.gpu.launches import record_launches, replayable
+from kernellab.gpu.traffic import meter
 from test_claims import flip_failures   # the perturbation of tests/instruments/test_claims.py
 
 cuda = device.cuda()
@@ -42,7 +43,7 @@ def _rows(variants, ms_of):
 def synthetic_records(experiment, lab) -> dict:
     """A recording in the new form with round numbers: whole calls, launches alone, the GPU alone."""
     names = list(experiment.launcher_calls(lab))
-    tasks_variants = names + [f"{v}{experiment.LAUNCHES}" for v in lab.VARIANTS]
+    tasks_variants = names + [f"{v}{experiment.LAUNCHES}" for v in experiment.versions(lab)]
 
     def paced(variant, n):
         launches = 1 if experiment.is_merged(variant) else 4
@@ -57,8 +58,8 @@ def synthetic_records(experiment, lab) -> dict:
     base = {"live": True, "axis": "elements in the largest task", "sizes": list(SIZES), "copy_gbps": 4000.0}
     return {"tasks": {**base, "benchmark": "tasks", "variants": dict.fromkeys(tasks_variants, {}),
                       "rows": _rows(tasks_variants, paced)},
-            "tasks_gpu": {**base, "benchmark": "tasks_gpu", "variants": dict.fromkeys(lab.VARIANTS, {}),
-                          "rows": _rows(lab.VARIANTS, gpu)},
+            "tasks_gpu": {**base, "benchmark": "tasks_gpu", "variants": dict.fromkeys(experiment.versions(lab), {}),
+                          "rows": _rows(experiment.versions(lab), gpu)},
             "host_launch": {"live": True, "us": 20.0},
             "registers": {"live": True, "rows": [{"kernel": k.name, "block": b, "registers": 16, "occupancy": 1.0}
                                                  for k in experiment.KERNELS for b in (128, 256)]},
@@ -84,3 +85,20 @@ def test_the_figure_and_the_key_line_read_a_recording_in_the_new_form(tmp_path):
     assert experiment.key_figure(lab, records).startswith("one launch 4.0x faster than four at 1,024")
     ratios = experiment.kernel_ratios(records["tasks_gpu"])
     assert [r["n"] for r in ratios] == list(SIZES) and ratios[-1]["ratio"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("sizes", [(301, 150, 75, 37), (0, 130, 0, 1), (64, 65, 1, 128)])
+def test_the_solution_sides_4_per_thread_kernel_computes_the_tasks_reading_each_input_once(sizes):
+    """Ragged ends, empty tasks and a task of one element; every input element read once and every
+    output element written once (the simulator's meter against the fused ledger)."""
+    lab = target.load("03", "solutions")
+    rng = np.random.default_rng(sum(sizes))
+    n0, n1, n2, n3 = sizes
+    host = dict(zip(("x0", "x1", "z1", "x2", "x3"), (checks.nonzero(rng, n) for n in (n0, n1, n1, n2, n3))))
+    dev = {k: cuda.to_device(v) for k, v in host.items()}
+    out = checks.poisoned(sum(sizes))
+    with meter(**dev, out=out) as traffic, record_launches() as launched:
+        lab.horizontal_4_per_thread_tasks(*dev.values(), 2.5, out=out, block=16)
+    assert launched.names() == ["horizontal_4_per_thread_kernel"]
+    lab.tasks_ledger(sizes, fused=True).check_against(traffic)
+    checks.assert_matches(out, lab.reference_tasks(*host.values(), 2.5), rtol=1e-6, what="4 per thread")
