@@ -1,15 +1,27 @@
 """Lab 03's experiments: four small tasks in four launches or in one, over task sizes 1K .. 64M.
 
 Declared once, in `LAB` at the end (kernellab.course.protocol): `kernellab bench 03` (on a GPU)
-validates every version, then times them over the sweep (the largest task's elements; the
-others are 1/2, 1/4, 1/8 of it) paced by the host, as an eager caller runs them (`host_paced`);
-the model says each call's time is its launches' submit time or its bytes, whichever is slower,
-and the claims say where the recorded sweep bears that out. Beside it,
-`host_launch` measures the host's cost of one launch in the same run, from which
-`predicted_time_us` predicts each call, and where merging stops paying.
+validates every version (the lab's VARIANTS, in blocks of 128 and 256, and the solution side's
+SOLUTION_VARIANTS), then times them over the sweep (the largest task's elements; the others are
+1/2, 1/4, 1/8 of it). Which part of a call each record times:
+- `tasks`, paced by the host as an eager caller runs them (`host_paced`): each version's whole
+  call (the launcher's Python, then its launches) and, as `<version>_launches`, its launches
+  alone: taken from one call outside the window and replayed with the same kernels and
+  arguments (kernellab.gpu.launches.replayable), so the window holds launch submits and kernels
+  and none of the launcher's checks and tables. The one-against-four claims read these.
+- `launcher_prep`: the launchers' Python per call, measured apart (a whole call against its
+  replayed launches, in pairs: timing.time_host_beyond), median and p10-p90.
+- `tasks_gpu`: each version's kernels on the GPU alone, the host's work held outside the window;
+  the targets (the merged kernel at least KERNEL_PACE x the speed of the four at every size) and
+  the merged-kernel claims read it, beside `registers` (each kernel's registers per thread and
+  theoretical occupancy at each block) and the recorded Nsight Compute rows.
+- `host_launch`: the host's cost of one launch in the same run, from which `predicted_time_us`
+  predicts each call (its launches' submit time or its bytes, whichever is slower) and where
+  merging stops paying.
 `separate_sliced` is the launch path the first version of this lab used (four device-array
 views of `out` built per call), measured on its own: the cost of slicing in Python.
-`kernellab tour 03` validates the versions on this device and draws the figure.
+`kernellab tour 03` validates the versions on this device and draws the figure;
+`scripts/diagnose_lab03.py` times the largest sizes all three ways in under a minute.
 """
 
 from __future__ import annotations
@@ -79,6 +91,11 @@ SOLUTION_SIDE_KERNEL = "horizontal_4_per_thread_kernel"   # the solutions' only:
 def is_merged(variant: str) -> bool:
     """Whether a variant is a merged (one-launch) version: its ledger is the fused one."""
     return variant.startswith("horizontal")
+
+
+def four_launches_beside(merged: str) -> str:
+    """The four-launch version a merged one is judged against: the four in the same block."""
+    return "separate_block256" if merged.endswith("_block256") else "separate"
 
 
 def versions(lab) -> dict:
@@ -331,6 +348,21 @@ def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
     return plots.save(fig, "lab03_speedup", figures_dir)
 
 
+def targets(lab, records: dict) -> dict:
+    """The merged kernels against the four on the GPU alone (`tasks_gpu`): each merged version's
+    worst size, met when the four's time over its own is at least KERNEL_PACE at every size of
+    this run (`--repeat` judges each on its worst repeat)."""
+    result = records["tasks_gpu"]
+    versions = {}
+    for merged in (name for name in result["variants"] if is_merged(name)):
+        four = four_launches_beside(merged)
+        worst = min(kernel_ratios(result, four, merged), key=lambda r: r["ratio"])
+        versions[merged] = {"against": four, "worst_ratio": worst["ratio"], "worst_size": worst["n"],
+                            "met": worst["ratio"] >= KERNEL_PACE}
+    return {"rule": f"the four kernels' GPU time over the merged kernel's, at least {KERNEL_PACE} at "
+                    f"every size of tasks_gpu", "versions": versions}
+
+
 # --- claims: what the discussion says, checked against the records -----------------------------
 # (the models a claim compares with are the solutions', so a claim never depends on a student's
 # stub; the claims on the launches alone read a recording that times them apart)
@@ -456,8 +488,10 @@ def _registers_row(records, kernel: str, block: int) -> dict:
 def _kernel_pace_values(records):
     need(records, "tasks_gpu")
     worst, n, rows = _worst_kernel_ratio(records, "separate", "horizontal")
-    wide_worst, wide_n, _ = _worst_kernel_ratio(records, "separate_block256", "horizontal_block256")
-    quad_worst, quad_n, _ = _worst_kernel_ratio(records, "separate", "horizontal_4_per_thread")
+    wide_worst, wide_n, _ = _worst_kernel_ratio(records, four_launches_beside("horizontal_block256"),
+                                                "horizontal_block256")
+    quad_worst, quad_n, _ = _worst_kernel_ratio(records, four_launches_beside("horizontal_4_per_thread"),
+                                                "horizontal_4_per_thread")
     merged = _registers_row(records, "horizontal_kernel", BLOCK)
     separate = [_registers_row(records, k.name, BLOCK) for k in KERNELS if k.name != "horizontal_kernel"]
     return {"worst": worst, "worst_n": n, "wide_worst": wide_worst, "wide_n": wide_n,
@@ -617,5 +651,6 @@ LAB = protocol.Lab(
     ),
     figures=(protocol.Figure("lab03_speedup", speedup_figure, needs=("tasks", "host_launch")),),
     claims=CLAIMS,
+    targets=targets,
     key_figure=key_figure,
 )

@@ -79,11 +79,6 @@ def reps(text: str) -> int:
     return value
 
 
-def against(version: str) -> str:
-    """The four-launch version a version is compared with: the four in the same block."""
-    return "separate_block256" if version.endswith("_block256") else "separate"
-
-
 def input_sets(experiment, rng, n: int, simulated: bool) -> tuple[list, dict]:
     """[(device inputs, poisoned output)] at size n, one set or as many as cover L2_COVER L2s, and
     the first set's host inputs."""
@@ -125,7 +120,7 @@ def measure_size(experiment, lab, calls: dict, n: int, reps_: int, simulated: bo
     return found, launched
 
 
-def timing_table(results: dict) -> str:
+def timing_table(experiment, results: dict) -> str:
     head = f"{'largest task':>12} {'version':<26}" + "".join(
         f" {mode + ' ms':>10} {'p10-p90':>15} {'4/1':>5}" for mode in MODES)
     lines = [head]
@@ -134,7 +129,7 @@ def timing_table(results: dict) -> str:
             cells = []
             for mode in MODES:
                 t = modes[mode]
-                four = by_version[against(name)][mode].median_ms / t.median_ms
+                four = by_version[experiment.four_launches_beside(name)][mode].median_ms / t.median_ms
                 exposed = "*" if t.host_exposed else " "
                 cells.append(f" {t.median_ms:10.4f} {t.p10_ms:7.4f}-{t.p90_ms:<7.4f} {four:5.2f}{exposed}")
             lines.append(f"{n:>12,} {name:<26}" + "".join(cells))
@@ -198,7 +193,7 @@ def main(argv=None) -> int:
     if simulated:
         print(f"simulator: every version validated at {SIM_SIZE:,}; no timing exists without a GPU")
     else:
-        print(timing_table(results))
+        print(timing_table(experiment, results))
         print(prep_table(experiment, lab))
     print(kernel_table(lab, launched))
     print(f"done in {time.perf_counter() - started:.0f} s")

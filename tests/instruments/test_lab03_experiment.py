@@ -85,6 +85,10 @@ def test_the_figure_and_the_key_line_read_a_recording_in_the_new_form(tmp_path):
     assert experiment.key_figure(lab, records).startswith("one launch 4.0x faster than four at 1,024")
     ratios = experiment.kernel_ratios(records["tasks_gpu"])
     assert [r["n"] for r in ratios] == list(SIZES) and ratios[-1]["ratio"] == pytest.approx(1.0)
+    judged = experiment.targets(lab, records)["versions"]
+    assert set(judged) == {v for v in experiment.versions(lab) if experiment.is_merged(v)}
+    assert judged["horizontal_block256"]["against"] == "separate_block256"
+    assert all(v["met"] and v["worst_size"] == 2**26 for v in judged.values())
 
 
 @pytest.mark.parametrize("sizes", [(301, 150, 75, 37), (0, 130, 0, 1), (64, 65, 1, 128)])
