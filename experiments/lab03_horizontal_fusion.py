@@ -497,6 +497,7 @@ def _kernel_pace_values(records):
     return {"worst": worst, "worst_n": n, "wide_worst": wide_worst, "wide_n": wide_n,
             "quad_worst": quad_worst, "quad_n": quad_n,
             "by_size": ", ".join(f"{_short_size(r['n'])} {r['ratio']:.2f}x" for r in rows),
+            "under": ", ".join(_short_size(r["n"]) for r in rows if r["ratio"] < KERNEL_PACE) or "no size",
             "repeats": len(repeats_of(records, "tasks_gpu", NUMBER)),
             "merged_regs": merged["registers"], "merged_occ": merged["occupancy"],
             "separate_regs": max(r["registers"] for r in separate),
@@ -593,7 +594,8 @@ CLAIMS = [
           "slowest size, {worst_n:,} elements (target: at least " + f"{KERNEL_PACE:.2f}" + "x at every "
           "size {verdict}); in blocks of 256, against the four in blocks of 256, at {wide_worst:.2f}x at "
           "{wide_n:,} ({wide_verdict}); with 4 elements per thread (solution side), against the four as "
-          "given, at {quad_worst:.2f}x at {quad_n:,} ({quad_verdict}). Four over one, by size: {by_size}. The merged kernel uses {merged_regs} registers per thread against "
+          "given, at {quad_worst:.2f}x at {quad_n:,} ({quad_verdict}). Four over one, by size: {by_size} "
+          "(under " + f"{KERNEL_PACE:.2f}" + "x: {under}). The merged kernel uses {merged_regs} registers per thread against "
           "at most {separate_regs} for the four: at blocks of 128 it may hold {merged_occ:.0%} of an SM's warp "
           "slots, the four at least {separate_occ:.0%} ({occupancy}).",
           headline="merged kernel at least {worst:.2f}x the speed of 4 on the GPU alone {verdict}",
