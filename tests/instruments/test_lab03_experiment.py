@@ -1,16 +1,20 @@
 """Lab 03's experiment before its first recording with the launches timed alone (not graded).
 
-The replay the `_launches` rows time makes the launcher's launches and nothing else, and the claims
+The replay the `_launches` rows time makes the launcher's launches and nothing else; the claims
 and the figure read a recording in the new form: a synthetic one here (marked live, so no claim
-reads the older reference repeats), whose numbers only exercise the code, never a claim's truth.
+reads the older reference repeats), whose numbers only exercise the code, never a claim's truth;
+the solution side's 4-per-thread kernel computes the tasks within their byte budget; and the
+GPU-only prep measurement is checked on a fake clock.
 """
+
+import types
 
 import numpy as np
 import pytest
 
 from kernellab.course import claims, protocol, target
-from kernellab.gpu import checks, device
-from kernellab.gpu.launches import record_launches, replayable
+from kernellab.gpu import checks, device, timing
+from kernellab.gpu.launches import Replay, record_launches, replayable
 from kernellab.gpu.traffic import meter
 from test_claims import flip_failures   # the perturbation of tests/instruments/test_claims.py
 
@@ -106,3 +110,39 @@ def test_the_solution_sides_4_per_thread_kernel_computes_the_tasks_reading_each_
     assert launched.names() == ["horizontal_4_per_thread_kernel"]
     lab.tasks_ledger(sizes, fused=True).check_against(traffic)
     checks.assert_matches(out, lab.reference_tasks(*host.values(), 2.5), rtol=1e-6, what="4 per thread")
+
+
+# --- the GPU-only measurements, on a fake clock ---------------------------------------------------
+
+def test_the_rest_of_a_call_is_timed_in_pairs(monkeypatch):
+    """time_host_beyond: the whole, the part, and their difference sample by sample."""
+    clock = {"now": 0.0}
+
+    def advance(seconds):
+        return lambda: clock.__setitem__("now", clock["now"] + seconds)
+
+    monkeypatch.setattr(timing, "require_gpu", lambda what: None)
+    monkeypatch.setattr(timing, "cuda", types.SimpleNamespace(synchronize=lambda: None))
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock["now"]))
+    split = timing.time_host_beyond(advance(70e-6), advance(25e-6), inner=4, reps=6, warmup=1)
+    assert split["whole"].median_ms == pytest.approx(0.070) and split["part"].median_ms == pytest.approx(0.025)
+    assert split["rest"].samples_ms == pytest.approx((0.045,) * 6)
+
+
+def test_the_launcher_prep_record_splits_every_call(monkeypatch):
+    """measure_launcher_prep: for every whole call, its launches taken apart and each part's figures."""
+    experiment, lab = protocol.experiment("03"), target.load("03", "solutions")
+    ran = []
+
+    def fake_split(whole, part, **_):   # nothing runs: the launches were taken, never made
+        ran.append(part)
+        return {key: timing.Timing((ms, ms)) for key, ms in (("whole", 0.07), ("part", 0.025), ("rest", 0.045))}
+
+    monkeypatch.setattr(experiment, "PREP_SIZE", 40)
+    monkeypatch.setattr(timing, "time_host_beyond", fake_split)
+    monkeypatch.setattr(experiment.reference, "provenance", lambda: {})
+    record = experiment.measure_launcher_prep(lab)
+    assert set(record["variants"]) == set(experiment.launcher_calls(lab)) and record["size"] == 40
+    assert record["variants"]["separate"]["launches"] == 4 and record["variants"]["horizontal"]["launches"] == 1
+    assert record["variants"]["horizontal"]["prep_us_median"] == pytest.approx(45.0)
+    assert all(isinstance(part, Replay) for part in ran)
