@@ -35,12 +35,15 @@ that costs, on its own).
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
 from kernellab.lab import Ledger
 from numba import cuda
+import functools
 import itertools
 
 import numpy as np
 
 
 DEFAULT_BLOCK = 128
+WIDE_BLOCK = 256             # the variants in longer blocks: a 1-element-per-thread block of 128
+                             # retires fast, so the rate at which SMs start blocks can bound it
 TASKS = ("scale", "add", "relu", "square")
 ZERO = np.float32(0.0)       # float32: max(v, 0.0), or a sum started at 0.0, is float64
 
@@ -211,9 +214,16 @@ def predicted_time_us(launches, nbytes, launch_us, gbps):
 
 
 # The versions of the four tasks, each with the reason it exists; the tour and the benchmark read this.
+# A variant in blocks of 256 is its launcher with that block (a call that passes `block` overrides it).
 VARIANTS = {
     "separate": (separate_tasks, "one launch per task: 4 launch costs, 4 small grids"),
     "horizontal": (horizontal_tasks, "one launch; each block picks its task from its block index"),
+    "separate_block256": (functools.partial(separate_tasks, block=WIDE_BLOCK),
+                          "the four launches in blocks of 256: half as many blocks to start, an SM "
+                          "full with 8 of them instead of 16"),
+    "horizontal_block256": (functools.partial(horizontal_tasks, block=WIDE_BLOCK),
+                            "the one launch in blocks of 256: the same kernel, half as many blocks, "
+                            "each twice as long"),
 }
 
 

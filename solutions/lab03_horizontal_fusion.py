@@ -35,12 +35,15 @@ that costs, on its own).
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
 from kernellab.lab import Ledger
 from numba import cuda
+import functools
 import itertools
 
 import numpy as np
 
 
 DEFAULT_BLOCK = 128
+WIDE_BLOCK = 256             # the variants in longer blocks: a 1-element-per-thread block of 128
+                             # retires fast, so the rate at which SMs start blocks can bound it
 TASKS = ("scale", "add", "relu", "square")
 ZERO = np.float32(0.0)       # float32: max(v, 0.0), or a sum started at 0.0, is float64
 
@@ -222,9 +225,90 @@ def predicted_time_us(launches, nbytes, launch_us, gbps):
 
 
 # The versions of the four tasks, each with the reason it exists; the tour and the benchmark read this.
+# A variant in blocks of 256 is its launcher with that block (a call that passes `block` overrides it).
 VARIANTS = {
     "separate": (separate_tasks, "one launch per task: 4 launch costs, 4 small grids"),
     "horizontal": (horizontal_tasks, "one launch; each block picks its task from its block index"),
+    "separate_block256": (functools.partial(separate_tasks, block=WIDE_BLOCK),
+                          "the four launches in blocks of 256: half as many blocks to start, an SM "
+                          "full with 8 of them instead of 16"),
+    "horizontal_block256": (functools.partial(horizontal_tasks, block=WIDE_BLOCK),
+                            "the one launch in blocks of 256: the same kernel, half as many blocks, "
+                            "each twice as long"),
+}
+
+
+# --- Solution side: the merged kernel, four elements per thread (not in the starter, where it would
+# answer 03.2) -------------------------------------------------------------------------------------
+# One element per thread in blocks of 128 makes a block that retires after one load and one store;
+# with four, a quarter of the blocks start, and each thread has four loads in flight before its
+# first store (Lab 02's given 4-per-thread kernel does the same for one task).
+
+ELEMENTS_PER_THREAD = 4
+SOLUTION_SIDE = ("ELEMENTS_PER_THREAD", "SOLUTION_SIDE", "task_value", "horizontal_4_per_thread_kernel",
+                 "horizontal_4_per_thread_tasks", "SOLUTION_VARIANTS")   # the names the starter lacks
+
+
+@cuda.jit(device=True, inline="always")
+def task_value(task, alpha, v, w):
+    """Task `task`'s op on one element: v its input, w the add's second operand (else unused)."""
+    if task == 0:
+        return alpha * v
+    if task == 1:
+        return v + w
+    if task == 2:
+        return v if v > ZERO else ZERO
+    return v * v
+
+
+@cuda.jit
+def horizontal_4_per_thread_kernel(block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out):
+    block = cuda.blockIdx.x
+    task = 3                                         # the block's task, as in horizontal_kernel
+    if block < block_starts[1]:
+        task = 0
+    elif block < block_starts[2]:
+        task = 1
+    elif block < block_starts[3]:
+        task = 2
+    x = (x0, x1, x2, x3)[task]
+    step = cuda.blockDim.x                           # a block owns 4 x step elements of its task:
+    i = (block - block_starts[task]) * ELEMENTS_PER_THREAD * step + cuda.threadIdx.x
+    start = out_starts[task]                         # i, i + step, ...: each warp's accesses coalesced
+    if i + 3 * step < x.size:                        # the common case: every load before any store
+        v0, v1, v2, v3 = x[i], x[i + step], x[i + 2 * step], x[i + 3 * step]
+        w0, w1, w2, w3 = v0, v1, v2, v3
+        if task == 1:                                # only the add reads a second input
+            w0, w1, w2, w3 = z1[i], z1[i + step], z1[i + 2 * step], z1[i + 3 * step]
+        out[start + i] = task_value(task, alpha, v0, w0)
+        out[start + i + step] = task_value(task, alpha, v1, w1)
+        out[start + i + 2 * step] = task_value(task, alpha, v2, w2)
+        out[start + i + 3 * step] = task_value(task, alpha, v3, w3)
+    else:                                            # the task's ragged end
+        for k in range(ELEMENTS_PER_THREAD):
+            j = i + k * step
+            if j < x.size:
+                v = x[j]
+                out[start + j] = task_value(task, alpha, v, z1[j] if task == 1 else v)
+    # per element: the same bytes as horizontal_kernel; per thread, 4 (the add: 8) loads in flight
+
+
+def horizontal_4_per_thread_tasks(x0, x1, z1, x2, x3, alpha=2.0, out=None, block=DEFAULT_BLOCK):
+    """One launch, each thread four elements of its task: a quarter of the blocks of
+    `horizontal_tasks`, each block's table entry counting blocks of 4 x `block` elements."""
+    sizes, alpha, out, out_starts = _prepare(x0, x1, z1, x2, x3, alpha, out)
+    block_starts = tuple(int(s) for s in task_block_starts(sizes, ELEMENTS_PER_THREAD * block))
+    grid = block_starts[-1]
+    if grid:
+        horizontal_4_per_thread_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out)
+    return out
+
+
+# The solution side's versions, beside VARIANTS (the benchmarks time both tables).
+SOLUTION_VARIANTS = {
+    "horizontal_4_per_thread": (horizontal_4_per_thread_tasks,
+                                "one launch, 4 elements per thread: a quarter of the blocks, 4 loads "
+                                "in flight per thread before its first store"),
 }
 
 

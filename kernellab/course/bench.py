@@ -418,10 +418,11 @@ def table(result: dict) -> str:
         lines[0] += (f": {ceilings_line(result['ceilings'])}; GB/s from requested bytes (ledger); "
                      f"each row against the ceiling of its own mix (`ceiling_mix` in the record)")
     width = max(12, len(result["axis"]))
-    lines.append(f"{result['axis']:>{width}} {'variant':<22} {'ms':>9} {'p10-p90 ms':>17} {'GB/s':>8} "
+    named = max(22, *(len(name) for name in result["variants"]))
+    lines.append(f"{result['axis']:>{width}} {'variant':<{named}} {'ms':>9} {'p10-p90 ms':>17} {'GB/s':>8} "
                  f"{'ceiling':>8} {'% ceil':>7} {'launches':>8} {'rel err':>8}")
     for r in result["rows"]:
-        head = f"{str(r['size']):>{width}} {r['variant']:<22}"
+        head = f"{str(r['size']):>{width}} {r['variant']:<{named}}"
         if not r["ok"]:
             error = r.get("error", "")[:2000].splitlines() or [""]
             lines.append(f"{head} FAILED: {error[0]}")

@@ -6,6 +6,11 @@
 
 Works on a GPU and in the simulator. It subscribes to kernellab.gpu.hooks only inside the
 `with` block, so ordinary launches pay nothing for it.
+
+`replayable(call)` takes the launches a call makes without running them, and gives them back
+as a function that makes the same launches again (the same kernels, configurations and argument
+objects) without the call's own Python: what a benchmark times when its subject is the launches
+alone, with the launcher's preparation outside the window.
 """
 
 from __future__ import annotations
@@ -43,6 +48,39 @@ class LaunchLog(list):
 
     def count(self, name: str | None = None) -> int:  # type: ignore[override]
         return len(self) if name is None else sum(launch.name == name for launch in self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """The kernel launches one call made, to make again: each `kernel[grid, block, stream,
+    shared](*args)` with the call's own kernel objects and arguments, through numba-cuda's whole
+    launch path (argument typing and marshalling, the driver's launch) and nothing else."""
+
+    launches: tuple[hooks.KernelLaunch, ...]
+
+    def __call__(self) -> None:
+        for launch in self.launches:
+            launch.kernel[launch.grid, launch.block, launch.stream, launch.shared](*launch.args)
+
+    def names(self) -> list[str]:
+        return [launch.name for launch in self.launches]
+
+
+def replayable(call) -> Replay:
+    """The launches `call()` makes, taken instead of run (nothing reaches the device), as a Replay.
+
+    For a launcher whose Python does not read what its kernels write (an elementwise launcher
+    that returns its output): its kernels then run only when the Replay is called. The argument
+    objects are kept, so the arrays a call allocated for its launches stay alive with the Replay.
+    """
+    taken = []
+
+    def take(launch: hooks.KernelLaunch, run):
+        taken.append(launch)
+
+    with hooks.subscribe(replace_launch=take):
+        call()
+    return Replay(tuple(taken))
 
 
 def stream_handle(stream) -> int:

@@ -190,6 +190,41 @@ def time_host(submit: Callable[[], None], *, inner: int = 100, reps: int = 30,
     return Timing(tuple(samples))
 
 
+def time_host_beyond(whole: Callable[[], None], part: Callable[[], None], *, inner: int = 20,
+                     reps: int = 30, warmup: int = 3) -> dict[str, Timing]:
+    """Host time per call of `whole`, of `part` (what `whole` does besides something else: its
+    launches, say), and of the rest, `whole` minus `part`, from paired samples.
+
+    Each rep times `inner` calls of each, back to back, each block from an idle GPU (as
+    `time_host`), in alternating order; the rest's sample is the difference within the pair, so
+    drift between reps cancels and its p10-p90 is the spread of the difference itself (a
+    difference of two medians would have none). GPU only; keep the GPU work of `inner` calls
+    short enough to queue without blocking."""
+    require_gpu("time_host_beyond")
+    for _ in range(warmup):
+        whole()
+        part()
+
+    def per_call(fn) -> float:
+        cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - started) * 1e3 / inner
+
+    wholes, parts = [], []
+    for rep in range(reps):
+        if rep % 2:
+            parts.append(per_call(part))
+            wholes.append(per_call(whole))
+        else:
+            wholes.append(per_call(whole))
+            parts.append(per_call(part))
+    cuda.synchronize()
+    return {"whole": Timing(tuple(wholes)), "part": Timing(tuple(parts)),
+            "rest": Timing(tuple(w - p for w, p in zip(wholes, parts)))}
+
+
 CEILING_L2_MULTIPLE = 8      # copy buffers are at least this many times the L2: no copy is served by it
 FMA_TRIPS = 2048             # the FMA chain's trip count, a compile-time constant
 FMA_CHAINS = 8               # independent chains per thread: enough in flight to fill the FMA pipes
