@@ -155,9 +155,9 @@ def alone_duration(kernel: tuple, bracket: tuple) -> tuple:
     `bracket`, the same launch on a single element between the same events. What the events and
     the launch put around a kernel (its launch latency, a few us) is in both and cancels; the
     range pairs the extremes of the two spreads. The one-element kernel's own run goes with it,
-    so the duration errs short and a gap against it errs large: an upper bound on the gap, off by
-    at most the one-element kernel's time over the kernel's (a one-block kernel costs a replayed
-    graph well under 1 us per node: `tiny_kernels`)."""
+    so the duration errs short and a gap against it errs large, by at most the one-element
+    kernel's time over the kernel's (a one-block kernel costs a replayed graph well under 1 us
+    per node: `tiny_kernels`)."""
     (k10, k50, k90), (b10, b50, b90) = kernel, bracket
     return k10 - b90, k50 - b50, k90 - b10
 
@@ -266,11 +266,11 @@ def gap_row(n: int, eager: timing.Timing, replay: timing.Timing, replay_double: 
     resolution from their spreads and its own total's (gap_resolution)."""
     duration = alone_duration(spread(alone), spread(bracket))
     row = {"n": n, "kernel_ms": duration[1], "kernel_ms_range": [duration[0], duration[2]],
-           "duration_source": ALONE, "kernel_alone": alone.as_dict(),
+           "duration_source": ALONE, "kernel_alone": alone.as_dict(), "bracket": bracket.as_dict(),
            "marginal_kernel_ms": marginal_duration(replay.median_ms, replay_double.median_ms),
            "ncu_kernel_ms": ncu_duration(n),
            "eager_ms": eager.median_ms, "graph_ms": replay.median_ms, "graph_2x_ms": replay_double.median_ms,
-           "host_exposed_samples": sum(t.host_exposed for t in (eager, replay, replay_double, alone))}
+           "host_exposed_samples": sum(t.host_exposed for t in (eager, replay, replay_double, alone, bracket))}
     for label, total in (("eager", eager), ("graph", replay)):
         row[f"{label}_gap"] = signed_gap(total.median_ms, duration[1]) if duration[1] > 0 else float("nan")
         row[f"{label}_resolution"] = gap_resolution(duration, spread(total))
@@ -282,7 +282,7 @@ def measure_idle_gaps(lab) -> dict:
     total against 100 x the kernel's own GPU duration, measured alone."""
     cuda = device.cuda()
     coeffs = [IDENTITY] * (2 * KERNELS)
-    bracket = time_kernel_alone(lab, cuda.to_device(np.ones(1, dtype=np.float32)))
+    one = cuda.to_device(np.ones(1, dtype=np.float32))
     rows = []
     for n in GAP_SIZES:
         x = cuda.to_device(np.ones(n, dtype=np.float32))
@@ -292,16 +292,18 @@ def measure_idle_gaps(lab) -> dict:
                                 hide_host=False)           # eager gaps are the host's pacing
         replay = timing.time_gpu(graph.replay, warmup=2, reps=15)
         replay_double = timing.time_gpu(double.replay, warmup=2, reps=15)
-        rows.append(gap_row(n, eager, replay, replay_double, time_kernel_alone(lab, x), bracket))
+        alone = time_kernel_alone(lab, x)
+        bracket = time_kernel_alone(lab, one)       # beside `alone`, under the same clocks
+        rows.append(gap_row(n, eager, replay, replay_double, alone, bracket))
         del graph, double, x
     return judge_gaps({"provenance": reference.provenance(), "kernels": KERNELS, "rows": rows,
-            "bracket": bracket.as_dict(),
             "method": "gap = total - kernels x the kernel's own GPU duration, measured apart from the "
                       "replays it judges: one launch of the kernel on the chain's buffer between events "
                       f"(host submit hidden, {ALONE_REPS} samples, each after the previous one's kernel on "
-                      "that buffer, so the L2 holds what the chain's previous kernel left in it), less the same launch on one element (`bracket`: the events' "
-                      "and the launch's latency cancel; the one-element kernel's own time goes too, so "
-                      "the duration errs short and the gap errs large). Replays: GPU time between "
+                      "that buffer, so the L2 holds what the chain's previous kernel left in it), less "
+                      "the same launch on one element (`bracket`: the events' and the launch's latency "
+                      "cancel; the one-element kernel's own time goes too, so the duration errs short "
+                      "and the gap errs large). Replays: GPU time between "
                       "events, host submit outside the window; eager: as it runs, the GPU waiting for "
                       "the host. A gap's resolution is the duration's p10-p90 spread plus the total's, "
                       "each over its median; gaps signed, never clamped; a gap negative by more than "
@@ -576,6 +578,8 @@ def _gap_values(records):
         raise Missing(f"idle_gaps has no kernel of >= {1e3 * LONG_KERNEL_MS:.0f} us")
     measured = [r for r in every if resolved(r)]
     rows = [r for r in repeats[0]["rows"] if resolved(r)]
+    if not rows:
+        raise Missing("idle_gaps resolves no size's kernel duration from zero in its first repeat")
     eager_ok = [r for r in rows if all(x["eager_gap"] < GAP_TARGET for x in measured if x["n"] == r["n"])]
     lowest = min(measured, key=lambda r: r["graph_gap"])
     return {"worst": 100 * max(r["graph_gap"] for r in long_rows),
@@ -637,7 +641,7 @@ CLAIMS = [
                    "finds the L2 as a kernel in the chain does (holding what the previous kernel on that "
                    "buffer wrote), less the same launch on one element, which takes out the latency the events and the "
                    "launch add, and the one-element kernel's own run with it: the duration errs short, so "
-                   "the gap is an upper bound. It holds all that the graph adds to its kernels, the "
+                   "the gap errs large. It holds all that the graph adds to its kernels, the "
                    "dispatch of each node and the replay's fixed cost. The record keeps Nsight Compute's "
                    "duration (caches flushed before each kernel) and the marginal time per kernel in a graph "
                    "(the kernel plus its node's dispatch) beside it, as cross-checks; a gap's resolution is "
