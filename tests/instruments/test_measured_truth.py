@@ -132,6 +132,34 @@ def test_the_gaps_claim_says_its_duration_and_flips_across_5_percent():
     assert flip_failures(gaps, gaps.values(_recorded_gaps(16.50))) == []
 
 
+def test_the_idle_gap_measurement_times_the_kernel_alone_beside_each_replay(monkeypatch):
+    """measure_idle_gaps on a clock that answers made-up timings (no GPU needed; capture runs,
+    nothing is launched): per size, the eager pipeline, the two replays, the kernel alone on the
+    size's buffer and on one element, in that order; its record is what the claim reads."""
+    from kernellab.course import claims, target
+    from kernellab.gpu import timing
+    answers = {"eager": (18.0, 18.2, 18.4), "replay": (16.49, 16.50, 16.51), "double": (32.9, 33.0, 33.1),
+               "alone": (0.16330, 0.16331, 0.16332), "bracket": BRACKET}
+    timed = []
+
+    def clock(fn, **kwargs):
+        what = list(answers)[len(timed) % len(answers)]
+        timed.append((what, kwargs.get("hide_host", True), kwargs.get("reps")))
+        return _timing(*answers[what])
+
+    monkeypatch.setattr(timing, "time_gpu", clock)
+    monkeypatch.setattr(LAB08, "GAP_SIZES", (40, 64))     # tiny buffers: the clock decides the lengths
+    record = LAB08.measure_idle_gaps(target.load("08", "solutions"))
+    assert [w for w, _, _ in timed] == list(answers) * 2
+    assert [h for w, h, _ in timed if w == "eager"] == [False, False]          # the host's pacing is the subject
+    assert {r for w, _, r in timed if w in ("alone", "bracket")} == {LAB08.ALONE_REPS}
+    row = record["rows"][1]
+    assert row["kernel_ms"] == pytest.approx(0.16021) and row["duration_source"] == LAB08.ALONE
+    assert row["graph_gap"] == pytest.approx(16.50 / 16.021 - 1) and record["target"]["ok"]
+    gaps = next(c for c in LAB08.CLAIMS if c.name == "gaps_below_5pct")
+    assert claims.evaluate(gaps, {"idle_gaps": {**record, "live": True}}).true
+
+
 def test_a_record_without_the_independent_duration_awaits_it():
     """The H200 reference of 2026-12-01 has the gaps against the replay's own duration: the claim
     awaits the new recording, the figures and the key line say which duration they show."""
