@@ -45,55 +45,133 @@ def test_padding_to_a_bucket_names_a_batch_no_bucket_holds():
         padded.bucket(5)
 
 
-def _gap_row(total: tuple, duration: tuple, source="ncu", eager=(4.9, 5.0, 5.1)) -> dict:
-    row = {"kernel_ms": duration[1], "duration_source": source, "eager_ms": eager[1], "graph_ms": total[1]}
-    for label, t in (("eager", eager), ("graph", total)):
-        row[f"{label}_gap_range"] = list(LAB08.gap_range(t, duration, kernels=100))
-        row[f"{label}_gap"] = row[f"{label}_gap_range"][1]
-    return row
+def _timing(p10: float, median: float, p90: float) -> "timing.Timing":
+    """A Timing whose p10, median and p90 are the three given (ms): 11 samples of each end, 78 of
+    the median (numpy's percentiles interpolate between neighbours)."""
+    from kernellab.gpu import timing
+    return timing.Timing((p10,) * 11 + (median,) * 78 + (p90,) * 11)
 
 
-def test_the_kernel_duration_is_the_marginal_time_of_a_graph_twice_as_long():
-    """Graphs of 100 and 200 kernels: the fixed cost of a replay cancels, the spreads widen the range."""
-    low, mid, high = LAB08.marginal_duration((1.00, 1.05, 1.10), (2.90, 3.05, 3.20), kernels=100)
-    assert (low, mid, high) == pytest.approx((0.018, 0.020, 0.022))
-    assert LAB08.signed_gap(1.05, mid, kernels=100) == pytest.approx(-0.475)
+BRACKET = (0.0030, 0.0031, 0.0032)      # one launch on one element between events: latency + a tiny kernel
 
 
-def test_gaps_are_signed_and_only_a_negative_one_beyond_the_spread_is_a_problem():
+def _gap_row(graph: tuple, alone: tuple, n=33554432, eager=(18.0, 18.2, 18.4), bracket=BRACKET) -> dict:
+    """A size's row as measure_idle_gaps builds it, from made-up (p10, median, p90) timings; the
+    200-kernel replay is twice the 100-kernel one."""
+    return LAB08.gap_row(n, _timing(*eager), _timing(*graph), _timing(*(2 * t for t in graph)),
+                         _timing(*alone), _timing(*bracket))
+
+
+def test_the_kernel_alone_less_its_one_element_launch_is_the_duration():
+    """The latency the events and the launch add is in both measurements and cancels; the range
+    pairs the extremes of the two spreads."""
+    low, mid, high = LAB08.alone_duration((0.0500, 0.0510, 0.0520), BRACKET)
+    assert (low, mid, high) == pytest.approx((0.0468, 0.0479, 0.0490))
+    assert LAB08.marginal_duration(1.05, 3.05, kernels=100) == pytest.approx(0.020)
+    row = _gap_row((4.90, 4.95, 5.00), (0.0500, 0.0510, 0.0520))
+    assert row["kernel_ms"] == pytest.approx(0.0479) and row["duration_source"] == LAB08.ALONE
+    assert row["marginal_kernel_ms"] == pytest.approx(0.0495)           # recorded beside, not used
+    assert row["graph_gap"] == pytest.approx(4.95 / 4.79 - 1)
+
+
+def test_a_gaps_resolution_is_the_spreads_of_its_own_measurements():
+    """The duration's range over its median plus the total's p10-p90 over its median, from the
+    samples: no other row and no other instrument enters it."""
+    duration = LAB08.alone_duration((0.0500, 0.0510, 0.0520), BRACKET)
+    assert LAB08.gap_resolution(duration, (4.90, 4.95, 5.00)) == pytest.approx(0.0022 / 0.0479 + 0.10 / 4.95)
+    assert LAB08.gap_resolution((-0.001, 0.0, 0.001), (1.0, 1.0, 1.0)) == float("inf")
+
+
+def test_gaps_are_signed_and_only_a_negative_one_beyond_its_resolution_is_a_problem():
     assert LAB08.signed_gap(2.1, 0.02) == pytest.approx(0.05)
-    within = _gap_row((1.97, 1.99, 2.03), (0.0199, 0.02, 0.0201))
-    assert within["graph_gap"] == pytest.approx(-0.005)         # negative, reported as it is
-    assert within["graph_gap_range"][2] > 0 and LAB08.gap_problems(within, kernels=100) == []
-    beyond = _gap_row((1.85, 1.9, 1.95), (0.0199, 0.02, 0.0201))
-    assert beyond["graph_gap"] == pytest.approx(-0.05)
-    problems = LAB08.gap_problems(beyond, kernels=100)
-    assert len(problems) == 1 and problems[0].startswith("graph: the total (1.9000 ms) is 5.0% below "
-                                                         "100 x the kernel's own duration (0.0200 ms, ncu)")
-    assert "at most -2.0%" in problems[0]
-    assert LAB08.gap_problems(_gap_row((1.9, 2.0, 2.1), (-0.001, -0.0005, 0.0)), kernels=100)[0] \
-        .startswith("the kernel's duration (ncu) came out at -0.00050 ms: not positive")
+    tight = (0.16330, 0.16331, 0.16332)                  # the kernel alone: duration 0.16021 ms, +-0.0001
+    within = _gap_row((15.98, 15.99, 16.00), tight)
+    assert within["graph_gap"] == pytest.approx(-0.0019, abs=1e-4)      # negative, reported as it is
+    assert within["graph_resolution"] > 0.0019 and LAB08.gap_problems(within) == []
+    beyond = _gap_row((15.19, 15.20, 15.21), tight)
+    assert beyond["graph_gap"] == pytest.approx(-0.0512, abs=1e-4)
+    problems = LAB08.gap_problems(beyond)
+    assert len(problems) == 1 and problems[0].startswith("graph: the total (15.2000 ms) is 5.1% below "
+                                                         "100 x the kernel's own duration (0.1602 ms, the kernel alone")
+    assert "beyond what its measurements resolve (0.27%" in problems[0]
+    unresolved = _gap_row((1.9, 2.0, 2.1), (0.0029, 0.0030, 0.0031))
+    assert LAB08.gap_problems(unresolved)[0].startswith("the kernel's duration (the kernel alone")
+    assert unresolved["graph_gap"] != unresolved["graph_gap"]           # NaN: no gap, never 0
 
 
-def test_a_gap_within_the_durations_disagreement_is_not_a_problem():
-    """The kernel's cold-cache (Nsight Compute) and in-chain (marginal) durations differ by 0.55%
-    in the H200 data: a gap of -0.5% beyond the timing spread is within that, -1% is not."""
-    eager = (18.0, 18.2, 18.4)                                           # eager gaps: ~14%
-    row = _gap_row((15.92, 15.924, 15.927), (0.16006, 0.16011, 0.16032), eager=eager)
-    row.update(n=33554432, ncu_kernel_ms=0.16011, marginal_kernel_ms=0.15923)
-    assert LAB08.gap_problems(row, kernels=100) != []                    # beyond the spread alone
-    record = LAB08.judge_gaps({"rows": [row]})
-    assert record["duration_resolution"] == pytest.approx(0.0055, abs=1e-4)
-    assert row["problems"] == [] and record["target"]["ok"]
-    assert row["graph_gap"] == pytest.approx(-0.0054, abs=1e-4)          # still reported as it is
-    worse = _gap_row((15.82, 15.85, 15.87), (0.16006, 0.16011, 0.16032), eager=eager)
-    worse.update(n=33554432, ncu_kernel_ms=0.16011, marginal_kernel_ms=0.15923)
-    judged = LAB08.judge_gaps({"rows": [worse]})
-    assert "durations' disagreement (0.55%)" in worse["problems"][0] and not judged["target"]["ok"]
+def test_the_target_reads_the_gaps_against_the_kernel_alone():
+    """Under 5% with no problem holds; 6%, or a problem, misses; short kernels do not count."""
+    alone = (0.0430, 0.0431, 0.0432)                     # 40 us kernels: duration 0.0400 ms
+    short = _gap_row((0.50, 0.51, 0.52), (0.0040, 0.0041, 0.0042), n=1 << 20)   # 1 us kernels, gaps ~400%
+    met = LAB08.judge_gaps({"rows": [short, _gap_row((4.15, 4.16, 4.17), alone, n=1 << 23)]})
+    assert met["target"] == {"gap_max": 0.05, "kernel_ms_min": 0.02, "ok": True}
+    missed = LAB08.judge_gaps({"rows": [short, _gap_row((4.23, 4.24, 4.25), alone, n=1 << 23)]})
+    assert not missed["target"]["ok"] and missed["rows"][1]["graph_gap"] == pytest.approx(0.06, abs=1e-3)
 
 
-def test_a_duration_range_that_reaches_zero_leaves_the_gap_unbounded_above():
-    assert LAB08.gap_range((1.0, 1.0, 1.0), (0.0, 0.01, 0.02), kernels=100)[2] == float("inf")
+def _recorded_gaps(graph_ms: float) -> dict:
+    """A live idle-gap record (read alone, never beside the reference file's repeats) of three
+    sizes, the longest's replay taking `graph_ms` against kernels of 0.1602 ms."""
+    rows = [_gap_row((0.20, 0.21, 0.22), (0.0031, 0.0032, 0.0033), n=1 << 12),    # duration not resolved
+            _gap_row((0.61, 0.62, 0.63), (0.0090, 0.0091, 0.0092), n=1 << 20, eager=(4.2, 4.3, 4.4)),
+            _gap_row((graph_ms - 0.01, graph_ms, graph_ms + 0.01), (0.16330, 0.16331, 0.16332))]
+    return {"idle_gaps": {**LAB08.judge_gaps({"kernels": 100, "rows": rows}), "live": True}}
+
+
+def test_the_gaps_claim_says_its_duration_and_flips_across_5_percent():
+    from kernellab.course import claims
+    gaps = next(c for c in LAB08.CLAIMS if c.name == "gaps_below_5pct")
+    held = claims.evaluate(gaps, _recorded_gaps(16.50))                 # +3.0%
+    assert held.true and "[holds]" in held.text and "measured alone" in held.text
+    assert "1 row(s) over the repeats it does not" in held.text
+    missed = claims.evaluate(gaps, _recorded_gaps(16.98))               # +6.0%
+    assert missed.true and "[MISSED]" in missed.text
+    below = claims.evaluate(gaps, _recorded_gaps(15.20))                # -5.1%, beyond its resolution
+    assert "-5.12%, lies below -0.27%" in below.text and "counts 1 measurement problems" in below.text
+    from test_claims import flip_failures        # the perturbation test, on a record it can read
+    assert flip_failures(gaps, gaps.values(_recorded_gaps(16.50))) == []
+
+
+def test_the_idle_gap_measurement_times_the_kernel_alone_beside_each_replay(monkeypatch):
+    """measure_idle_gaps on a clock that answers made-up timings (no GPU needed; capture runs,
+    nothing is launched): per size, the eager pipeline, the two replays, the kernel alone on the
+    size's buffer and on one element, in that order; its record is what the claim reads."""
+    from kernellab.course import claims, target
+    from kernellab.gpu import timing
+    answers = {"eager": (18.0, 18.2, 18.4), "replay": (16.49, 16.50, 16.51), "double": (32.9, 33.0, 33.1),
+               "alone": (0.16330, 0.16331, 0.16332), "bracket": BRACKET}
+    timed = []
+
+    def clock(fn, **kwargs):
+        what = list(answers)[len(timed) % len(answers)]
+        timed.append((what, kwargs.get("hide_host", True), kwargs.get("reps")))
+        return _timing(*answers[what])
+
+    monkeypatch.setattr(timing, "time_gpu", clock)
+    monkeypatch.setattr(LAB08, "GAP_SIZES", (40, 64))     # tiny buffers: the clock decides the lengths
+    record = LAB08.measure_idle_gaps(target.load("08", "solutions"))
+    assert [w for w, _, _ in timed] == list(answers) * 2
+    assert [h for w, h, _ in timed if w == "eager"] == [False, False]          # the host's pacing is the subject
+    assert {r for w, _, r in timed if w in ("alone", "bracket")} == {LAB08.ALONE_REPS}
+    row = record["rows"][1]
+    assert row["kernel_ms"] == pytest.approx(0.16021) and row["duration_source"] == LAB08.ALONE
+    assert row["graph_gap"] == pytest.approx(16.50 / 16.021 - 1) and record["target"]["ok"]
+    gaps = next(c for c in LAB08.CLAIMS if c.name == "gaps_below_5pct")
+    assert claims.evaluate(gaps, {"idle_gaps": {**record, "live": True}}).true
+
+
+def test_a_record_without_the_independent_duration_awaits_it():
+    """The H200 reference of 2026-12-01 has the gaps against the replay's own duration: the claim
+    awaits the new recording, the figures and the key line say which duration they show."""
+    from kernellab.course import claims
+    gaps = next(c for c in LAB08.CLAIMS if c.name == "gaps_below_5pct")
+    old = {"idle_gaps": {"kernels": 100, "live": True, "rows": [
+        {"n": 1 << 25, "kernel_ms": 0.16, "kernel_ms_range": [0.159, 0.161], "graph_gap": -0.005,
+         "eager_gap": 0.02, "graph_gap_range": [-0.006, -0.005, -0.004]}]}}
+    verdict = claims.evaluate(gaps, old)
+    assert verdict.true is None and "before the kernel's independent duration" in verdict.missing
+    assert LAB08.duration_used(old["idle_gaps"]).startswith("recorded before the independent duration")
+    assert not LAB08.below_resolution(old["idle_gaps"]["rows"][0], "graph")
 
 
 STREAMS = {"copy": {"write_fraction": 0.5, "gbps": 4000.0}, "2:1": {"write_fraction": 1 / 3, "gbps": 4100.0},
