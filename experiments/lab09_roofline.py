@@ -36,16 +36,20 @@ from matplotlib import colormaps
 
 from kernellab.course import bench as harness
 from kernellab.course import protocol, reference
-from kernellab.course.claims import Claim, Missing, course_solution, need, says, states
+from kernellab.course.claims import (Claim, Missing, course_solution, need, repeats_of, says, states,
+                                     target)
 from kernellab.gpu import checks, device, timing, traffic
 from kernellab.gpu.traffic import Ledger
 from kernellab.show import plots
 
 NUMBER = "09"
 SIM_SHAPE = (35, 45)             # rows, cols: neither a multiple of 32, not square
-GPU_SHAPE = (8192, 8191)         # 256 MiB per matrix: 4x the 60 MB L2
+GPU_SHAPE = (8192, 8192)         # 256 MiB per matrix: 4x the 60 MB L2 (the simulator's shape is the awkward one)
 SIM_SIZES = [SIM_SHAPE[0]]       # the benchmarks' sweep axis is rows (cols follow the shape)
 GPU_SIZES = [GPU_SHAPE[0]]
+SCALE_ROWS_VARIANTS = ("scale_rows_strided", "scale_rows", "scale_rows_wide")
+TRANSPOSE_VARIANTS = ("transpose_naive", "transpose", "transpose_wide")
+TUNED_TARGET_PCT = 85.0          # the tuned kernels: at least this % of their mix's ceiling (issue 27)
 
 
 # --- 1. the sector model (simulator) -------------------------------------------------------------
@@ -96,10 +100,23 @@ def _shape(rows: int) -> tuple[int, int]:
 
 
 def scale_rows_ledger(rows: int) -> Ledger:
-    """Per element: 1 read of x, 1 of scale, 1 write of out (the same for both patterns)."""
+    """Per element: 1 read of x, 1 of scale, 1 write of out (the same for every pattern); scale's
+    reads touch one element per row, re-read from cache (so the ceiling is the copy's mix)."""
     n = rows * _shape(rows)[1]
-    return Ledger("scale_rows").add("scale_rows", "x", reads=n).add("scale_rows", "scale", reads=n) \
-        .add("scale_rows", "out", writes=n)
+    return Ledger("scale_rows").add("scale_rows", "x", reads=n) \
+        .add("scale_rows", "scale", reads=n, distinct=rows).add("scale_rows", "out", writes=n)
+
+
+def scale_rows_wide_ledger(lab):
+    """The tuned scale_rows: x and out as the others, scale read once per thread (its threads per
+    row: whole blocks of WIDE * WIDE_BLOCK columns), still one element per row."""
+    def ledger(rows: int) -> Ledger:
+        cols = _shape(rows)[1]
+        per_block = lab.WIDE * lab.WIDE_BLOCK
+        threads = rows * -(-cols // per_block) * lab.WIDE_BLOCK
+        return Ledger("scale_rows").add("scale_rows", "x", reads=rows * cols) \
+            .add("scale_rows", "scale", reads=threads, distinct=rows).add("scale_rows", "out", writes=rows * cols)
+    return ledger
 
 
 def transpose_ledger(rows: int) -> Ledger:
@@ -126,14 +143,15 @@ def access_pattern_benchmarks(lab, torch=None) -> list[harness.Benchmark]:
     scale = harness.Benchmark(
         name="scale_rows", axis="rows", **sizes, make_inputs=scaled,
         reference=lambda h: lab.scale_rows_reference(h["x"], h["scale"]),
-        variants=[variant(name, lambda run, d, out: run(d["x"], d["scale"], out=out), scale_rows_ledger)
-                  for name in ("scale_rows_strided", "scale_rows")],
+        variants=[variant(name, lambda run, d, out: run(d["x"], d["scale"], out=out),
+                          scale_rows_wide_ledger(lab) if name == "scale_rows_wide" else scale_rows_ledger)
+                  for name in SCALE_ROWS_VARIANTS],
         flops=lambda rows: float(rows * _shape(rows)[1]))        # one multiply per element
     transpose = harness.Benchmark(
         name="transpose", axis="rows", **sizes, make_inputs=matrix,
         reference=lambda h: lab.transpose_reference(h["x"]),
         variants=[variant(name, lambda run, d, out: run(d["x"], out=out), transpose_ledger)
-                  for name in ("transpose_naive", "transpose")])
+                  for name in TRANSPOSE_VARIANTS])
     return [scale, transpose]
 
 
@@ -155,6 +173,9 @@ def access_patterns(lab, seed: int = 0) -> list[dict]:
                               lab.copy_reference(x.ravel())),
         "transpose_naive": (d_x, lambda out: lab.transpose_naive(d_x, out=out), lab.transpose_reference(x)),
         "transpose": (d_x, lambda out: lab.transpose(d_x, out=out), lab.transpose_reference(x)),
+        "scale_rows_wide": (d_x, lambda out: lab.scale_rows_wide(d_x, d_scale, out=out),
+                            lab.scale_rows_reference(x, scale)),
+        "transpose_wide": (d_x, lambda out: lab.transpose_wide(d_x, out=out), lab.transpose_reference(x)),
     }
     counted = device.is_simulator()
     rows = []
@@ -643,7 +664,55 @@ def occupancy_values(records: dict) -> dict:
     return {**occupancy_gains(records_of), "one": warps["one"], "four": warps["four"]}
 
 
+def _largest_rows(result: dict) -> dict:
+    """The largest size's row of each variant of one benchmark's result."""
+    largest = max(result["sizes"])
+    return {r["variant"]: r for r in result["rows"] if r["size"] == largest}
+
+
+def tuned_values(records: dict) -> dict:
+    """Each scale_rows and transpose variant's % of its mix's ceiling at the largest size, the
+    worst repeat's (repeats_of keeps each repeat's record)."""
+    values = {}
+    for benchmark, names in (("scale_rows", SCALE_ROWS_VARIANTS), ("transpose", TRANSPOSE_VARIANTS)):
+        repeats = [_largest_rows(r) for r in repeats_of(records, benchmark, NUMBER)]
+        for name in names:
+            if any(name not in rows for rows in repeats):
+                raise Missing(f"{name} is not in lab 09's {benchmark} record yet")
+            values[name] = min(rows[name]["pct_of_ceiling"] for rows in repeats)
+        values[f"{benchmark}_size"] = f"{repeats[0][names[0]]['size']} rows"
+    return {**values, "target": TUNED_TARGET_PCT, "repeats": len(repeats),
+            "shape": "x".join(map(str, GPU_SHAPE))}
+
+
+def targets(lab, records: dict) -> dict:
+    """The tuned kernels against their mix's ceiling at the largest size, this run."""
+    found = {}
+    for benchmark, name in (("scale_rows", "scale_rows_wide"), ("transpose", "transpose_wide")):
+        row = _largest_rows(records[benchmark])[name]
+        found[f"{name}_pct_of_ceiling"] = {
+            "value": row["pct_of_ceiling"], "target": TUNED_TARGET_PCT,
+            "met": row["pct_of_ceiling"] >= TUNED_TARGET_PCT,
+            "method": f"compulsory bytes / median time over the ceiling of the row's read/write mix, "
+                      f"measured in the same run ({row['ceiling_mix']}), at {row['size']} rows"}
+    return found
+
+
 CLAIMS = [
+    Claim("tuned_at_the_ceiling",
+          "At {shape} (worst of {repeats} repeat(s)), of their mix's ceiling: scale_rows strided "
+          "{scale_rows_strided:.0f}%, coalesced {scale_rows:.0f}%, tuned {scale_rows_wide:.0f}% "
+          "({scale_met}); transpose naive {transpose_naive:.0f}%, padded tile {transpose:.0f}%, tuned "
+          "{transpose_wide:.0f}% ({transpose_met}; target for the tuned ones: {target:.0f}%). Coalescing "
+          "is {coalescing} of the way.",
+          values=tuned_values,
+          checks=(target("scale_met", "scale_rows_wide", ">=", "target"),
+                  target("transpose_met", "transpose_wide", ">=", "target"),
+                  says("coalescing", "scale_rows", ">=", "target", "all", "only part")),
+          explains="a coalesced kernel with one element per thread keeps one load in flight per thread "
+                   "(the compiler keeps x's loads behind out's stores, as they might overlap) and pays "
+                   "for signed indices and a division per element; the tuned kernels load 4 or 16 "
+                   "elements before storing any and index unsigned (see the lab's given tuned kernels)"),
     Claim("roofline_bounds",
           "the {count} main kernels on the roofline, each with its intensity, bound and % of its "
           "roof: {kernels}. {none_above} (the nearest: {highest_name}, {highest:.0f}%)",
@@ -723,11 +792,16 @@ LAB = protocol.Lab(
                         block_size=256),
         protocol.Kernel("transpose_kernel", "2-D: one (32, 8) block per 32 x 32 tile of x, 4 rows of "
                         "the tile per thread", block_size=256),
+        protocol.Kernel("scale_rows_wide_kernel", "2-D grid (column segments, rows), blocks of 256, 4 "
+                        "columns per thread a block apart", block_size=256),
+        protocol.Kernel("transpose_wide_kernel", "2-D: one (64, 4) block per 64 x 64 tile of x, 16 "
+                        "elements per thread", block_size=256),
     ),
     references=("scale_rows_reference", "copy_reference", "transpose_reference"),
     validate=validate,
     benchmarks=access_pattern_benchmarks,
     figures=(protocol.Figure("lab09_roofline", draw_roofline),),
     claims=CLAIMS,
+    targets=targets,
     key_figure=key_figure,
 )
