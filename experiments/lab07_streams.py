@@ -532,8 +532,8 @@ def plot_speedups(panels: dict, record, figures_dir: Path) -> Path:
         ax.set_yscale("log", base=2)
         ax.set_xlabel("streams")
         ax.set_ylabel("speed-up over 1 stream")
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=6)
+        ax.set_title(title)
+        ax.legend(fontsize="xx-small")
     return plots.save(fig, "lab07_speedup", figures_dir)
 
 

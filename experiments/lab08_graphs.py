@@ -427,11 +427,11 @@ def plot_timeline(lab, records: dict, figures_dir: Path) -> Path:
             gap = 100 * row[f"{label}_gap"]
             ax.annotate(f"{total * 1e3:.0f} us, gaps {gap:.{0 if gap >= 10 else 1}f}% of kernel time",
                         (1e3 * total, lane), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize=8)
+                        va="center", fontsize="small")
         ax.set_yticks([0, 1], ["eager", "graph"])
         ax.set_xlim(0, 1e3 * max(row["eager_ms"], row["graph_ms"]) * 1.45)
         ax.set_xlabel("time (us)")
-        ax.set_title(f"n = {row['n']:,}: kernel {1e3 * row['kernel_ms']:.1f} us", fontsize=9)
+        ax.set_title(f"n = {row['n']:,}: kernel {1e3 * row['kernel_ms']:.1f} us")
     return plots.save(fig, "lab08_timeline", figures_dir)
 
 
@@ -456,14 +456,13 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
     ax_gap.xaxis.set_minor_formatter(NullFormatter())
     ax_gap.set_xlabel("kernel's own GPU time (us; Nsight Compute or marginal in a graph)")
     ax_gap.set_ylabel("idle gaps, % of kernel time (signed, not clamped)")
-    ax_gap.legend(fontsize=8)
+    ax_gap.legend(fontsize="small")
     names = list(tiny["rows"])
     ax_cost.barh(names, [tiny["rows"][n]["us_per_kernel"] for n in names],
                  color=["C0" if n.startswith("eager") else "C1" if n.startswith("graph") else "grey"
                         for n in names])
     ax_cost.set_xscale("log")
     ax_cost.set_xlabel(f"us per kernel ({tiny['kernels']} kernels of {tiny['n']} elements)")
-    ax_cost.tick_params(axis="y", labelsize=8)
     return plots.save(fig, "lab08_idle_gaps", figures_dir)
 
 
@@ -479,12 +478,12 @@ def plot_batches(lab, records: dict, figures_dir: Path) -> Path:
         if r["break_even_calls"]:
             ax.annotate(f"graph pays off\nafter {r['break_even_calls']:.0f} calls",
                         (r["batch"], r["eager_ms"]), xytext=(0, 8), textcoords="offset points",
-                        ha="center", fontsize=7)
+                        ha="center", fontsize="x-small")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size (rows)")
     ax.set_ylabel("time per call (ms)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize="small")
     return plots.save(fig, "lab08_batch_graphs", figures_dir)
 
 

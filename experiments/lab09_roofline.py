@@ -504,14 +504,14 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
         marker = "o" if p["bytes_kind"] == DRAM_BYTES else "s"
         ax.plot(p["intensity"], p["attained"] / 1e12, marker, color=colormaps["tab20"](i % 20),
                 label=f"{p['name']}: {p['pct_of_roof']:.0f}% of roof")
-        ax.annotate(f"{p['pct_of_roof']:.0f}%", (p["intensity"], p["attained"] / 1e12), fontsize=7,
+        ax.annotate(f"{p['pct_of_roof']:.0f}%", (p["intensity"], p["attained"] / 1e12), fontsize="x-small",
                     xytext=(3, 3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(f"FLOP per byte (circles: {DRAM_BYTES} bytes; squares: requested bytes)")
     ax.plot([], [], " ", label=textwrap.fill(superseded_line(points), 110))
     ax.set_ylabel("TFLOP/s attained")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0, -0.14), ncol=1)
+    ax.legend(fontsize="xx-small", loc="upper left", bbox_to_anchor=(0, -0.14), ncol=1)
     for kernel in sorted({r["kernel"] for r in small}):
         rows = [r for r in small if r["kernel"] == kernel]
         ax_small.plot([r["bytes"] for r in rows], [r["ms"] * 1e3 for r in rows], "o-", label=kernel)
@@ -524,8 +524,8 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
     ax_small.set_yscale("log")
     ax_small.set_xlabel("requested bytes per call")
     ax_small.set_ylabel("us per call")
-    ax_small.set_title("small sizes: the launch floor bounds", fontsize=9)
-    ax_small.legend(fontsize=7)
+    ax_small.set_title("small sizes: the launch floor bounds")
+    ax_small.legend(fontsize="x-small")
     return plots.save(fig, "lab09_roofline", figures_dir)
 
 

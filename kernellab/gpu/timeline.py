@@ -637,12 +637,11 @@ def _copy_label(direction: str, array) -> str:
 
 def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_spans: bool = True):
     """One row per stream, one bar per span, coloured by kind; a model's wait for SMs is hatched."""
-    from kernellab.show import plots  # noqa: F401  (selects a file backend when none is set)
-    import matplotlib.pyplot as plt
+    from kernellab.show import plots
     from matplotlib.patches import Patch
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 0.4 * len(data.rows) + 1.2))
+        _, ((ax,),) = plots.figure(plots.MIN_WIDTH_IN, 0.7 * len(data.rows) + 2.0)
     y = {row: i for i, row in enumerate(data.rows)}
     origin = data.start_ms if data.spans else 0.0
     for span in data.spans:
@@ -655,12 +654,12 @@ def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_span
                        facecolor=colour, edgecolor="white", linewidth=0.5)
         if label_spans and span.duration_ms > 0.08 * max(data.makespan_ms, 1e-12):
             ax.text((running + span.end_ms) / 2 - origin, y[span.row], span.label, ha="center",
-                    va="center", fontsize=6, color="white", clip_on=True)
-    ax.set_yticks(range(len(data.rows)), data.rows, fontsize=7)
+                    va="center", fontsize="xx-small", color="white", clip_on=True)
+    ax.set_yticks(range(len(data.rows)), data.rows, fontsize="x-small")
     ax.set_ylim(len(data.rows) - 0.5, -0.5)
     ax.set_xlabel("time (ms)")
     kinds = dict.fromkeys(s.kind for s in data.spans)
     ax.legend(handles=[Patch(color=KIND_COLORS.get(k, "tab:gray"), label=k) for k in kinds],
-              fontsize=7, loc="lower right", framealpha=0.9)
-    ax.set_title(title or f"{data.source}: {data.makespan_ms:.3g} ms", fontsize=9)
+              fontsize="x-small", loc="lower right", framealpha=0.9)
+    ax.set_title(title or f"{data.source}: {data.makespan_ms:.3g} ms")
     return ax

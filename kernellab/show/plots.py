@@ -2,6 +2,11 @@
 
 A figure drawn from recorded reference data (no GPU here) says so in its title line;
 a live one names the GPU it was measured on.
+
+Every figure is drawn for a projector: at least `MIN_WIDTH_IN` inches wide, saved at `DPI` (1200 px
+or more), with fonts sized for that canvas (`STYLE`; figure code names relative sizes, "small",
+"x-small", never points). `layout_problems` says what a reader could not read in a drawn figure:
+text boxes that overlap, text that leaves the canvas, a canvas too narrow.
 """
 
 from __future__ import annotations
@@ -15,8 +20,31 @@ if not os.environ.get("MPLBACKEND"):
     matplotlib.use("Agg")  # files only (CI, the tour); Jupyter sets MPLBACKEND to its inline backend
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 
 FIGURES = Path("figures")
+
+DPI = 100                  # every figure is saved at this resolution
+MIN_WIDTH_IN = 12.0        # 1200 px at DPI: what a projector needs
+PANEL_WIDTH_IN = 7.5       # each panel of a figure of several panels, at the least
+PANEL_HEIGHT_IN = 6.0
+# Fonts for a 12-inch canvas: 1.6x matplotlib's defaults, which are sized for a 6.4-inch one.
+# Relative sizes resolve against font.size: "xx-small" 9.3 pt, "x-small" 11.1, "small" 13.3.
+STYLE = {
+    "font.size": 16,
+    "axes.titlesize": "medium",
+    "axes.labelsize": "medium",
+    "xtick.labelsize": "small",
+    "ytick.labelsize": "small",
+    "legend.fontsize": "x-small",
+    "legend.title_fontsize": "x-small",
+    "figure.titlesize": "large",
+    "lines.linewidth": 2.0,
+    "lines.markersize": 8.0,
+    "figure.dpi": DPI,
+}
+OVERLAP_TOLERANCE_PX = 1.0  # boxes that merely touch (a pixel of rounding) are not overlapping
 
 
 def source_label(record: dict | None) -> str:
@@ -30,11 +58,22 @@ def source_label(record: dict | None) -> str:
     return f"reference data: {gpu}, {date} (recorded, not measured here)"
 
 
-def new_figure(title: str, record: dict | None, ncols: int = 1, width: float = 6.0,
-               height: float = 4.0):
-    """A figure with `ncols` axes whose title carries the data's source."""
-    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False)
-    fig.suptitle(f"{title}\n{source_label(record)}", fontsize=10)
+def figure(width: float, height: float, ncols: int = 1, **subplots):
+    """A blank course figure of `ncols` axes, `width` x `height` inches in all (widened to
+    MIN_WIDTH_IN), in the course's style. The style is set here rather than at import: relative
+    font sizes resolve when a text is made, and a notebook's inline backend may reset the
+    parameters after this module was imported."""
+    matplotlib.rcParams.update(STYLE)
+    return plt.subplots(1, ncols, figsize=(max(width, MIN_WIDTH_IN), height), squeeze=False, **subplots)
+
+
+def new_figure(title: str, record: dict | None, ncols: int = 1, width: float | None = None,
+               height: float = PANEL_HEIGHT_IN):
+    """A figure with `ncols` axes of `width` inches each (by default an equal share of
+    MIN_WIDTH_IN, at least PANEL_WIDTH_IN) whose title carries the data's source."""
+    width = width or max(MIN_WIDTH_IN / ncols, PANEL_WIDTH_IN)
+    fig, axes = figure(width * ncols, height, ncols)
+    fig.suptitle(f"{title}\n{source_label(record)}")
     return fig, list(axes[0])
 
 
@@ -44,9 +83,109 @@ def save(fig, name: str, figures_dir: Path | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     file = folder / f"{name}.png"
     fig.tight_layout()
-    fig.savefig(file, dpi=110)
+    fig.savefig(file, dpi=DPI)
     plt.close(fig)
     return file
+
+
+# --- Can it be read? ------------------------------------------------------------------------------
+
+def drawn_texts(fig) -> list:
+    """Every Text artist the renderer draws when `fig` is drawn at its own size: tick labels in
+    view, axis labels, titles, annotations, legend texts (none that is hidden, empty or out of view)."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    drawn: dict[int, object] = {}
+    draw_text = renderer.draw_text
+
+    def recording(gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if mtext is not None and s.strip():
+            drawn.setdefault(id(mtext), mtext)
+        return draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    renderer.draw_text = recording
+    try:
+        fig.draw(renderer)
+    finally:
+        del renderer.draw_text
+    return list(drawn.values())
+
+
+def text_corners(text, renderer) -> np.ndarray | None:
+    """The 4 corners (display pixels) of the box the text's glyphs fill: its rotated rectangle,
+    which an axis-aligned extent would overstate for a slanted tick label; cut to its clip box for a
+    clipped text, None when nothing of it is visible."""
+    extent = text.get_window_extent(renderer)
+    if text.get_clip_on() and text.get_clip_box() is not None:
+        visible = extent.intersection(extent, text.get_clip_box())
+        if visible is None or visible.width <= 0 or visible.height <= 0:
+            return None
+        if visible.bounds != extent.bounds:
+            return _polygon(visible)
+    angle = np.deg2rad(text.get_rotation())
+    if np.isclose(np.sin(2 * angle), 0):             # 0, 90, 180, 270 degrees: the extent is the box
+        return _polygon(extent)
+    rotation = text.get_rotation()
+    try:
+        text.set_rotation(0)
+        upright = text.get_window_extent(renderer)
+    finally:
+        text.set_rotation(rotation)
+    half = np.array([[-1, -1], [-1, 1], [1, 1], [1, -1]]) * [upright.width / 2, upright.height / 2]
+    turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    centre = np.array([(extent.x0 + extent.x1) / 2, (extent.y0 + extent.y1) / 2])
+    return centre + half @ turn.T
+
+
+def _polygon(box) -> np.ndarray:
+    """A Bbox's corners in order around it (Bbox.corners() lists them column by column)."""
+    return np.array([[box.x0, box.y0], [box.x1, box.y0], [box.x1, box.y1], [box.x0, box.y1]])
+
+
+def _penetration(a: np.ndarray, b: np.ndarray) -> float:
+    """How deep two convex quadrilaterals overlap, in pixels (<= 0: apart), by the separating-axis
+    test: the smallest overlap of their projections on each edge's normal."""
+    depth = np.inf
+    for corners in (a, b):
+        for edge in np.diff(np.vstack([corners, corners[:1]]), axis=0):
+            norm = np.hypot(*edge)
+            if norm == 0:
+                continue
+            axis = np.array([-edge[1], edge[0]]) / norm
+            pa, pb = a @ axis, b @ axis
+            depth = min(depth, min(pa.max(), pb.max()) - max(pa.min(), pb.min()))
+    return depth
+
+
+def _quoted(text) -> str:
+    words = " / ".join(line.strip() for line in text.get_text().splitlines() if line.strip())
+    return repr(words if len(words) <= 48 else words[:45] + "...")
+
+
+def layout_problems(fig) -> list[str]:
+    """What a reader could not read in `fig` as drawn now (call it after the layout, as `save`
+    leaves it): one line per pair of overlapping text boxes, per text that leaves the canvas, and
+    for a canvas under MIN_WIDTH_IN. An empty list: nothing found."""
+    problems = []
+    width_in = fig.get_size_inches()[0]
+    if width_in * DPI < MIN_WIDTH_IN * DPI - 0.5:
+        problems.append(f"the figure is {width_in * DPI:.0f} px wide at {DPI} dpi, under "
+                        f"{MIN_WIDTH_IN * DPI:.0f}")
+    texts = drawn_texts(fig)
+    renderer = fig.canvas.get_renderer()
+    boxes = [(text, corners) for text in texts if (corners := text_corners(text, renderer)) is not None]
+    canvas = fig.bbox
+    for text, corners in boxes:
+        outside = max(canvas.x0 - corners[:, 0].min(), corners[:, 0].max() - canvas.x1,
+                      canvas.y0 - corners[:, 1].min(), corners[:, 1].max() - canvas.y1)
+        if outside > OVERLAP_TOLERANCE_PX:
+            problems.append(f"{_quoted(text)} leaves the canvas by {outside:.0f} px")
+    for i, (first, a) in enumerate(boxes):
+        for second, b in boxes[i + 1:]:
+            depth = _penetration(a, b)
+            if depth > OVERLAP_TOLERANCE_PX:
+                problems.append(f"{_quoted(first)} overlaps {_quoted(second)} by {depth:.0f} px")
+    return problems
 
 
 # --- Shared charts for benchmark results (kernellab.course.bench's result dicts) -------------------------
@@ -85,7 +224,7 @@ def time_vs_size(ax, result: dict):
     _size_axis(ax, result)
     ax.set_yscale("log")
     ax.set_ylabel(f"time per call (ms; band: {band_label(result)})")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize="x-small")
 
 
 def time_band(row: dict) -> tuple[float, float]:
@@ -129,8 +268,8 @@ def bandwidth_vs_size(ax, result: dict, dram_bytes: dict | None = None):
     _size_axis(ax, result)
     compulsory = any("compulsory_bytes" in r for r in result["rows"])
     ax.set_ylabel("achieved bandwidth\n(" + (COMPULSORY_LABEL if compulsory else REQUESTED_LABEL) + ")",
-                  fontsize=8)
-    ax.legend(fontsize=7)
+                  fontsize="small")
+    ax.legend(fontsize="x-small")
 
 
 def _copy_ceiling(ax, result: dict):
@@ -149,12 +288,12 @@ def bandwidth_bars(ax, result: dict, size):
                          for i, n in enumerate(names)])
     for bar, r in zip(bars, rows):
         ax.annotate("instrument error" if "instrument_error" in r else f"{r['pct_of_copy']:.0f}%", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    ha="center", va="bottom", fontsize=8)
+                    ha="center", va="bottom", fontsize="small")
     _copy_ceiling(ax, result)
-    ax.set_ylabel(f"achieved bandwidth\n({REQUESTED_LABEL})", fontsize=8)
-    ax.set_title(f"{result['axis']} = {size}", fontsize=9)
-    ax.tick_params(axis="x", labelrotation=20, labelsize=8)
-    ax.legend(fontsize=7)
+    ax.set_ylabel(f"achieved bandwidth\n({REQUESTED_LABEL})", fontsize="small")
+    ax.set_title(f"{result['axis']} = {size}")
+    ax.tick_params(axis="x", labelrotation=20)
+    ax.legend(fontsize="x-small")
 
 
 def stacked_bytes(ax, ledgers: dict, unit: float = 1e6, unit_name: str = "MB"):
@@ -168,6 +307,6 @@ def stacked_bytes(ax, ledgers: dict, unit: float = 1e6, unit_name: str = "MB"):
         ax.bar(list(ledgers), heights, bottom=bottoms, label=op, color=f"C{i % 10}")
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     for x, total in enumerate(bottoms):
-        ax.annotate(f"{total:,.4g} {unit_name}", (x, total), ha="center", va="bottom", fontsize=8)
+        ax.annotate(f"{total:,.4g} {unit_name}", (x, total), ha="center", va="bottom", fontsize="small")
     ax.set_ylabel(f"requested bytes ({unit_name}, reads + writes, ledger)")
-    ax.legend(fontsize=7, title="op", title_fontsize=7)
+    ax.legend(fontsize="x-small", title="op", title_fontsize="x-small")
