@@ -306,8 +306,7 @@ def draw_launch_methods(lab, records: dict, figures_dir: Path) -> Path:
 def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
     """What a launch pays for: array arguments, host arrays, and the functions on the launch path."""
     args, profile = records["arguments"], records["launch_profile"]
-    fig, (ax_args, ax_host, ax_prof) = plots.new_figure("What a Numba launch pays for", args, ncols=3,
-                                                        width=5.0)
+    fig, (ax_args, ax_host, ax_prof) = plots.new_figure("What a Numba launch pays for", args, ncols=3)
     ax_args.plot([r["arrays"] for r in args["by_count"]], [r["us"] for r in args["by_count"]], "o-")
     ax_args.set_xlabel("array arguments")
     ax_args.set_ylabel("host submit time (us per launch)")
@@ -322,7 +321,7 @@ def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
     ax_host.legend(fontsize="small")
     top = profile["top"][:8][::-1]
     ax_prof.barh([r["function"][:38] for r in top], [r["self_us"] for r in top])
-    ax_prof.set_xlabel(f"self time, us per launch (a launch under cProfile: "
+    ax_prof.set_xlabel(f"self time, us per launch\n(a launch under cProfile: "
                        f"{profile['profiled_us_per_launch']:.0f} us)")
     ax_prof.tick_params(axis="y", labelsize="x-small")
     return plots.save(fig, "lab01_launch_breakdown", figures_dir)
@@ -383,7 +382,7 @@ def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
     ax_one.plot(sizes, 1e-3 * lab.predicted_time_us(sizes, launch_us, 8, one["copy_gbps"]), "k--",
                 lw=0.8, label=f"model: max(one launch ({launch_us:.0f} us), bytes / copy bandwidth)")
     ax_one.axvline(crossover, color="C3", ls=":", label=f"crossover n = {crossover:,}")
-    ax_one.legend(fontsize="x-small")
+    ax_one.legend()
     plots.time_vs_size(ax_rows, rows)
     per_row = np.array(rows["sizes"], dtype=np.float64)
     first = rows["rows"][0]
@@ -396,7 +395,7 @@ def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
     ax_rows.plot(per_row, 1e-3 * lab.predicted_time_us(batch * per_row, batch_launch_us, 8, rows["copy_gbps"]),
                  "--", color=color.get("merged", "k"), lw=0.8, label="model, one launch")
     ax_rows.axvline(crossover, color="C3", ls=":", label="crossover (one row = one launch)")
-    ax_rows.legend(fontsize="x-small")
+    ax_rows.legend()
     return plots.save(fig, "lab01_time_vs_size", figures_dir)
 
 

@@ -187,7 +187,7 @@ def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
     plots.time_vs_size(ax_time, tasks)
     ax_time.axhline(summary["launch_us"] / 1e3, color="C3", linestyle="--",
                     label=f"one launch, host-paced ({summary['launch_us']:.1f} us, same run)")
-    ax_time.legend(fontsize="x-small")
+    ax_time.legend()
     x = [r["n"] for r in summary["rows"]]
     ax_gain.plot(x, [r["measured_speedup"] for r in summary["rows"]], marker="o", label="measured")
     ax_gain.plot(x, [r["predicted_speedup"] for r in summary["rows"]], linestyle="--",
@@ -197,7 +197,7 @@ def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
     ax_gain.set_xlabel(tasks["axis"])
     ax_gain.set_ylabel("separate time / horizontal time")
     ax_gain.grid(True, which="both", alpha=0.3)
-    ax_gain.legend(fontsize="x-small")
+    ax_gain.legend()
     return plots.save(fig, "lab03_speedup", figures_dir)
 
 

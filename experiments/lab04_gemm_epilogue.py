@@ -222,7 +222,7 @@ def tflops_figure(result: dict, figures_dir: Path) -> Path:
     ax.set_xlabel("n")
     ax.set_ylabel("TFLOP/s")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="x-small")
+    ax.legend()
     return plots.save(fig, "lab04_gemm_tflops", figures_dir)
 
 
@@ -247,7 +247,7 @@ def epilogue_figure(result: dict, figures_dir: Path, n: int) -> Path:
                   label="unfused minus the saved bytes at copy speed" if not i else None)
     ax.set_xticks(range(len(pairs)), list(pairs))
     ax.set_ylabel("time per call (ms)")
-    ax.legend(fontsize="x-small", loc="lower right")
+    ax.legend(loc="lower right")
     return plots.save(fig, "lab04_epilogue", figures_dir)
 
 
@@ -256,9 +256,8 @@ def traffic_figure(lab, figures_dir: Path, n: int = HEADLINE_N) -> Path:
     rows, cols = lab.REGISTER_TILES.bm, lab.REGISTER_TILES.bn
     ledgers = {"unfused\n(4 kernels)": lab.linear_ledger(n, n, n, False, rows, cols),
                "fused\n(1 kernel)": lab.linear_ledger(n, n, n, True, rows, cols)}
-    fig, (ax,) = plots.new_figure("", None)
-    fig.suptitle(f"Declared memory traffic, n = {n}, 128 x 128 block tiles (the ledgers, checked "
-                 "against the simulator's meter)")
+    fig, (ax,) = plots.new_figure(f"Memory traffic, n = {n}, {rows} x {cols} block tiles", None,
+                                  source=plots.LEDGER_SOURCE)
     plots.stacked_bytes(ax, ledgers)
     return plots.save(fig, "lab04_traffic", figures_dir)
 

@@ -100,7 +100,6 @@ def plot_calculator(cc, block_size, registers, shared_bytes, carveout=-1, title=
         ax.secondary_yaxis("right", functions=(lambda w, m=arch.max_warps_per_sm: 100 * w / m,
                                                lambda p, m=arch.max_warps_per_sm: p * m / 100)
                            ).set_ylabel("occupancy (%)")
-    fig.tight_layout()
     return fig
 
 
@@ -602,7 +601,7 @@ def plot_occupancy_vs_speed(record: dict, figures_dir: Path) -> tuple[Path, str]
         ax.set_xlabel(f"resident warps per SM (of {max_warps})")
         ax.set_ylabel(unit)
         ax.set_title(f"{kind}-bound")
-        ax.legend(fontsize="x-small")
+        ax.legend()
         ax.grid(alpha=0.3)
     return plots.save(fig, "lab06_occupancy_vs_speed", figures_dir), occupancy_headline(record)
 

@@ -43,7 +43,7 @@ from kernellab.course.claims import Claim, Compare, Missing, need, repeats_of, s
 from kernellab.course import bench as harness
 from kernellab.gpu import checks, device, timing
 from kernellab.gpu.traffic import Ledger
-from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantt
+from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantts
 from kernellab.kernels import resources
 from kernellab.show import plots
 from kernellab.show.progress import progress_bar
@@ -504,12 +504,9 @@ def targets(lab, records: dict) -> dict:
 
 def plot_timelines(one: TimelineData, many: TimelineData, record, title: str, name: str,
                    figures_dir: Path) -> Path:
-    fig, (left, right) = plots.new_figure(title, record, ncols=2)
-    end = max(one.makespan_ms, many.makespan_ms)
-    for ax, data in ((left, one), (right, many)):
-        plot_gantt(data, ax, title=f"{len(data.rows)} stream(s): {data.makespan_ms:.3g} ms "
-                                   f"[{data.source}]", label_spans=False)
-        ax.set_xlim(0, end * 1.02)
+    fig, axes = plots.new_figure(title, record, ncols=2)
+    plot_gantts(axes, [one, many], [f"{len(data.rows)} stream(s): {data.makespan_ms:.3g} ms [{data.source}]"
+                                    for data in (one, many)])
     return plots.save(fig, name, figures_dir)
 
 

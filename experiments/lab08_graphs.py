@@ -426,10 +426,10 @@ def plot_timeline(lab, records: dict, figures_dir: Path) -> Path:
                            color=f"C{lane}")
             gap = 100 * row[f"{label}_gap"]
             ax.annotate(f"{total * 1e3:.0f} us, gaps {gap:.{0 if gap >= 10 else 1}f}% of kernel time",
-                        (1e3 * total, lane), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize="small")
+                        (0, lane + 0.37), va="bottom", fontsize="small")     # above its bar
         ax.set_yticks([0, 1], ["eager", "graph"])
-        ax.set_xlim(0, 1e3 * max(row["eager_ms"], row["graph_ms"]) * 1.45)
+        ax.set_ylim(-0.5, 1.8)
+        ax.set_xlim(0, 1e3 * max(row["eager_ms"], row["graph_ms"]) * 1.02)
         ax.set_xlabel("time (us)")
         ax.set_title(f"n = {row['n']:,}: kernel {1e3 * row['kernel_ms']:.1f} us")
     return plots.save(fig, "lab08_timeline", figures_dir)
@@ -454,15 +454,15 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
     ax_gap.set_yscale("symlog", linthresh=GAP_LINEAR_PCT)
     ax_gap.axhline(0, color="grey", lw=0.6)
     ax_gap.xaxis.set_minor_formatter(NullFormatter())
-    ax_gap.set_xlabel("kernel's own GPU time (us; Nsight Compute or marginal in a graph)")
-    ax_gap.set_ylabel("idle gaps, % of kernel time (signed, not clamped)")
+    ax_gap.set_xlabel("kernel's own GPU time\n(us; Nsight Compute or marginal in a graph)")
+    ax_gap.set_ylabel("idle gaps, % of kernel time\n(signed, not clamped)")
     ax_gap.legend(fontsize="small")
     names = list(tiny["rows"])
     ax_cost.barh(names, [tiny["rows"][n]["us_per_kernel"] for n in names],
                  color=["C0" if n.startswith("eager") else "C1" if n.startswith("graph") else "grey"
                         for n in names])
     ax_cost.set_xscale("log")
-    ax_cost.set_xlabel(f"us per kernel ({tiny['kernels']} kernels of {tiny['n']} elements)")
+    ax_cost.set_xlabel(f"us per kernel\n({tiny['kernels']} kernels of {tiny['n']} elements)")
     return plots.save(fig, "lab08_idle_gaps", figures_dir)
 
 

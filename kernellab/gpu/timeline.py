@@ -42,6 +42,7 @@ from kernellab.gpu.timing import NoTiming
 TIMED_KINDS = ("kernel", "h2d", "d2h", "d2d")
 SYNC_KINDS = ("device_sync", "stream_sync", "event_sync")
 KIND_COLORS = {"kernel": "tab:blue", "h2d": "tab:orange", "d2h": "tab:green", "d2d": "tab:purple"}
+SHARED_AXIS_RATIO = 2.0   # timelines side by side share one time axis only while their makespans are this close
 DEFAULT_ROW = "default stream"
 _SPECIAL_HANDLES = {1: DEFAULT_ROW, 2: "per-thread default stream"}  # CU_STREAM_LEGACY, _PER_THREAD
 
@@ -663,3 +664,18 @@ def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_span
               fontsize="x-small", loc="lower right", framealpha=0.9)
     ax.set_title(title or f"{data.source}: {data.makespan_ms:.3g} ms")
     return ax
+
+
+def plot_gantts(axes, timelines: list[TimelineData], titles: list[str | None] | None = None,
+                label_spans: bool = False) -> None:
+    """Timelines side by side, one per axes (`titles`: plot_gantt's, its makespan, by default).
+    They share one time axis where their makespans are within SHARED_AXIS_RATIO of each other, so
+    lengths compare at a glance; otherwise each has its own, and says so (a 7 ms pipeline drawn on
+    the axis of an 87 ms one is a sliver)."""
+    longest = max(data.makespan_ms for data in timelines)
+    shared = longest <= SHARED_AXIS_RATIO * min(data.makespan_ms for data in timelines)
+    for ax, data, title in zip(axes, timelines, titles or [None] * len(timelines)):
+        plot_gantt(data, ax, title=title, label_spans=label_spans)
+        ax.set_xlim(0, (longest if shared else data.makespan_ms) * 1.02)
+        if not shared:
+            ax.set_xlabel("time (ms; this panel's own scale)")

@@ -21,9 +21,13 @@ if not os.environ.get("MPLBACKEND"):
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.backend_bases import RendererBase  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.text import Annotation, Text  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 FIGURES = Path("figures")
+LEDGER_SOURCE = "declared by the ledgers, checked against the simulator's meter"
 
 DPI = 100                  # every figure is saved at this resolution
 MIN_WIDTH_IN = 12.0        # 1200 px at DPI: what a projector needs
@@ -44,6 +48,7 @@ STYLE = {
     "lines.markersize": 8.0,
     "figure.dpi": DPI,
 }
+LEGEND_INSIDE_MAX = 6      # a legend of more entries goes beside its axes
 OVERLAP_TOLERANCE_PX = 1.0  # boxes that merely touch (a pixel of rounding) are not overlapping
 
 
@@ -64,16 +69,25 @@ def figure(width: float, height: float, ncols: int = 1, **subplots):
     font sizes resolve when a text is made, and a notebook's inline backend may reset the
     parameters after this module was imported."""
     matplotlib.rcParams.update(STYLE)
-    return plt.subplots(1, ncols, figsize=(max(width, MIN_WIDTH_IN), height), squeeze=False, **subplots)
+    return plt.subplots(1, ncols, figsize=(max(width, MIN_WIDTH_IN), height), squeeze=False,
+                        layout="constrained", **subplots)
+
+
+def font_points(size: str) -> float:
+    """A relative font size ("x-small") in points, in the course's style: for what takes a number
+    only (a table's cells)."""
+    return STYLE["font.size"] * matplotlib.font_manager.font_scalings[size]
 
 
 def new_figure(title: str, record: dict | None, ncols: int = 1, width: float | None = None,
-               height: float = PANEL_HEIGHT_IN):
+               height: float = PANEL_HEIGHT_IN, source: str | None = None, **subplots):
     """A figure with `ncols` axes of `width` inches each (by default an equal share of
-    MIN_WIDTH_IN, at least PANEL_WIDTH_IN) whose title carries the data's source."""
+    MIN_WIDTH_IN, at least PANEL_WIDTH_IN) whose title carries the data's source: the record's,
+    or `source` for a figure drawn from something other than a measurement (LEDGER_SOURCE).
+    `subplots` goes to matplotlib's (`width_ratios=`)."""
     width = width or max(MIN_WIDTH_IN / ncols, PANEL_WIDTH_IN)
-    fig, axes = figure(width * ncols, height, ncols)
-    fig.suptitle(f"{title}\n{source_label(record)}")
+    fig, axes = figure(width * ncols, height, ncols, **subplots)
+    fig.suptitle(f"{title}\n{source or source_label(record)}")
     return fig, list(axes[0])
 
 
@@ -82,40 +96,108 @@ def save(fig, name: str, figures_dir: Path | None = None) -> Path:
     folder = Path(figures_dir or FIGURES)
     folder.mkdir(parents=True, exist_ok=True)
     file = folder / f"{name}.png"
-    fig.tight_layout()
     fig.savefig(file, dpi=DPI)
     plt.close(fig)
     return file
 
 
+# --- Labels that keep out of each other's way ---------------------------------------------------------
+
+LABEL_DISTANCES_PT = (8, 16, 26, 38, 52)      # the rings of places a point's label may take
+_DIRECTIONS = [(1, 0, "left", "center"), (1, 1, "left", "bottom"), (0, 1, "center", "bottom"),
+               (-1, 1, "right", "bottom"), (-1, 0, "right", "center"), (-1, -1, "right", "top"),
+               (0, -1, "center", "top"), (1, -1, "left", "top")]
+LEADER_LINE = {"arrowstyle": "-", "color": "grey", "lw": 0.7, "shrinkA": 1, "shrinkB": 4}
+
+
+def label_points(ax, xy: list[tuple[float, float]], labels: list[str], **text_options) -> list:
+    """Annotate each data point `xy[i]` with `labels[i]`, in the first place on rings around it
+    where the label's box overlaps no label placed before, no point's marker and no edge of the
+    axes; a label off the nearest ring gets a thin leader line to its point. Where nowhere is free
+    it takes the place of least overlap (and `layout_problems` says so). Call it once the figure
+    has all its axes: the layout is settled first, since it moves points on the screen."""
+    fig = ax.figure
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    marker_px = matplotlib.rcParams["lines.markersize"] * fig.dpi / 72
+    markers = [_grown(Bbox.from_bounds(x - marker_px / 2, y - marker_px / 2,
+                                                             marker_px, marker_px), 1)
+               for x, y in ax.transData.transform(np.asarray(xy, dtype=float))]
+    inside = ax.get_window_extent(renderer)
+    placed, annotations = [], []
+    for point, label in zip(xy, labels):
+        best = None
+        for distance, (dx, dy, ha, va) in ((d, way) for d in LABEL_DISTANCES_PT for way in _DIRECTIONS):
+            reach = distance / np.hypot(dx, dy)
+            note = ax.annotate(label, point, xytext=(dx * reach, dy * reach), textcoords="offset points",
+                               ha=ha, va=va, arrowprops=LEADER_LINE if distance > LABEL_DISTANCES_PT[0] else None,
+                               annotation_clip=False, **text_options)
+            box = _grown(text_box(note, renderer), 2)
+            cost = sum(_area(box, other) for other in placed + markers) + box.width * box.height - _area(box, inside)
+            if best is not None and cost >= best[0]:
+                note.remove()
+                continue
+            if best is not None:
+                best[1].remove()
+            best = (cost, note, box)
+            if cost == 0:
+                break
+        _, note, box = best
+        note.set_in_layout(False)              # a label must not move the axes it was placed in
+        placed.append(box)
+        annotations.append(note)
+    return annotations
+
+
+def _grown(box, pixels: float):
+    return Bbox.from_extents(box.x0 - pixels, box.y0 - pixels, box.x1 + pixels,
+                                                   box.y1 + pixels)
+
+
+def _area(a, b) -> float:
+    """The area two boxes share (0 when apart)."""
+    return max(0.0, min(a.x1, b.x1) - max(a.x0, b.x0)) * max(0.0, min(a.y1, b.y1) - max(a.y0, b.y0))
+
+
 # --- Can it be read? ------------------------------------------------------------------------------
 
 def drawn_texts(fig) -> list:
-    """Every Text artist the renderer draws when `fig` is drawn at its own size: tick labels in
-    view, axis labels, titles, annotations, legend texts (none that is hidden, empty or out of view)."""
+    """Every Text artist the renderer is asked to draw when `fig` is drawn at its own size: tick
+    labels in view, axis labels, titles, annotations, legend texts (none that is hidden, empty or
+    out of view). The layout runs as for a file; nothing is painted (as matplotlib's own
+    `draw_without_rendering` does), which would only cost time."""
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     renderer = canvas.get_renderer()
     drawn: dict[int, object] = {}
-    draw_text = renderer.draw_text
 
     def recording(gc, x, y, s, prop, angle, ismath=False, mtext=None):
         if mtext is not None and s.strip():
             drawn.setdefault(id(mtext), mtext)
-        return draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
 
-    renderer.draw_text = recording
+    painters = [name for name in dir(RendererBase) if name.startswith("draw_")]
+    for name in painters:
+        setattr(renderer, name, recording if name == "draw_text" else lambda *args, **kwargs: None)
     try:
         fig.draw(renderer)
     finally:
-        del renderer.draw_text
+        for name in painters:
+            delattr(renderer, name)
     return list(drawn.values())
+
+
+def text_box(text, renderer):
+    """The box of a text's glyphs in display pixels, without an annotation's arrow (an
+    annotation's place on the screen is worked out first: it is only done when drawn)."""
+    if isinstance(text, Annotation):
+        text.update_positions(renderer)
+    return Text.get_window_extent(text, renderer)
 
 
 def text_corners(text, renderer) -> np.ndarray | None:
     """The 4 corners (display pixels) of the box the text's glyphs fill: its rotated rectangle,
     which an axis-aligned extent would overstate for a slanted tick label; cut to its clip box for a
     clipped text, None when nothing of it is visible."""
-    extent = text.get_window_extent(renderer)
+    extent = text_box(text, renderer)
     if text.get_clip_on() and text.get_clip_box() is not None:
         visible = extent.intersection(extent, text.get_clip_box())
         if visible is None or visible.width <= 0 or visible.height <= 0:
@@ -128,7 +210,7 @@ def text_corners(text, renderer) -> np.ndarray | None:
     rotation = text.get_rotation()
     try:
         text.set_rotation(0)
-        upright = text.get_window_extent(renderer)
+        upright = text_box(text, renderer)
     finally:
         text.set_rotation(rotation)
     half = np.array([[-1, -1], [-1, 1], [1, 1], [1, -1]]) * [upright.width / 2, upright.height / 2]
@@ -180,12 +262,26 @@ def layout_problems(fig) -> list[str]:
                       canvas.y0 - corners[:, 1].min(), corners[:, 1].max() - canvas.y1)
         if outside > OVERLAP_TOLERANCE_PX:
             problems.append(f"{_quoted(text)} leaves the canvas by {outside:.0f} px")
-    for i, (first, a) in enumerate(boxes):
-        for second, b in boxes[i + 1:]:
-            depth = _penetration(a, b)
-            if depth > OVERLAP_TOLERANCE_PX:
-                problems.append(f"{_quoted(first)} overlaps {_quoted(second)} by {depth:.0f} px")
+    if not boxes:
+        return problems
+    # pairs whose upright extents overlap, found at once; only those take the exact test
+    low = np.array([corners.min(axis=0) for _, corners in boxes])
+    high = np.array([corners.max(axis=0) for _, corners in boxes])
+    apart = np.minimum(high[:, None], high[None]) - np.maximum(low[:, None], low[None])
+    for i, j in zip(*np.nonzero(np.triu((apart > OVERLAP_TOLERANCE_PX).all(axis=2), k=1))):
+        (first, a), (second, b) = boxes[i], boxes[j]
+        depth = _penetration(a, b)
+        if depth > OVERLAP_TOLERANCE_PX:
+            problems.append(f"{_quoted(first)} overlaps {_quoted(second)} by {depth:.0f} px")
     return problems
+
+
+def legend(ax, **options):
+    """The axes' legend: where matplotlib finds room inside, or beside the axes, off the data, when
+    it has more than LEGEND_INSIDE_MAX entries (a legend that long covers what it explains)."""
+    if len(ax.get_legend_handles_labels()[1]) > LEGEND_INSIDE_MAX:
+        options = {**options, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
+    return ax.legend(**options)
 
 
 # --- Shared charts for benchmark results (kernellab.course.bench's result dicts) -------------------------
@@ -215,7 +311,7 @@ def time_vs_size(ax, result: dict):
     for name, baseline, rows in timed:
         x = [r["size"] for r in rows]
         line, = ax.plot(x, [r["median_ms"] for r in rows], "--" if baseline else "-", marker="o",
-                        markersize=3, label=name)
+                        markersize=5, label=name)
         low, high = zip(*(time_band(r) for r in rows))
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2)
     if result.get("launch_floor_ms"):
@@ -224,7 +320,7 @@ def time_vs_size(ax, result: dict):
     _size_axis(ax, result)
     ax.set_yscale("log")
     ax.set_ylabel(f"time per call (ms; band: {band_label(result)})")
-    ax.legend(fontsize="x-small")
+    legend(ax)
 
 
 def time_band(row: dict) -> tuple[float, float]:
@@ -247,12 +343,9 @@ COMPULSORY_LABEL = "GB/s of compulsory bytes: the ledger\nless re-reads a cache 
 def bandwidth_vs_size(ax, result: dict, dram_bytes: dict | None = None):
     """Achieved GB/s (requested bytes from the ledger / time) against the sweep axis, under the
     copy ceiling; error bars span the repeats. `dram_bytes` {(variant, size): bytes} from
-    Nsight Compute (`kernellab.course.reference.variant_dram_bytes`) adds DRAM GB/s points where they were measured."""
-    for (variant, size), moved in (dram_bytes or {}).items():
-        timed = [r for r in result["rows"] if r["variant"] == variant and r["size"] == size and "median_ms" in r]
-        if timed:
-            ax.plot([size], [moved / (timed[0]["median_ms"] * 1e6)], "D", mfc="none", color="black",
-                    label=f"{variant}: DRAM bytes (ncu) / time")
+    Nsight Compute (`kernellab.course.reference.variant_dram_bytes`) adds DRAM GB/s points where
+    they were measured: hollow diamonds in their variant's colour, one legend entry for them all."""
+    colours = {}
     for name, baseline, rows in _variant_rows(result):
         rows = [r for r in rows if "gbps" in r]
         gbps = [r["gbps"] for r in rows]
@@ -262,14 +355,25 @@ def bandwidth_vs_size(ax, result: dict, dram_bytes: dict | None = None):
         # leave -1e-13, which matplotlib refuses as an error bar
         spread = [[g * (1 - r["median_ms"] / high) for g, r, (_, high) in zip(gbps, rows, bands)],
                   [g * (r["median_ms"] / low - 1) for g, r, (low, _) in zip(gbps, rows, bands)]]
-        ax.errorbar([r["size"] for r in rows], gbps, yerr=spread, fmt="--" if baseline else "-",
-                    marker="o", markersize=3, capsize=2, label=name)
+        bars = ax.errorbar([r["size"] for r in rows], gbps, yerr=spread, fmt="--" if baseline else "-",
+                           marker="o", markersize=5, capsize=3, label=name)
+        colours[name] = bars.lines[0].get_color()
+    profiled = False
+    for (variant, size), moved in (dram_bytes or {}).items():
+        timed = [r for r in result["rows"] if r["variant"] == variant and r["size"] == size and "median_ms" in r]
+        if timed:
+            ax.plot([size], [moved / (timed[0]["median_ms"] * 1e6)], "D", mfc="none",
+                    color=colours.get(variant, "black"))
+            profiled = True
+    if profiled:
+        ax.plot([], [], "D", mfc="none", color="black", label="DRAM bytes (Nsight Compute) / time,\n"
+                                                              "in its variant's colour")
     _copy_ceiling(ax, result)
     _size_axis(ax, result)
     compulsory = any("compulsory_bytes" in r for r in result["rows"])
     ax.set_ylabel("achieved bandwidth\n(" + (COMPULSORY_LABEL if compulsory else REQUESTED_LABEL) + ")",
                   fontsize="small")
-    ax.legend(fontsize="x-small")
+    legend(ax)
 
 
 def _copy_ceiling(ax, result: dict):
@@ -293,7 +397,7 @@ def bandwidth_bars(ax, result: dict, size):
     ax.set_ylabel(f"achieved bandwidth\n({REQUESTED_LABEL})", fontsize="small")
     ax.set_title(f"{result['axis']} = {size}")
     ax.tick_params(axis="x", labelrotation=20)
-    ax.legend(fontsize="x-small")
+    legend(ax)
 
 
 def stacked_bytes(ax, ledgers: dict, unit: float = 1e6, unit_name: str = "MB"):
@@ -309,4 +413,4 @@ def stacked_bytes(ax, ledgers: dict, unit: float = 1e6, unit_name: str = "MB"):
     for x, total in enumerate(bottoms):
         ax.annotate(f"{total:,.4g} {unit_name}", (x, total), ha="center", va="bottom", fontsize="small")
     ax.set_ylabel(f"requested bytes ({unit_name}, reads + writes, ledger)")
-    ax.legend(fontsize="x-small", title="op", title_fontsize="x-small")
+    legend(ax, title="op")
