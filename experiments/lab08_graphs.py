@@ -447,7 +447,7 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
         bad = [(k, v) for k, v, r in zip(kernel_us, values, gaps["rows"]) if r[f"{label}_gap_range"][2] < 0]
         if bad:
             ax_gap.plot(*zip(*bad), "x", color="red", markersize=9,
-                        label=f"{label}: below the kernels' sum beyond the spread (measurement problem)")
+                        label=f"{label}: below the kernels' sum beyond\nthe spread (measurement problem)")
     ax_gap.axhline(100 * GAP_TARGET, color="k", ls=":", label="article: gaps < 5%")
     ax_gap.axvline(1e3 * LONG_KERNEL_MS, color="grey", ls="--", lw=0.8, label="20 us kernels")
     ax_gap.set_xscale("log")
@@ -456,7 +456,7 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
     ax_gap.xaxis.set_minor_formatter(NullFormatter())
     ax_gap.set_xlabel("kernel's own GPU time\n(us; Nsight Compute or marginal in a graph)")
     ax_gap.set_ylabel("idle gaps, % of kernel time\n(signed, not clamped)")
-    ax_gap.legend(fontsize="small")
+    ax_gap.legend(loc="lower left")                 # below the points: the negative gaps are few
     names = list(tiny["rows"])
     ax_cost.barh(names, [tiny["rows"][n]["us_per_kernel"] for n in names],
                  color=["C0" if n.startswith("eager") else "C1" if n.startswith("graph") else "grey"

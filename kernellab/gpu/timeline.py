@@ -656,12 +656,12 @@ def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_span
         if label_spans and span.duration_ms > 0.08 * max(data.makespan_ms, 1e-12):
             ax.text((running + span.end_ms) / 2 - origin, y[span.row], span.label, ha="center",
                     va="center", fontsize="xx-small", color="white", clip_on=True)
-    ax.set_yticks(range(len(data.rows)), data.rows, fontsize="x-small")
+    ax.set_yticks(range(len(data.rows)), data.rows)
     ax.set_ylim(len(data.rows) - 0.5, -0.5)
     ax.set_xlabel("time (ms)")
     kinds = dict.fromkeys(s.kind for s in data.spans)
     ax.legend(handles=[Patch(color=KIND_COLORS.get(k, "tab:gray"), label=k) for k in kinds],
-              fontsize="x-small", loc="lower right", framealpha=0.9)
+              loc="upper left", bbox_to_anchor=(1.01, 1.0))      # beside the bars, not over the last ones
     ax.set_title(title or f"{data.source}: {data.makespan_ms:.3g} ms")
     return ax
 
