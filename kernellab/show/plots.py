@@ -113,19 +113,19 @@ LEADER_LINE = {"arrowstyle": "-", "color": "grey", "lw": 0.7, "shrinkA": 1, "shr
 def label_points(ax, xy: list[tuple[float, float]], labels: list[str], **text_options) -> list:
     """Annotate each data point `xy[i]` with `labels[i]`, in the first place on rings around it
     where the label's box overlaps no label placed before, no point's marker and no edge of the
-    axes; a label off the nearest ring gets a thin leader line to its point. Where nowhere is free
-    it takes the place of least overlap (and `layout_problems` says so). Call it once the figure
-    has all its axes: the layout is settled first, since it moves points on the screen."""
+    axes, and lies nearer its own point than any other (else it reads as another's); a label off
+    the nearest ring gets a thin leader line to its point. Where nowhere is free it takes the place
+    of least overlap (and `layout_problems` says so). Call it once the figure has all its axes:
+    the layout is settled first, since it moves points on the screen."""
     fig = ax.figure
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
-    marker_px = matplotlib.rcParams["lines.markersize"] * fig.dpi / 72
-    markers = [_grown(Bbox.from_bounds(x - marker_px / 2, y - marker_px / 2,
-                                                             marker_px, marker_px), 1)
-               for x, y in ax.transData.transform(np.asarray(xy, dtype=float))]
+    centres = ax.transData.transform(np.asarray(xy, dtype=float))
+    half = matplotlib.rcParams["lines.markersize"] * fig.dpi / 72 / 2 + 1
+    markers = [Bbox.from_extents(x - half, y - half, x + half, y + half) for x, y in centres]
     inside = ax.get_window_extent(renderer)
     placed, annotations = [], []
-    for point, label in zip(xy, labels):
+    for own, (point, label) in enumerate(zip(xy, labels)):
         best = None
         for distance, (dx, dy, ha, va) in ((d, way) for d in LABEL_DISTANCES_PT for way in _DIRECTIONS):
             reach = distance / np.hypot(dx, dy)
@@ -133,7 +133,10 @@ def label_points(ax, xy: list[tuple[float, float]], labels: list[str], **text_op
                                ha=ha, va=va, arrowprops=LEADER_LINE if distance > LABEL_DISTANCES_PT[0] else None,
                                annotation_clip=False, **text_options)
             box = _grown(text_box(note, renderer), 2)
-            cost = sum(_area(box, other) for other in placed + markers) + box.width * box.height - _area(box, inside)
+            area = box.width * box.height
+            gaps = [_gap(box, centre) for centre in centres]
+            misleading = area if min(gaps) < gaps[own] else 0.0     # nearer another point than its own
+            cost = sum(_area(box, other) for other in placed + markers) + area - _area(box, inside) + misleading
             if best is not None and cost >= best[0]:
                 note.remove()
                 continue
@@ -147,6 +150,12 @@ def label_points(ax, xy: list[tuple[float, float]], labels: list[str], **text_op
         placed.append(box)
         annotations.append(note)
     return annotations
+
+
+def _gap(box, centre) -> float:
+    """How far a point is from a box, in pixels (0 inside it)."""
+    return float(np.hypot(max(box.x0 - centre[0], 0, centre[0] - box.x1),
+                          max(box.y0 - centre[1], 0, centre[1] - box.y1)))
 
 
 def _grown(box, pixels: float):
