@@ -49,7 +49,7 @@ STYLE = {
     "figure.dpi": DPI,
 }
 LEGEND_INSIDE_MAX = 6      # a legend of more entries goes beside its axes
-OVERLAP_TOLERANCE_PX = 1.0  # boxes that merely touch (a pixel of rounding) are not overlapping
+TOLERANCE_PX = 1.0         # a pixel of rounding: boxes that touch do not overlap, text that grazes an edge stays in
 
 
 def source_label(record: dict | None) -> str:
@@ -159,8 +159,7 @@ def _gap(box, centre) -> float:
 
 
 def _grown(box, pixels: float):
-    return Bbox.from_extents(box.x0 - pixels, box.y0 - pixels, box.x1 + pixels,
-                                                   box.y1 + pixels)
+    return Bbox.from_extents(box.x0 - pixels, box.y0 - pixels, box.x1 + pixels, box.y1 + pixels)
 
 
 def _area(a, b) -> float:
@@ -254,14 +253,13 @@ def _quoted(text) -> str:
 
 
 def layout_problems(fig) -> list[str]:
-    """What a reader could not read in `fig` as drawn now (call it after the layout, as `save`
-    leaves it): one line per pair of overlapping text boxes, per text that leaves the canvas, and
-    for a canvas under MIN_WIDTH_IN. An empty list: nothing found."""
+    """What a reader could not read in `fig` as `save` would write it (drawing it runs its
+    layout): one line per pair of overlapping text boxes, per text that leaves the canvas, and for
+    a canvas under MIN_WIDTH_IN. An empty list: nothing found."""
     problems = []
-    width_in = fig.get_size_inches()[0]
-    if width_in * DPI < MIN_WIDTH_IN * DPI - 0.5:
-        problems.append(f"the figure is {width_in * DPI:.0f} px wide at {DPI} dpi, under "
-                        f"{MIN_WIDTH_IN * DPI:.0f}")
+    width_px, least_px = round(fig.get_size_inches()[0] * DPI), round(MIN_WIDTH_IN * DPI)
+    if width_px < least_px:
+        problems.append(f"the figure is {width_px} px wide at {DPI} dpi, under {least_px}")
     texts = drawn_texts(fig)
     renderer = fig.canvas.get_renderer()
     boxes = [(text, corners) for text in texts if (corners := text_corners(text, renderer)) is not None]
@@ -269,7 +267,7 @@ def layout_problems(fig) -> list[str]:
     for text, corners in boxes:
         outside = max(canvas.x0 - corners[:, 0].min(), corners[:, 0].max() - canvas.x1,
                       canvas.y0 - corners[:, 1].min(), corners[:, 1].max() - canvas.y1)
-        if outside > OVERLAP_TOLERANCE_PX:
+        if outside > TOLERANCE_PX:
             problems.append(f"{_quoted(text)} leaves the canvas by {outside:.0f} px")
     if not boxes:
         return problems
@@ -277,13 +275,15 @@ def layout_problems(fig) -> list[str]:
     low = np.array([corners.min(axis=0) for _, corners in boxes])
     high = np.array([corners.max(axis=0) for _, corners in boxes])
     apart = np.minimum(high[:, None], high[None]) - np.maximum(low[:, None], low[None])
-    for i, j in zip(*np.nonzero(np.triu((apart > OVERLAP_TOLERANCE_PX).all(axis=2), k=1))):
+    for i, j in zip(*np.nonzero(np.triu((apart > TOLERANCE_PX).all(axis=2), k=1))):
         (first, a), (second, b) = boxes[i], boxes[j]
         depth = _penetration(a, b)
-        if depth > OVERLAP_TOLERANCE_PX:
+        if depth > TOLERANCE_PX:
             problems.append(f"{_quoted(first)} overlaps {_quoted(second)} by {depth:.0f} px")
     return problems
 
+
+# --- Shared charts for benchmark results (kernellab.course.bench's result dicts) -------------------------
 
 def legend(ax, **options):
     """The axes' legend: where matplotlib finds room inside, or beside the axes, off the data, when
@@ -292,8 +292,6 @@ def legend(ax, **options):
         options = {**options, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
     return ax.legend(**options)
 
-
-# --- Shared charts for benchmark results (kernellab.course.bench's result dicts) -------------------------
 
 def _variant_rows(result: dict):
     """(name, is_baseline, rows with a timing) per variant, in declaration order."""
