@@ -12,38 +12,65 @@ from kernellab.gpu.timeline import SHARED_AXIS_RATIO, Span, TimelineData, plot_g
 from kernellab.show import plots
 
 
-@pytest.fixture
-def checked_figures(monkeypatch):
-    """{figure name: its layout problems} for every figure drawn while the fixture is active. A
-    figure is checked as `save` leaves it, then closed unwritten: the check draws it once, and a
-    PNG would cost a second drawing for nothing."""
-    found = {}
+@pytest.fixture(scope="module")
+def course_figures(tmp_path_factory):
+    """{figure name: (the figure, its layout problems)} for each lab's declared figures and each
+    of its recorded benchmarks' bench figures, drawn once from the recorded data, with the names
+    the labs declare. A figure is checked as `save` leaves it, then closed unwritten: the check
+    draws it once, and a PNG would cost a second drawing for nothing."""
+    folder = tmp_path_factory.mktemp("figures")
+    drawn, declared_names = {}, []
 
     def check_instead_of_saving(fig, name, figures_dir=None):
-        found[name] = plots.layout_problems(fig)
+        drawn[name] = (fig, plots.layout_problems(fig))
         plots.plt.close(fig)
         return Path(figures_dir or plots.FIGURES) / f"{name}.png"
 
-    monkeypatch.setattr(plots, "save", check_instead_of_saving)
-    return found
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "save", check_instead_of_saving)
+        for number in sorted(target.labs()):
+            declared = protocol.declaration(number)
+            lab = target.load(number, "solutions")
+            records = protocol.recorded(declared)
+            protocol.draw(declared, lab, records, folder)
+            declared_names += [figure.name for figure in declared.figures
+                               if all(name in records for name in figure.needs)]
+            for benchmark in declared.benchmarks(lab, None):
+                if benchmark.name in records:
+                    declared_names.append(bench.draw(records[benchmark.name], number, folder).stem)
+    return drawn, declared_names
 
 
-def test_every_figure_of_every_lab_is_readable(checked_figures, tmp_path):
-    """Each lab's declared figures and each of its recorded benchmarks' bench figures, from the
-    recorded data: wide enough, nothing overlapping, nothing off the canvas."""
-    expected = []
-    for number in sorted(target.labs()):
-        declared = protocol.declaration(number)
-        lab = target.load(number, "solutions")
-        records = protocol.recorded(declared)
-        protocol.draw(declared, lab, records, tmp_path)
-        expected += [figure.name for figure in declared.figures if all(name in records for name in figure.needs)]
-        for benchmark in declared.benchmarks(lab, None):
-            if benchmark.name in records:
-                expected.append(bench.draw(records[benchmark.name], number, tmp_path).stem)
-    assert set(expected) == set(checked_figures) and len(expected) >= 40
-    unreadable = {name: problems for name, problems in checked_figures.items() if problems}
+def test_every_figure_of_every_lab_is_readable(course_figures):
+    """Wide enough, nothing overlapping, nothing off the canvas, in every figure the tour, the
+    bench and the notebooks draw from the labs' declarations."""
+    drawn, declared_names = course_figures
+    assert set(declared_names) == set(drawn) and len(drawn) >= 40
+    unreadable = {name: problems for name, (_, problems) in drawn.items() if problems}
     assert not unreadable, "\n".join(f"{name}: {'; '.join(problems)}" for name, problems in unreadable.items())
+
+
+def test_roofline_labels_its_points_by_lab_and_names_them_in_a_table(course_figures):
+    """Lab 09's roofline: "02a", "02b" where a lab has several points, "07" where it has one, and
+    beside it a table row per label with the kernel's name and its % of the roof."""
+    experiment = protocol.experiment("09")
+    points = experiment.roofline_points(target.load("09", "solutions"), own=protocol.recorded(experiment.LAB))
+    ids = experiment.point_ids(points)
+    fig, _ = course_figures[0]["lab09_roofline"]
+    roofline, table_axes, _ = fig.axes
+    assert sorted(note.get_text() for note in roofline.texts) == sorted(ids)
+    rows = {}
+    for (row, column), cell in table_axes.tables[0].get_celld().items():
+        rows.setdefault(row, {})[column] = cell.get_text().get_text()
+    assert [rows[i + 1] for i in range(len(points))] == [
+        {0: label, 1: p["name"].split(" ", 1)[1], 2: f"{p['pct_of_roof']:.0f}%"} for label, p in zip(ids, points)]
+    assert not roofline.get_legend()
+
+
+def test_point_ids_letter_only_the_labs_with_several_points():
+    experiment = protocol.experiment("09")
+    assert experiment.point_ids([{"lab": lab} for lab in ("00", "02", "02", "07", "09", "09")]) == [
+        "00", "02a", "02b", "07", "09a", "09b"]
 
 
 def blank_figure():
