@@ -111,7 +111,7 @@ def draw_grid_sweep(lab, records: dict, figures_dir: Path) -> Path:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("blocks per SM (k)")
     ax.set_ylabel("GB/s (read + write)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize="small")
     return plots.save(fig, "lab00_grid_size", figures_dir)
 
 

@@ -324,19 +324,17 @@ def draw_launch_methods(lab, records: dict, figures_dir: Path) -> Path:
     bars = ax.barh(names, values, color=[family.get(n.split(" ")[0].rstrip(","), "C0") for n in names])
     for bar, value in zip(bars, values):
         ax.annotate(f"{value:.2f} us", (value, bar.get_y() + bar.get_height() / 2), xytext=(3, 0),
-                    textcoords="offset points", va="center", fontsize=8)
+                    textcoords="offset points", va="center", fontsize="small")
     ax.set_xscale("log")
     ax.set_xlabel("microseconds per launch (per kernel for graph replay)")
     ax.invert_yaxis()
-    ax.tick_params(axis="y", labelsize=8)
     return plots.save(fig, "lab01_launch_cost_by_method", figures_dir)
 
 
 def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
     """What a launch pays for: array arguments, host arrays, and the functions on the launch path."""
     args, profile = records["arguments"], records["launch_profile"]
-    fig, (ax_args, ax_host, ax_prof) = plots.new_figure("What a Numba launch pays for", args, ncols=3,
-                                                        width=5.0)
+    fig, (ax_args, ax_host, ax_prof) = plots.new_figure("What a Numba launch pays for", args, ncols=3)
     ax_args.plot([r["arrays"] for r in args["by_count"]], [r["us"] for r in args["by_count"]], "o-")
     ax_args.set_xlabel("array arguments")
     ax_args.set_ylabel("host submit time (us per launch)")
@@ -348,12 +346,12 @@ def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
     ax_host.set_xticks(where, labels)
     ax_host.set_yscale("log")
     ax_host.set_ylabel("us per launch")
-    ax_host.legend(fontsize=8)
+    ax_host.legend(fontsize="small")
     top = profile["top"][:8][::-1]
     ax_prof.barh([r["function"][:38] for r in top], [r["self_us"] for r in top])
-    ax_prof.set_xlabel(f"self time, us per launch (a launch under cProfile: "
+    ax_prof.set_xlabel(f"self time, us per launch\n(a launch under cProfile: "
                        f"{profile['profiled_us_per_launch']:.0f} us)")
-    ax_prof.tick_params(axis="y", labelsize=7)
+    ax_prof.tick_params(axis="y", labelsize="x-small")
     return plots.save(fig, "lab01_launch_breakdown", figures_dir)
 
 
@@ -372,7 +370,7 @@ def draw_kernel_count(lab, records: dict, figures_dir: Path) -> Path:
     ax.set_yscale("log")
     ax.set_xlabel("kernels launched")
     ax.set_ylabel("total time (us)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize="small")
     return plots.save(fig, "lab01_kernel_count", figures_dir)
 
 
@@ -386,7 +384,7 @@ def draw_python_around_launch(lab, records: dict, figures_dir: Path) -> Path:
     bars = ax.barh(names, values, color=["C0" if n.startswith("launch") else "C3" for n in names])
     for bar, step in zip(bars, names):
         ax.annotate(f"{around['steps'][step]['us']:.1f} us", (bar.get_width(), bar.get_y() + 0.4),
-                    xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+                    xytext=(3, 0), textcoords="offset points", va="center", fontsize="small")
     ax.set_xlabel("host time, us per call (median)")
     ax.invert_yaxis()
     return plots.save(fig, "lab01_python_around_launch", figures_dir)
@@ -412,7 +410,7 @@ def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
     ax_one.plot(sizes, 1e-3 * lab.predicted_time_us(sizes, launch_us, 8, one["copy_gbps"]), "k--",
                 lw=0.8, label=f"model: max(one launch ({launch_us:.0f} us), bytes / copy bandwidth)")
     ax_one.axvline(crossover, color="C3", ls=":", label=f"crossover n = {crossover:,}")
-    ax_one.legend(fontsize=7)
+    ax_one.legend()
     plots.time_vs_size(ax_rows, rows)
     per_row = np.array(rows["sizes"], dtype=np.float64)
     first = rows["rows"][0]
@@ -425,7 +423,7 @@ def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
     ax_rows.plot(per_row, 1e-3 * lab.predicted_time_us(batch * per_row, batch_launch_us, 8, rows["copy_gbps"]),
                  "--", color=color.get("merged", "k"), lw=0.8, label="model, one launch")
     ax_rows.axvline(crossover, color="C3", ls=":", label="crossover (one row = one launch)")
-    ax_rows.legend(fontsize=7)
+    ax_rows.legend()
     return plots.save(fig, "lab01_time_vs_size", figures_dir)
 
 

@@ -217,9 +217,8 @@ def traffic_figure(lab, records: dict, figures_dir: Path) -> Path:
     ledgers = {"unfused\n(4 kernels)": lab.unfused_chain_ledger(n, with_mask=True),
                "fused\n(mask)": lab.fused_chain_ledger(n, with_mask=True),
                "fused\n(generator)": lab.fused_chain_ledger(n, with_mask=False)}
-    fig, (ax,) = plots.new_figure("Memory traffic of out = dropout(relu(x*w + b)) + r", None)
-    fig.suptitle(f"Memory traffic of out = dropout(relu(x*w + b)) + r, n = {size_label(n)}\n"
-                 "declared by the ledgers, checked against the simulator's meter", fontsize=10)
+    fig, (ax,) = plots.new_figure(f"Memory traffic of out = dropout(relu(x*w + b)) + r, n = {size_label(n)}",
+                                  None, source=plots.LEDGER_SOURCE)
     plots.stacked_bytes(ax, ledgers)
     return plots.save(fig, "lab02_traffic", figures_dir)
 
@@ -236,7 +235,7 @@ def bandwidth_figure(lab, records: dict, figures_dir: Path) -> Path:
         ax.axhline(fused["ceiling_gbps"], color="C3", linestyle="--",
                    label=f"ceiling of the fused kernel's read:write mix ({fused['ceiling_gbps']:.0f} GB/s)")
         ax.set_ylim(top=1.3 * max(fused["ceiling_gbps"], result["copy_gbps"]))
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(loc="upper left")
     return plots.save(fig, "lab02_bandwidth", figures_dir)
 
 

@@ -322,7 +322,7 @@ def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
     launch_us = records["host_launch"]["us"]
     ax_time.axhline(launch_us / 1e3, color="C3", linestyle="--",
                     label=f"one launch, host-paced ({launch_us:.1f} us, same run)")
-    ax_time.legend(fontsize=7)
+    ax_time.legend()
     suffix = LAUNCHES if f"horizontal{LAUNCHES}" in tasks["variants"] else ""
     summary = crossover(lab, records, suffix)
     x = [r["n"] for r in summary["rows"]]
@@ -344,7 +344,7 @@ def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
     ax_gain.set_xlabel(tasks["axis"])
     ax_gain.set_ylabel("separate time / merged time")
     ax_gain.grid(True, which="both", alpha=0.3)
-    ax_gain.legend(fontsize=7)
+    ax_gain.legend()
     return plots.save(fig, "lab03_speedup", figures_dir)
 
 

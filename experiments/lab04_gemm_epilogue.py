@@ -222,7 +222,7 @@ def tflops_figure(result: dict, figures_dir: Path) -> Path:
     ax.set_xlabel("n")
     ax.set_ylabel("TFLOP/s")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend()
     return plots.save(fig, "lab04_gemm_tflops", figures_dir)
 
 
@@ -240,14 +240,14 @@ def epilogue_figure(result: dict, figures_dir: Path, n: int) -> Path:
             x = i - 0.4 + width * (j + 0.5)
             ax.bar(x, timed["median_ms"], width, color=f"C{j}")
             ax.annotate(name.removeprefix(family + "_"), (x, timed["median_ms"] / 2), ha="center",
-                        va="center", fontsize=7, rotation=90, color="white")
+                        va="center", fontsize="x-small", rotation=90, color="white")
         predicted = unfused["median_ms"] - (unfused["bytes"] - harness.row(result, fused_name, n)["bytes"]) \
             / copy * 1e3
         ax.hlines(predicted, i - 0.4, i + 0.4, colors="k", linestyles=":",
                   label="unfused minus the saved bytes at copy speed" if not i else None)
     ax.set_xticks(range(len(pairs)), list(pairs))
     ax.set_ylabel("time per call (ms)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(loc="lower right")
     return plots.save(fig, "lab04_epilogue", figures_dir)
 
 
@@ -256,9 +256,8 @@ def traffic_figure(lab, figures_dir: Path, n: int = HEADLINE_N) -> Path:
     rows, cols = lab.REGISTER_TILES.bm, lab.REGISTER_TILES.bn
     ledgers = {"unfused\n(4 kernels)": lab.linear_ledger(n, n, n, False, rows, cols),
                "fused\n(1 kernel)": lab.linear_ledger(n, n, n, True, rows, cols)}
-    fig, (ax,) = plots.new_figure("", None)
-    fig.suptitle(f"Declared memory traffic, n = {n}, 128 x 128 block tiles (the ledgers, checked "
-                 "against the simulator's meter)", fontsize=10)
+    fig, (ax,) = plots.new_figure(f"Memory traffic, n = {n}, {rows} x {cols} block tiles", None,
+                                  source=plots.LEDGER_SOURCE)
     plots.stacked_bytes(ax, ledgers)
     return plots.save(fig, "lab04_traffic", figures_dir)
 

@@ -329,9 +329,8 @@ def bandwidth_figure(result: dict, op: str, figures_dir: Path) -> Path:
 def traffic_figure(lab, figures_dir: Path, cols: int = HEADLINE_COLS) -> Path:
     block = lab.row_block(cols)
     ledgers = {form: lab.softmax_ledger(ROWS, cols, form, block) for form in lab.FORMS}
-    fig, (ax,) = plots.new_figure("", None)
-    fig.suptitle(f"Declared memory traffic of softmax, {ROWS} x {cols} float32 (the ledgers, checked "
-                 "against the simulator's meter)", fontsize=10)
+    fig, (ax,) = plots.new_figure(f"Memory traffic of softmax, {ROWS} x {cols} float32", None,
+                                  source=plots.LEDGER_SOURCE)
     plots.stacked_bytes(ax, ledgers)
     return plots.save(fig, "lab05_traffic", figures_dir)
 
@@ -346,12 +345,12 @@ def shapes_figure(record: dict, figures_dir: Path) -> Path:
     bars = ax.bar([r["shape"] for r in rows], [r["pct_of_copy"] or 0 for r in rows])
     for bar, r in zip(bars, rows):
         ax.annotate(f"{r['registers']} regs\n{r['active_blocks']} rows/SM\n{r['occupancy']:.0%} occ.",
-                    (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7)
-    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
+                    (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize="x-small")
+    ax.tick_params(axis="x", labelsize="x-small", labelrotation=30)
     ax.axhline(TARGET_PCT_OF_COPY, color="k", linestyle=":", label="target: 80% of copy")
     ax.set_ylabel("% of copy bandwidth")
     ax.set_ylim(0, 125)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(loc="lower right")
     return plots.save(fig, "lab05_fused_shapes", figures_dir)
 
 

@@ -77,12 +77,12 @@ def plot_calculator(cc, block_size, registers, shared_bytes, carveout=-1, title=
         ("shared memory per block (KiB)", range(0, arch.shared_per_block_optin + 1, step), shared_bytes,
          lambda v: occupancy_at(arch, block_size, registers, v, carveout), 1024),
     ]
-    fig, axes = plots.plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, (axes,) = plots.figure(3 * plots.PANEL_WIDTH_IN, plots.PANEL_HEIGHT_IN, ncols=3)
     head = f"{title}: " if title else ""
     fig.suptitle(f"{head}{arch.label}, block {block_size}, {registers} registers/thread, "
                  f"{shared_bytes} B shared/block -> {now.active_blocks} blocks, "
                  f"{now.active_warps}/{now.max_warps} warps ({now.occupancy:.0%}), limited by "
-                 f"{' and '.join(now.limiters)}\n{CALCULATED}", fontsize=10)
+                 f"{' and '.join(now.limiters)}\n{CALCULATED}")
     for ax, (label, values, current, at, unit) in zip(axes, panels):
         values = list(values)
         warps = [at(v).active_warps for v in values]
@@ -92,7 +92,7 @@ def plot_calculator(cc, block_size, registers, shared_bytes, carveout=-1, title=
         near_the_right = current > 0.6 * max(values)      # label to the left, off the right axis
         ax.annotate(f"{now.occupancy:.0%}: {' + '.join(now.limiters)}", (current / unit, now.active_warps),
                     textcoords="offset points", xytext=(-6 if near_the_right else 6, 8),
-                    ha="right" if near_the_right else "left", color="C3", fontsize=9)
+                    ha="right" if near_the_right else "left", color="C3", fontsize="small")
         ax.set_xlabel(label)
         ax.set_ylabel("resident warps per SM")
         ax.set_ylim(0, arch.max_warps_per_sm * 1.12)
@@ -100,18 +100,17 @@ def plot_calculator(cc, block_size, registers, shared_bytes, carveout=-1, title=
         ax.secondary_yaxis("right", functions=(lambda w, m=arch.max_warps_per_sm: 100 * w / m,
                                                lambda p, m=arch.max_warps_per_sm: p * m / 100)
                            ).set_ylabel("occupancy (%)")
-    fig.tight_layout()
     return fig
 
 
 def fitted_image(fig):
     """`fig` as a PNG that shrinks to the width it is shown in: displayed as a figure, it kept its
-    1500 pixels inside the explorer's narrower box, which cut off the third panel."""
+    full width in pixels inside the explorer's narrower box, which cut off the third panel."""
     import base64
     import io
     from IPython.display import HTML
     png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=100)
+    fig.savefig(png, format="png", dpi=plots.DPI)
     encoded = base64.b64encode(png.getvalue()).decode()
     return HTML(f'<img alt="occupancy calculator" style="max-width: 100%; height: auto" '
                 f'src="data:image/png;base64,{encoded}">')
@@ -601,8 +600,8 @@ def plot_occupancy_vs_speed(record: dict, figures_dir: Path) -> tuple[Path, str]
         ax.set_xscale("log", base=2)
         ax.set_xlabel(f"resident warps per SM (of {max_warps})")
         ax.set_ylabel(unit)
-        ax.set_title(f"{kind}-bound", fontsize=10)
-        ax.legend(fontsize=7)
+        ax.set_title(f"{kind}-bound")
+        ax.legend()
         ax.grid(alpha=0.3)
     return plots.save(fig, "lab06_occupancy_vs_speed", figures_dir), occupancy_headline(record)
 
@@ -639,12 +638,12 @@ def plot_register_caps(record: dict, figures_dir: Path) -> tuple[Path, str]:
                  alpha=0.2, color="k", label="spill stores")
     ax_speed.set_xlabel("max_registers")
     ax_speed.set_ylabel("TFLOP/s")
-    ax_speed.legend(fontsize=8)
+    ax_speed.legend(fontsize="small")
     ax_occ.set_xlabel("max_registers")
     ax_occ.set_ylabel("occupancy (%)")
     ax_occ.set_ylim(0, 105)
     ax_spill.set_ylabel("spill stores (bytes per thread, bars)")
-    ax_occ.legend(fontsize=8, loc="lower left")
+    ax_occ.legend(fontsize="small", loc="lower left")
     best = max(record["rows"], key=lambda r: r["tflops"])
     key = (f"linear_relu fastest at cap {best['max_registers']}, tile_k {best['tile_k']}: "
            f"{best['tflops']:.1f} TFLOP/s at {best['occupancy']:.0%} occupancy")

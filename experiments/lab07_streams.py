@@ -48,7 +48,7 @@ from kernellab.course.claims import Claim, Compare, Missing, need, repeats_of, s
 from kernellab.course import bench as harness
 from kernellab.gpu import checks, device, timing
 from kernellab.gpu.traffic import Ledger
-from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantt, reserve_events
+from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantts, reserve_events
 from kernellab.kernels import resources
 from kernellab.show import plots
 from kernellab.show.progress import progress_bar
@@ -597,12 +597,9 @@ def targets(lab, records: dict) -> dict:
 
 def plot_timelines(one: TimelineData, many: TimelineData, record, title: str, name: str,
                    figures_dir: Path) -> Path:
-    fig, (left, right) = plots.new_figure(title, record, ncols=2)
-    end = max(one.makespan_ms, many.makespan_ms)
-    for ax, data in ((left, one), (right, many)):
-        plot_gantt(data, ax, title=f"{len(data.rows)} stream(s): {data.makespan_ms:.3g} ms "
-                                   f"[{data.source}]", label_spans=False)
-        ax.set_xlim(0, end * 1.02)
+    fig, axes = plots.new_figure(title, record, ncols=2)
+    plot_gantts(axes, [one, many], [f"{len(data.rows)} stream(s): {data.makespan_ms:.3g} ms [{data.source}]"
+                                    for data in (one, many)])
     return plots.save(fig, name, figures_dir)
 
 
@@ -625,8 +622,8 @@ def plot_speedups(panels: dict, record, figures_dir: Path) -> Path:
         ax.set_yscale("log", base=2)
         ax.set_xlabel("streams")
         ax.set_ylabel("speed-up over 1 stream")
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=6)
+        ax.set_title(title)
+        ax.legend(fontsize="xx-small")
     return plots.save(fig, "lab07_speedup", figures_dir)
 
 

@@ -475,12 +475,12 @@ def plot_timeline(lab, records: dict, figures_dir: Path) -> Path:
                            color=f"C{lane}")
             gap = 100 * row[f"{label}_gap"]
             ax.annotate(f"{total * 1e3:.0f} us, gaps {gap:.{0 if gap >= 10 else 1}f}% of kernel time",
-                        (1e3 * total, lane), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize=8)
+                        (0, lane + 0.37), va="bottom", fontsize="small")     # above its bar
         ax.set_yticks([0, 1], ["eager", "graph"])
-        ax.set_xlim(0, 1e3 * max(row["eager_ms"], row["graph_ms"]) * 1.45)
+        ax.set_ylim(-0.5, 1.8)
+        ax.set_xlim(0, 1e3 * max(row["eager_ms"], row["graph_ms"]) * 1.02)
         ax.set_xlabel("time (us)")
-        ax.set_title(f"n = {row['n']:,}: kernel {1e3 * row['kernel_ms']:.1f} us", fontsize=9)
+        ax.set_title(f"n = {row['n']:,}: kernel {1e3 * row['kernel_ms']:.1f} us")
     return plots.save(fig, "lab08_timeline", figures_dir)
 
 
@@ -497,7 +497,7 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
         bad = [(k, v) for k, v, r in zip(kernel_us, values, drawn) if below_resolution(r, label)]
         if bad:
             ax_gap.plot(*zip(*bad), "x", color="red", markersize=9,
-                        label=f"{label}: below zero beyond its resolution (measurement problem)")
+                        label=f"{label}: below zero beyond\nits resolution (measurement problem)")
     ax_gap.axhline(100 * GAP_TARGET, color="k", ls=":", label="article: gaps < 5%")
     ax_gap.axvline(1e3 * LONG_KERNEL_MS, color="grey", ls="--", lw=0.8, label="20 us kernels")
     ax_gap.set_xscale("log")
@@ -507,17 +507,16 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
     left_out = len(gaps["rows"]) - len(drawn)
     ax_gap.set_title(textwrap.fill(f"kernel time: {duration_used(gaps)}", 70)
                      + (f"\n{left_out} size(s) not drawn: duration not resolved from zero" if left_out else ""),
-                     fontsize=8)
+                     fontsize="small")
     ax_gap.set_xlabel("kernel's own GPU time (us)")
-    ax_gap.set_ylabel("idle gaps, % of kernel time (signed, not clamped)")
-    ax_gap.legend(fontsize=8)
+    ax_gap.set_ylabel("idle gaps, % of kernel time\n(signed, not clamped)")
+    ax_gap.legend(loc="lower left")                 # below the points: the negative gaps are few
     names = list(tiny["rows"])
     ax_cost.barh(names, [tiny["rows"][n]["us_per_kernel"] for n in names],
                  color=["C0" if n.startswith("eager") else "C1" if n.startswith("graph") else "grey"
                         for n in names])
     ax_cost.set_xscale("log")
-    ax_cost.set_xlabel(f"us per kernel ({tiny['kernels']} kernels of {tiny['n']} elements)")
-    ax_cost.tick_params(axis="y", labelsize=8)
+    ax_cost.set_xlabel(f"us per kernel\n({tiny['kernels']} kernels of {tiny['n']} elements)")
     return plots.save(fig, "lab08_idle_gaps", figures_dir)
 
 
@@ -533,12 +532,12 @@ def plot_batches(lab, records: dict, figures_dir: Path) -> Path:
         if r["break_even_calls"]:
             ax.annotate(f"graph pays off\nafter {r['break_even_calls']:.0f} calls",
                         (r["batch"], r["eager_ms"]), xytext=(0, 8), textcoords="offset points",
-                        ha="center", fontsize=7)
+                        ha="center", fontsize="x-small")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size (rows)")
     ax.set_ylabel("time per call (ms)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize="small")
     return plots.save(fig, "lab08_batch_graphs", figures_dir)
 
 

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import textwrap
 import functools
+import string
+import textwrap
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -508,31 +510,63 @@ def superseded_line(points: list[dict]) -> str:
     return "; ".join(parts) or "every point's run measured both roofs"
 
 
+def point_ids(points: list[dict]) -> list[str]:
+    """Each point's label on the roofline: its lab's number, with a letter where the lab has
+    several points ("02a", "02b")."""
+    per_lab = Counter(p["lab"] for p in points)
+    seen: Counter = Counter()
+    ids = []
+    for p in points:
+        ids.append(p["lab"] + (string.ascii_lowercase[seen[p["lab"]]] if per_lab[p["lab"]] > 1 else ""))
+        seen[p["lab"]] += 1
+    return ids
+
+
 def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> Path:
-    """Left: every main kernel under the roof, labelled with its % of roof. Right: small sizes."""
+    """Left: every main kernel under the roof, labelled by its lab; middle: the table of what each
+    label is and its % of roof, with the roofs and bytes it was rated on; right: small sizes."""
     reference_record = recorded("02")["chain"]
     live = [p["source"] for p in points if p["source"].startswith("measured live")]
     title = "The roofline of the course's main kernels" + (
         f" (lab 09 points {live[0]}; the others recorded)" if live else "")
-    fig, (ax, ax_small) = plots.new_figure(title, reference_record, ncols=2, width=6.5, height=7.0)
+    fig, (ax, ax_table, ax_small) = plots.new_figure(title, reference_record, ncols=3, width=7.0, height=8.0,
+                                                     width_ratios=(1.25, 0.85, 0.9))
+    fig.get_layout_engine().set(wspace=0.03)
     roofs = measured_roofs(points)
     widest = np.log10(max(p["intensity"] for p in points))
     xs = np.logspace(-2, max(4.0, np.ceil(widest + 0.3)), 200)
-    for k, (bandwidth, peak) in enumerate(roofs):
-        ax.plot(xs, np.minimum(peak * 1e12, xs * bandwidth * 1e9) / 1e12, "k-", lw=0.9, alpha=0.6,
-                label=textwrap.fill(roofs_label(points, roofs), 110) if k == 0 else None)
-    for i, p in enumerate(points):
-        marker = "o" if p["bytes_kind"] == DRAM_BYTES else "s"
-        ax.plot(p["intensity"], p["attained"] / 1e12, marker, color=colormaps["tab20"](i % 20),
-                label=f"{p['name']}: {p['pct_of_roof']:.0f}% of roof")
-        ax.annotate(f"{p['pct_of_roof']:.0f}%", (p["intensity"], p["attained"] / 1e12), fontsize=7,
-                    xytext=(3, 3), textcoords="offset points")
+    for bandwidth, peak in roofs:
+        ax.plot(xs, np.minimum(peak * 1e12, xs * bandwidth * 1e9) / 1e12, "k-", lw=0.9, alpha=0.6)
+    labs = sorted({p["lab"] for p in points})
+    colour = {lab_number: colormaps["tab10"](i % 10) for i, lab_number in enumerate(labs)}
+    for p in points:
+        ax.plot(p["intensity"], p["attained"] / 1e12, "o" if p["bytes_kind"] == DRAM_BYTES else "s",
+                color=colour[p["lab"]])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(f"FLOP per byte (circles: {DRAM_BYTES} bytes; squares: requested bytes)")
-    ax.plot([], [], " ", label=textwrap.fill(superseded_line(points), 110))
+    ax.set_xlabel(f"FLOP per byte\n(circles: {DRAM_BYTES} bytes; squares: requested bytes)")
     ax.set_ylabel("TFLOP/s attained")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0, -0.14), ncol=1)
+    ax.set_title("each point labelled by its lab: the table names it")
+
+    ids = point_ids(points)
+    table = ax_table.table(cellText=[[i, p["name"].split(" ", 1)[1], f"{p['pct_of_roof']:.0f}%"]
+                                     for i, p in zip(ids, points)],
+                           colLabels=["", "kernel", "of roof"], loc="upper center", edges="horizontal",
+                           cellLoc="left", colLoc="left")
+    table.auto_set_font_size(False)
+    table.set_fontsize(plots.font_points("small"))
+    table.auto_set_column_width([0, 1, 2])
+    table.scale(1, 1.35)
+    for row, p in enumerate(points, start=1):
+        table[row, 0].get_text().set_color(colour[p["lab"]])
+        table[row, 0].get_text().set_fontweight("bold")
+    ax_table.axis("off")
+    fig.draw_without_rendering()                    # the table's height, to write the notes under it
+    under = table.get_window_extent().transformed(ax_table.transAxes.inverted()).y0 - 0.04
+    ax_table.text(0, under, "\n\n".join(textwrap.fill(line, 58) for line in
+                                        (f"the roof line: {roofs_label(points, roofs)}", superseded_line(points))),
+                  transform=ax_table.transAxes, va="top", fontsize="x-small")
+
     for kernel in sorted({r["kernel"] for r in small}):
         rows = [r for r in small if r["kernel"] == kernel]
         ax_small.plot([r["bytes"] for r in rows], [r["ms"] * 1e3 for r in rows], "o-", label=kernel)
@@ -545,8 +579,10 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
     ax_small.set_yscale("log")
     ax_small.set_xlabel("requested bytes per call")
     ax_small.set_ylabel("us per call")
-    ax_small.set_title("small sizes: the launch floor bounds", fontsize=9)
-    ax_small.legend(fontsize=7)
+    ax_small.set_title("small sizes: the launch floor bounds")
+    ax_small.legend(loc="lower right")
+    plots.label_points(ax, [(p["intensity"], p["attained"] / 1e12) for p in points], ids,
+                       fontsize="x-small", fontweight="bold")
     return plots.save(fig, "lab09_roofline", figures_dir)
 
 

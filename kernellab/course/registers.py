@@ -66,7 +66,7 @@ def figure(record: dict, figures_dir: Path, name: str) -> Path:
     labels = [r["kernel"].removesuffix("_kernel") for r in rows]
     positions = range(len(rows))
     ax.bar(positions, [r["registers"] for r in rows], color="C0")
-    ax.set_xticks(positions, labels, rotation=50, ha="right", fontsize=7)
+    ax.set_xticks(positions, labels, rotation=50, ha="right", fontsize="x-small")
     ax.set_ylabel("registers per thread", color="C0")
     twin = ax.twinx()
     twin.plot(positions, [100 * r["occupancy"] for r in rows], "o", color="C3")

@@ -43,6 +43,7 @@ from kernellab.gpu.timing import NoTiming
 TIMED_KINDS = ("kernel", "h2d", "d2h", "d2d")
 SYNC_KINDS = ("device_sync", "stream_sync", "event_sync")
 KIND_COLORS = {"kernel": "tab:blue", "h2d": "tab:orange", "d2h": "tab:green", "d2d": "tab:purple"}
+SHARED_AXIS_RATIO = 2.0   # timelines side by side share one time axis only while their makespans are this close
 DEFAULT_ROW = "default stream"
 _SPECIAL_HANDLES = {1: DEFAULT_ROW, 2: "per-thread default stream"}  # CU_STREAM_LEGACY, _PER_THREAD
 
@@ -697,12 +698,11 @@ def _copy_label(direction: str, array) -> str:
 
 def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_spans: bool = True):
     """One row per stream, one bar per span, coloured by kind; a model's wait for SMs is hatched."""
-    from kernellab.show import plots  # noqa: F401  (selects a file backend when none is set)
-    import matplotlib.pyplot as plt
+    from kernellab.show import plots
     from matplotlib.patches import Patch
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 0.4 * len(data.rows) + 1.2))
+        _, ((ax,),) = plots.figure(plots.MIN_WIDTH_IN, 0.7 * len(data.rows) + 2.0)
     y = {row: i for i, row in enumerate(data.rows)}
     origin = data.start_ms if data.spans else 0.0
     for span in data.spans:
@@ -715,12 +715,27 @@ def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_span
                        facecolor=colour, edgecolor="white", linewidth=0.5)
         if label_spans and span.duration_ms > 0.08 * max(data.makespan_ms, 1e-12):
             ax.text((running + span.end_ms) / 2 - origin, y[span.row], span.label, ha="center",
-                    va="center", fontsize=6, color="white", clip_on=True)
-    ax.set_yticks(range(len(data.rows)), data.rows, fontsize=7)
+                    va="center", fontsize="xx-small", color="white", clip_on=True)
+    ax.set_yticks(range(len(data.rows)), data.rows)
     ax.set_ylim(len(data.rows) - 0.5, -0.5)
     ax.set_xlabel("time (ms)")
     kinds = dict.fromkeys(s.kind for s in data.spans)
     ax.legend(handles=[Patch(color=KIND_COLORS.get(k, "tab:gray"), label=k) for k in kinds],
-              fontsize=7, loc="lower right", framealpha=0.9)
-    ax.set_title(title or f"{data.source}: {data.makespan_ms:.3g} ms", fontsize=9)
+              loc="upper left", bbox_to_anchor=(1.01, 1.0))      # beside the bars, not over the last ones
+    ax.set_title(title or f"{data.source}: {data.makespan_ms:.3g} ms")
     return ax
+
+
+def plot_gantts(axes, timelines: list[TimelineData], titles: list[str | None] | None = None,
+                label_spans: bool = False) -> None:
+    """Timelines side by side, one per axes (`titles`: plot_gantt's, its makespan, by default).
+    They share one time axis where their makespans are within SHARED_AXIS_RATIO of each other, so
+    lengths compare at a glance; otherwise each has its own, and says so (a 7 ms pipeline drawn on
+    the axis of an 87 ms one is a sliver)."""
+    longest = max(data.makespan_ms for data in timelines)
+    shared = longest <= SHARED_AXIS_RATIO * min(data.makespan_ms for data in timelines)
+    for ax, data, title in zip(axes, timelines, titles or [None] * len(timelines)):
+        plot_gantt(data, ax, title=title, label_spans=label_spans)
+        ax.set_xlim(0, (longest if shared else data.makespan_ms) * 1.02)
+        if not shared:
+            ax.set_xlabel("time (ms; this panel's own scale)")
