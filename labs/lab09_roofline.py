@@ -210,6 +210,7 @@ WIDE = 4                       # elements per thread of the tuned scale_rows, a 
 WIDE_BLOCK = 256               # its threads per block: a block covers WIDE * WIDE_BLOCK columns of a row
 WIDE_TILE = 64                 # the tuned transpose's tile: 64 x 64, padded...
 WIDE_TILE_ROWS = 4             # ...copied by (64, 4) threads, 16 elements each
+WIDE_PADDED = WIDE_TILE + 1    # its shared row length (a shape must be a constant where it is used)
 
 
 @cuda.jit
@@ -245,7 +246,7 @@ def scale_rows_wide(x, scale, out=None):
 def transpose_wide_kernel(x, out):
     """Given: out = x.T through a padded 64 x 64 shared tile, block (64, 4): each thread loads
     its 16 elements before the barrier and stores 16 after, indices unsigned."""
-    tile = cuda.shared.array((WIDE_TILE, WIDE_TILE + 1), float32)
+    tile = cuda.shared.array((WIDE_TILE, WIDE_PADDED), float32)
     rows, cols = x.shape
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     first_row, first_col = cuda.blockIdx.y * WIDE_TILE, cuda.blockIdx.x * WIDE_TILE
