@@ -353,6 +353,7 @@ def _measured(kernel: MainKernel, record: dict) -> dict:
 
 DRAM_BYTES = "DRAM (Nsight Compute)"
 REQUESTED_BYTES = "requested (ledger)"
+COMPULSORY_BYTES = "compulsory (ledger: re-reads a cache serves left out)"
 
 
 def placed(kernel: MainKernel, records_of: Callable[[str], dict] = recorded) -> tuple[MainKernel, dict] | None:
@@ -411,17 +412,23 @@ def own_rows(records: dict, records_of: Callable[[str], dict] = recorded) -> lis
     ceilings = ceilings_of(result, records_of)
     return [{"benchmark": result["benchmark"], "variant": r["variant"], "seconds": r["median_ms"] * 1e-3,
              "size": r["size"], "flops": r["gflops"] * 1e9 * r["median_ms"] * 1e-3,
-             "requested_bytes": r["bytes"], "ceilings": ceilings, "provenance": result["provenance"],
+             "requested_bytes": r["bytes"], "compulsory_bytes": r.get("compulsory_bytes"),
+             "ceilings": ceilings, "provenance": result["provenance"],
              "live": result.get("live", False)}
             for r in result["rows"] if r["ok"] and "median_ms" in r]
 
 
 def _point(lab, name, lab_number, measured, dram_bytes, ceilings, record, counted) -> dict:
-    bytes_used = dram_bytes if dram_bytes is not None else measured["requested_bytes"]
+    """A roofline point on DRAM bytes where a profile measured them, else on the ledger's
+    compulsory bytes where it declares re-reads (a point on requested bytes that L2 serves would
+    sit above its roof), else on its requested bytes."""
+    compulsory = measured.get("compulsory_bytes")
+    bytes_used = (dram_bytes if dram_bytes is not None else compulsory if compulsory is not None
+                  else measured["requested_bytes"])
     point = lab.roofline_point(measured["flops"], bytes_used, measured["seconds"], roof_inputs(ceilings))
     return {"name": name, "lab": lab_number, **point._asdict(), "bytes": bytes_used,
-            "bytes_kind": DRAM_BYTES if dram_bytes is not None else
-            measured.get("bytes_kind", REQUESTED_BYTES),
+            "bytes_kind": DRAM_BYTES if dram_bytes is not None else COMPULSORY_BYTES if compulsory is not None
+            else measured.get("bytes_kind", REQUESTED_BYTES),
             "requested_bytes": measured["requested_bytes"], "seconds": measured["seconds"],
             "flops": measured["flops"], "bound": lab.bound(measured["flops"], bytes_used, roof_inputs(ceilings)),
             "ceilings": ceilings, "source": plots.source_label(record), "flops_counted": counted,

@@ -9,6 +9,9 @@ What you will learn
   with DRAM bytes from Nsight Compute, not the bytes the code requests.
 - How a transpose goes through a padded shared-memory tile so that both its reads and its
   writes are coalesced.
+- Why coalescing is not enough to reach the ceiling: loads in flight per thread, and what signed
+  indices and a division per element cost (the given tuned kernels, `scale_rows_wide` and
+  `transpose_wide`, measured beside yours).
 
 Exercises (each stub says `Lab 09.M`):
   09.1  intensity(flops, nbytes)                      FLOP per byte
