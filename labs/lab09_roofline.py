@@ -259,8 +259,8 @@ def transpose_wide_kernel(x, out):
             tile[uint64(ty + k), uint64(tx)] = x[uint64(r), uint64(c)]
     cuda.syncthreads()
     for k in range(0, WIDE_TILE, WIDE_TILE_ROWS):
-        r, c = first_col + ty + k, first_row + tx
-        if r < cols and c < rows:
+        r, c = first_col + ty + k, first_row + tx     # out's row = x's column
+        if c < rows and r < cols:
             out[uint64(r), uint64(c)] = tile[uint64(tx), uint64(ty + k)]
 
 
