@@ -183,3 +183,22 @@ def test_the_recorder_keeps_a_four_stream_pipeline_within_5_percent_of_bare():
     assert len(tl.data.spans) == 3 * chunks
     assert recorded_ms <= 1.05 * bare_ms, (f"inside the recorder {recorded_ms:.3f} ms, bare {bare_ms:.3f} ms: "
                                            f"{recorded_ms / bare_ms - 1:+.1%}")
+
+
+def test_a_timeline_times_only_the_kinds_asked_and_says_so():
+    with pytest.raises(ValueError, match="timed: no kind bogus"):
+        Timeline(timed=("bogus",))
+    assert "launches and copies" in Timeline().events
+    kernels_only = Timeline(timed=("kernel",))
+    assert kernels_only.timed_kinds == ("kernel",) and "around each of its kernel" in kernels_only.events
+    x = cuda.to_device(np.zeros(64, dtype=np.float32))
+    with kernels_only:                           # the trace keeps every op whatever is timed
+        bump_kernel[2, 32](x)
+        x.copy_to_host()
+    assert [op.kind for op in kernels_only.trace] == ["kernel", "d2h"]
+
+
+def test_reserved_events_are_kept_for_the_next_timeline():
+    from kernellab.gpu import timeline
+    timeline.reserve_events(3)
+    assert len(timeline._spare_events) >= 7      # a pair per op and the origin
