@@ -551,7 +551,7 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
                 color=colour[p["lab"]])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(f"FLOP per byte\n(circles: {DRAM_BYTES} bytes; squares: requested bytes)")
+    ax.set_xlabel(f"FLOP per byte\n(circles: {DRAM_BYTES} bytes; squares: ledger bytes, compulsory where it declares re-reads)")
     ax.set_ylabel("TFLOP/s attained")
     ax.set_title("each point labelled by its lab: the table names it")
 

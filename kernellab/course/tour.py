@@ -24,12 +24,12 @@ def lab_tour(number: str, figures_dir: Path) -> TourResult:
 
 
 def recorded_tour(number: str, figures_dir: Path) -> TourResult:
-    """A student release ships no solutions to run: show the figures recorded on the H200."""
+    """A student release ships no solutions to run: show the figures drawn from the H200 recordings (`kernellab tour` in the simulator draws them from data/reference/)."""
     from kernellab.course import reference
     recorded = sorted((reference.DATA / reference.DEFAULT_GPU / "figures").glob(f"lab{number}_*.png"))
     figures_dir.mkdir(parents=True, exist_ok=True)
     copies = [shutil.copy2(figure, figures_dir / figure.name) for figure in recorded]
-    recorded_on = f"recorded on an {reference.DEFAULT_GPU.upper()} (data/reference/)"
+    recorded_on = f"drawn from the data recorded on an {reference.DEFAULT_GPU.upper()} (data/reference/)"
     return TourResult(True, f"no solutions in this release: {len(copies)} figures {recorded_on}"
                       if copies else f"no solutions in this release and no figures {recorded_on} yet",
                       tuple(map(str, copies)))

@@ -75,7 +75,7 @@ make test
 
 Each sets itself up on a fresh machine (`make install` makes `.venv` once, with the tested
 versions from `constraints.txt`). `make tour` shows what each lab measures: on a GPU it runs
-live; without one it shows the figures recorded on an NVIDIA H200 (`data/reference/h200/`).
+live; without one it shows the figures drawn from the data recorded on an NVIDIA H200 (`data/reference/h200/`).
 `make test` grades your `labs/`: a score table and `results.json`. Untouched, the starter scores
 0: each stub raises `NotImplementedError` until you write it.
 
