@@ -24,7 +24,8 @@ def lab_tour(number: str, figures_dir: Path) -> TourResult:
 
 
 def recorded_tour(number: str, figures_dir: Path) -> TourResult:
-    """A student release ships no solutions to run: show the figures drawn from the H200 recordings (`kernellab tour` in the simulator draws them from data/reference/)."""
+    """A student release ships no solutions to run: show the figures drawn from the H200
+    recordings (`kernellab tour` in the simulator draws them from data/reference/)."""
     from kernellab.course import reference
     recorded = sorted((reference.DATA / reference.DEFAULT_GPU / "figures").glob(f"lab{number}_*.png"))
     figures_dir.mkdir(parents=True, exist_ok=True)
