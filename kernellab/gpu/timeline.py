@@ -20,7 +20,9 @@ not page-locked, which makes the host wait for the copy (the pipeline stops at e
 What events can see: a span starts when its stream reaches the work (the start event fires) and
 ends when the work is done. A kernel that waits for free SMs behind another stream's kernel
 shows as running while it waits; Nsight Systems sees the blocks, events do not. Recording
-costs the host a few microseconds per launch, which the measurement includes.
+costs the host time per launch and copy, which the measurement includes: `kernellab bench 07`
+measures it against the bare call (`recorder_us_per_op`) and the pipeline's makespan inside the
+recorder against bare (`recorder_slowdown`).
 
 The simulator runs everything serially and has no clock: there the trace exists, the timing
 does not, and `tl.data` raises `timing.NoTiming`. Timelines predicted by `kernellab.scheduler` and
