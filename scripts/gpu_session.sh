@@ -101,7 +101,10 @@ mutant_table() {   # the GPU's score of each mutant beside the simulator's; exit
   # after the other at 4 jobs outran a 10-minute device call
   mutant_scores gpu > "$out/logs/mutants-gpu.tsv" & local gpu=$!
   mutant_scores sim > "$out/logs/mutants-sim.tsv" & local sim=$!
-  wait $gpu && wait $sim || return 1
+  local failed=0
+  wait $gpu || failed=1
+  wait $sim || failed=1
+  [ $failed = 0 ] || return 1
   paste "$out/logs/mutants-gpu.tsv" <(cut -f4 "$out/logs/mutants-sim.tsv") |
     awk -F'\t' 'BEGIN { OFS = "\t"; print "lab", "mutant", "kind", "gpu", "simulator", "" }
                 { same = (($4 == "full") == ($5 == "full")); bad += !same   # killed on both, or on neither
