@@ -461,8 +461,8 @@ def measure_pipeline(lab, bps: int, reps: int = REPS) -> dict:
              for name, (chunks, why) in PIPELINE_STEPS.items()}
     return {"provenance": reference.provenance(), "n": PIPELINE_N, "chunks": PIPELINE_CHUNKS,
             "streams": PIPELINE_STREAMS, "iters": iters, "recorder": {"events": middle.events, **recorder},
-            "sizing": {"copies_alone": copies.as_dict(), "kernels_alone": makespan(
-                lambda: kernels_only(iters, PIPELINE_CHUNKS)).as_dict()},
+            "sizing": {"copies_alone": copies.as_dict(), "probe_kernels": probe_time.as_dict(),
+                       "probe_iters": probe},      # what chose iters (the kernels alone: cases)
             "cases": cases, "steps": steps}
 
 

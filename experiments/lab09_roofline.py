@@ -723,7 +723,6 @@ def tuned_values(records: dict) -> dict:
             if any(name not in rows for rows in repeats):
                 raise Missing(f"{name} is not in lab 09's {benchmark} record yet")
             values[name] = min(rows[name]["pct_of_ceiling"] for rows in repeats)
-        values[f"{benchmark}_size"] = f"{repeats[0][names[0]]['size']} rows"
     return {**values, "target": TUNED_TARGET_PCT, "repeats": len(repeats),
             "shape": "x".join(map(str, GPU_SHAPE))}
 
