@@ -106,8 +106,9 @@ def test_flat_submission_gets_full_marks_without_touching_the_tests(autograder):
     if autograder[2]:   # the grader dropped to `nobody`, who cannot write to source/tests/labs
         assert not planted.exists()
         assert "WARNING" not in results["output"], results["output"]   # the bundle's tests verify
-    else:               # graded as this user, the plant lands, and the checksums say so
-        assert "added: tests/labs/planted.py" in results["output"], results["output"]
+    else:               # graded as this user: the plant lands in its private copy, not in source/
+        assert not planted.exists()
+        assert "student code ran on a private copy" in results["output"], results["output"]
     planted.unlink(missing_ok=True)
 
 
