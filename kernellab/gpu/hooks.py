@@ -76,27 +76,30 @@ class KernelLaunch(NamedTuple):
 
 
 class _Subscription:
-    """One `subscribe` block: its handlers, and how deep it is in handling a call on this thread
-    (a call made meanwhile, by its handler or by numba-cuda underneath, passes it by)."""
+    """One `subscribe` block: its handlers, and whether it is handling a call on this thread (a
+    call made meanwhile, by its handler or by numba-cuda underneath, passes it by)."""
 
     def __init__(self, arounds: dict[str, Callable], replace_launch: Callable | None):
         self.arounds = arounds
         self.replace_launch = replace_launch
-        self._busy = threading.local()
+        self._local = threading.local()
 
     @property
     def busy(self) -> bool:
-        return getattr(self._busy, "depth", 0) > 0
+        return getattr(self._local, "busy", False)
 
-    def run(self, handler: Callable, *args, **kwargs):
-        """handler(*args, **kwargs) with this subscription busy (a counter, not a context
-        manager: this runs on every hooked call, and its cost is part of what a Timeline adds)."""
-        local = self._busy
-        local.depth = getattr(local, "depth", 0) + 1
+    def run(self, handler: Callable, proceed: Callable, *args, **kwargs):
+        """handler(proceed, *args, **kwargs) with this subscription busy; `proceed()` alone if it
+        already is. A flag, not a context manager: this runs on every hooked call, and what it
+        costs is part of what a Timeline adds to each launch (`kernellab bench 07`)."""
+        local = self._local
+        if getattr(local, "busy", False):
+            return proceed()
+        local.busy = True
         try:
-            return handler(*args, **kwargs)
+            return handler(proceed, *args, **kwargs)
         finally:
-            local.depth -= 1
+            local.busy = False
 
     def wants(self, operation: str) -> bool:
         return operation in self.arounds or (operation == LAUNCH and self.replace_launch is not None)
@@ -105,11 +108,27 @@ class _Subscription:
 _lock = threading.Lock()
 _subscriptions: list[_Subscription] = []
 _undo: dict[str, Callable[[], None]] = {}    # operation -> puts numba-cuda's original back
+# Kept by subscribe and its close, read on every hooked call: per operation, the open subscriptions
+# that handle it (the first opened outermost), and the one that replaces launches (a capture).
+_chains: dict[str, tuple[_Subscription, ...]] = {}
+_replacing: _Subscription | None = None
+
+
+def _index_subscriptions():
+    global _replacing
+    _chains.clear()
+    for operation in (LAUNCH, *OPERATIONS):
+        chain = tuple(s for s in _subscriptions if operation in s.arounds)
+        if chain:
+            _chains[operation] = chain
+    _replacing = next((s for s in _subscriptions if s.replace_launch is not None), None)
 
 
 def _through(operation: str, run: Callable, *args, **kwargs):
     """Pass a call through every open subscription that handles `operation`, then `run` it."""
-    chain = [s for s in _subscriptions if operation in s.arounds and not s.busy]
+    chain = _chains.get(operation, ())
+    if len(chain) == 1:          # one timeline or recorder open: no chain of closures to build
+        return chain[0].run(chain[0].arounds[operation], run, *args, **kwargs)
 
     def step(i: int):
         if i == len(chain):
@@ -119,22 +138,19 @@ def _through(operation: str, run: Callable, *args, **kwargs):
     return step(0)
 
 
-def _replacement() -> _Subscription | None:
-    return next((s for s in _subscriptions if s.replace_launch is not None), None)
-
-
 def launches_replaced() -> bool:
     """True while a subscription (a graph capture) takes over running kernel launches."""
-    return _replacement() is not None
+    return _replacing is not None
 
 
 def _launch(launch: KernelLaunch, run: Callable):
-    def launch_or_capture():
-        replacing = _replacement()
-        if replacing is None or replacing.busy:
-            return run()
-        return replacing.run(replacing.replace_launch, launch, run)
-    return _through(LAUNCH, launch_or_capture, launch)
+    replacing = _replacing
+    if replacing is None:
+        return _through(LAUNCH, run, launch)
+
+    def capture():               # the capture's own launches (busy) run as they are
+        return replacing.run(lambda proceed, kernel: replacing.replace_launch(kernel, proceed), run, launch)
+    return _through(LAUNCH, capture, launch)
 
 
 def _install_launch() -> Callable[[], None]:
@@ -166,10 +182,10 @@ def _install_launch() -> Callable[[], None]:
     original = CUDADispatcher.call
 
     def dispatch(dispatcher, args, config):
-        launch = KernelLaunch(dispatcher, dispatcher.py_func.__name__, tuple(args),
+        launch = KernelLaunch(dispatcher, dispatcher.py_func.__name__, args,
                               dim3(config.griddim), dim3(config.blockdim), config.stream,
                               int(config.sharedmem or 0), bool(dispatcher.targetoptions.get("debug")),
-                              launches_replaced())
+                              _replacing is not None)
         return _launch(launch, lambda: original(dispatcher, args, config))
 
     CUDADispatcher.call = dispatch
@@ -212,9 +228,10 @@ def subscribe(replace_launch: Callable | None = None, **arounds: Callable):
         raise ValueError(f"no numba-cuda operation named {', '.join(sorted(unknown))}")
     subscription = _Subscription(arounds, replace_launch)
     with _lock:
-        if replace_launch is not None and _replacement() is not None:
+        if replace_launch is not None and _replacing is not None:
             raise RuntimeError("another subscription already replaces kernel launches")
         _subscriptions.append(subscription)
+        _index_subscriptions()
         try:
             for operation in (LAUNCH, *OPERATIONS):
                 if subscription.wants(operation) and operation not in _undo:
@@ -232,6 +249,7 @@ def subscribe(replace_launch: Callable | None = None, **arounds: Callable):
 def _unsubscribe(subscription: _Subscription):
     """Close a subscription (by identity) and restore what no open one still wants."""
     _subscriptions[:] = [s for s in _subscriptions if s is not subscription]
+    _index_subscriptions()
     for operation in list(_undo):
         if not any(s.wants(operation) for s in _subscriptions):
             _undo.pop(operation)()

@@ -32,6 +32,7 @@ recorded H200 timelines (`TimelineData.from_dict`) are the same type and draw th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 import typing
@@ -48,6 +49,7 @@ KIND_COLORS = {"kernel": "tab:blue", "h2d": "tab:orange", "d2h": "tab:green", "d
 SHARED_AXIS_RATIO = 2.0   # timelines side by side share one time axis only while their makespans are this close
 DEFAULT_ROW = "default stream"
 _SPECIAL_HANDLES = {1: DEFAULT_ROW, 2: "per-thread default stream"}  # CU_STREAM_LEGACY, _PER_THREAD
+_SPECIAL_ROWS = {0: DEFAULT_ROW, **_SPECIAL_HANDLES}
 
 
 # --- the trace: what was submitted, in order -----------------------------------------------------
@@ -69,6 +71,9 @@ class Op(typing.NamedTuple):
     @property
     def blocks(self) -> int:
         return self.grid[0] * self.grid[1] * self.grid[2] if self.grid else 0
+
+
+_new_op = tuple.__new__   # Op(...) through the named tuple's own __new__ costs ~10x more, per op
 
 
 class Trace(list):
@@ -340,51 +345,50 @@ INSIDE_CAPTURE = ("this timeline was opened inside a graph capture: the launches
 
 # --- the recorder ----------------------------------------------------------------------------------
 
-# What the recorder costs the host on an H200 (2026-12-02, data/reference/h200/logs/2026-12-02-session4):
-# creating a timing event ~9 us and recording one through numba-cuda ~2.3 us, against a plain
-# launch's ~18 us. So the recorder keeps the events of closed timelines for the next one (creating
-# them only when it has none spare, or in `reserve_events`, outside the measured work) and records
-# them with the driver's cuEventRecord directly.
+# What the recorder costs the host on an H200 (2026-12-02, data/reference/h200/logs/): creating a
+# timing event ~9 us; recording one ~1.3-2.5 us; a plain launch 18-40 us, and the same launch
+# through a subscription that does nothing but pass it on, +15 us (the host there is slow: that
+# chain costs ~2.5 us here on a laptop-class CPU). So the recorder keeps the events of closed
+# timelines for the next one (creating them only when it has none spare, or in `reserve_events`,
+# outside the measured work), records them with the driver's cuEventRecord directly, and its path
+# through the hooks builds no closures.
 SPARE_EVENTS_KEPT = 1 << 15
 _spare_events: list = []
 
 
 def reserve_events(ops: int) -> None:
     """Create the timing events `ops` timed launches or copies will need, now, so that a Timeline
-    opened afterwards creates none while the measured code runs. Each new event is also recorded
-    once here, on a stream of its own, and waited for: the bench's recorder cost (+25 us per op on
-    2026-12-02, with events created here but never recorded) against a diagnostic's cheap records
-    (re-recording events already recorded once) points at a costly first record of an event; that
-    is not measured yet (issue 23)."""
+    opened afterwards creates none while the measured code runs."""
     cuda = device.cuda()
-    new = []
-    while len(_spare_events) + len(new) < min(2 * ops + 1, SPARE_EVENTS_KEPT):
-        new.append(cuda.event(timing=True))
-    if new and not device.is_simulator():
-        stream = cuda.stream()
-        for event in new:
-            event.record(stream)
-        stream.synchronize()
-    _spare_events.extend(new)
+    while len(_spare_events) < min(2 * ops + 1, SPARE_EVENTS_KEPT):
+        _spare_events.append(cuda.event(timing=True))
 
 
 def _take_event(cuda):
     return _spare_events.pop() if _spare_events else cuda.event(timing=True)
 
 
+@functools.cache
 def _event_recorder():
-    """record(event, stream) for the recorder's hot path: cuEventRecord on the stream's handle
-    through cuda.bindings (numba-cuda's Event.record for the default stream, whose handle Numba
-    resolves itself)."""
-    from cuda.bindings import driver
-    success = driver.CUresult.CUDA_SUCCESS
+    """record(event, stream) for the recorder's hot path: the driver's cuEventRecord called through
+    ctypes with the two handles as integers (cuda.bindings' wrapper, where ctypes cannot load the
+    driver), and numba-cuda's Event.record for the default stream, whose handle Numba resolves."""
+    import ctypes
+    try:
+        driver_record = ctypes.CDLL("libcuda.so.1").cuEventRecord
+        driver_record.argtypes, driver_record.restype = (ctypes.c_void_p, ctypes.c_void_p), ctypes.c_int
+    except (OSError, AttributeError):
+        from cuda.bindings import driver
+
+        def driver_record(event, stream):
+            return int(driver.cuEventRecord(event, stream)[0])
 
     def record(event, stream):
         if stream is None or isinstance(stream, int):
             return event.record(stream or 0)
-        err, = driver.cuEventRecord(event.handle, stream.handle)
-        if err != success:
-            raise RuntimeError(f"cuEventRecord failed: {err}")
+        err = driver_record(int(event.handle), int(stream.handle))
+        if err:
+            raise RuntimeError(f"cuEventRecord failed: CUresult {err}")
     return record
 
 
@@ -429,12 +433,11 @@ class Timeline:
         """The row (stream name) a stream gets: its name if given, else 'stream 1', 'stream 2', ...
         in order of first use; 'default stream' for 0 and the legacy default stream."""
         key = self._key(stream)
-        if key in (0, *_SPECIAL_HANDLES):
-            return _SPECIAL_HANDLES.get(key, DEFAULT_ROW)
-        if key not in self._rows:
+        found = self._rows.get(key) or _SPECIAL_ROWS.get(key)
+        if found is None:
             self._keep.append(stream)
-            self._rows[key] = f"stream {len(self._rows) + 1}"
-        return self._rows[key]
+            found = self._rows[key] = f"stream {len(self._rows) + 1}"
+        return found
 
     def name(self, stream, label: str) -> Timeline:
         """Call the stream's row `label` instead of 'stream N' (before its first use)."""
@@ -459,16 +462,20 @@ class Timeline:
         return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
                 f"through cuEventRecord); every op in the trace")
 
-    def _timed_call(self, kind, label, stream, call, **fields):
-        """Note the op; on a GPU, bracket `call()` with two events on its stream."""
-        op = self._note(kind, label, self.row(stream), **fields)
+    def _timed_call(self, kind, label, stream, call, grid=None, block=None, nbytes=0):
+        """Note the op; on a GPU, bracket `call()` with two events on its stream (the hot path of
+        every timed launch and copy: what it costs is `kernellab bench 07`'s recorder cost)."""
+        trace = self.trace
+        trace.append(_new_op(Op, (len(trace), kind, label, self.row(stream),
+                                  (time.perf_counter() - self._t0) * 1e3, None, grid, block, nbytes)))
         if not self.timed or kind not in self.timed_kinds:
             return call()
-        start, end = _take_event(self._cuda), _take_event(self._cuda)
+        start = _spare_events.pop() if _spare_events else self._cuda.event(timing=True)
+        end = _spare_events.pop() if _spare_events else self._cuda.event(timing=True)
         self._record(start, stream)
         result = call()
         self._record(end, stream)
-        self._events.append((op.index, start, end))
+        self._events.append((len(trace) - 1, start, end))
         return result
 
     def _event_key(self, event) -> int:
@@ -482,8 +489,8 @@ class Timeline:
                 self._note("kernel", kernel.name, self.row(kernel.stream), grid=kernel.grid,
                            block=kernel.block)
                 return proceed()
-            return self._timed_call("kernel", kernel.name, kernel.stream, proceed,
-                                    grid=kernel.grid, block=kernel.block)
+            return self._timed_call("kernel", kernel.name, kernel.stream, proceed, kernel.grid,
+                                    kernel.block)
 
         def to_device(proceed, obj, stream=0, copy=True, to=None):
             if not copy:
@@ -704,7 +711,12 @@ def _nbytes(array) -> int:
 
 
 def _copy_label(direction: str, array) -> str:
-    return f"{direction} {_nbytes(array) / 1e6:.3g} MB"
+    return _size_label(direction, _nbytes(array))
+
+
+@functools.lru_cache(maxsize=256)
+def _size_label(direction: str, nbytes: int) -> str:   # formatted once per size: it is on the hot path
+    return f"{direction} {nbytes / 1e6:.3g} MB"
 
 
 # --- the picture -----------------------------------------------------------------------------------
