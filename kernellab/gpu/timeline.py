@@ -353,7 +353,12 @@ INSIDE_CAPTURE = ("this timeline was opened inside a graph capture: the launches
 # outside the measured work), records them with the driver's cuEventRecord directly, and its path
 # through the hooks builds no closures.
 SPARE_EVENTS_KEPT = 1 << 15
-_spare_events: list = []
+_spare_events: list = []      # (event, its handle as an int), ready for the next timeline
+
+
+def _new_event(cuda) -> tuple:
+    event = cuda.event(timing=True)
+    return event, int(getattr(event, "handle", 0) or 0)   # the simulator's events have no handle
 
 
 def reserve_events(ops: int) -> None:
@@ -361,35 +366,22 @@ def reserve_events(ops: int) -> None:
     opened afterwards creates none while the measured code runs."""
     cuda = device.cuda()
     while len(_spare_events) < min(2 * ops + 1, SPARE_EVENTS_KEPT):
-        _spare_events.append(cuda.event(timing=True))
-
-
-def _take_event(cuda):
-    return _spare_events.pop() if _spare_events else cuda.event(timing=True)
+        _spare_events.append(_new_event(cuda))
 
 
 @functools.cache
 def _event_recorder():
-    """record(event, stream) for the recorder's hot path: the driver's cuEventRecord called through
-    ctypes with the two handles as integers (cuda.bindings' wrapper, where ctypes cannot load the
-    driver), and numba-cuda's Event.record for the default stream, whose handle Numba resolves."""
+    """record(event handle, stream handle), both ints, returning the driver's CUresult: the
+    recorder's hot path. cuEventRecord through ctypes, or cuda.bindings' wrapper where ctypes
+    cannot load the driver. Stream 0 is the legacy default stream, as in numba-cuda."""
     import ctypes
     try:
-        driver_record = ctypes.CDLL("libcuda.so.1").cuEventRecord
-        driver_record.argtypes, driver_record.restype = (ctypes.c_void_p, ctypes.c_void_p), ctypes.c_int
+        record = ctypes.CDLL("libcuda.so.1").cuEventRecord
+        record.argtypes, record.restype = (ctypes.c_void_p, ctypes.c_void_p), ctypes.c_int
+        return record
     except (OSError, AttributeError):
         from cuda.bindings import driver
-
-        def driver_record(event, stream):
-            return int(driver.cuEventRecord(event, stream)[0])
-
-    def record(event, stream):
-        if stream is None or isinstance(stream, int):
-            return event.record(stream or 0)
-        err = driver_record(int(event.handle), int(stream.handle))
-        if err:
-            raise RuntimeError(f"cuEventRecord failed: CUresult {err}")
-    return record
+        return lambda event, stream: int(driver.cuEventRecord(event, stream)[0])
 
 
 class Timeline:
@@ -417,15 +409,19 @@ class Timeline:
         self.trace = Trace()
         self._rows: dict = {}
         self._keep: list = []         # streams and events seen, so their ids stay unique
-        self._events: list = []       # (op index, start event, end event) on a GPU
+        self._events: list = []       # (op index, start, end) on a GPU: each an (event, handle)
+        self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
         self._data: TimelineData | None = None
 
     # rows ---------------------------------------------------------------------------------------
     @staticmethod
     def _key(stream):
-        """A stream's identity: its handle (0 for the default), or the object in the simulator."""
-        if stream is None or isinstance(stream, int) and stream == 0:
+        """A stream's identity: its handle (0 for the default; an int is one), or the object in
+        the simulator."""
+        if stream is None:
             return 0
+        if isinstance(stream, int):
+            return stream
         handle = getattr(stream, "handle", None)   # the simulator's streams have none
         return int(handle) if handle is not None else ("object", id(stream))
 
@@ -433,11 +429,12 @@ class Timeline:
         """The row (stream name) a stream gets: its name if given, else 'stream 1', 'stream 2', ...
         in order of first use; 'default stream' for 0 and the legacy default stream."""
         key = self._key(stream)
-        found = self._rows.get(key) or _SPECIAL_ROWS.get(key)
-        if found is None:
-            self._keep.append(stream)
-            found = self._rows[key] = f"stream {len(self._rows) + 1}"
-        return found
+        return self._rows.get(key) or _SPECIAL_ROWS.get(key) or self._new_row(key, stream)
+
+    def _new_row(self, key, stream) -> str:
+        self._keep.append(stream)
+        row = self._rows[key] = f"stream {len(self._rows) + 1}"
+        return row
 
     def name(self, stream, label: str) -> Timeline:
         """Call the stream's row `label` instead of 'stream N' (before its first use)."""
@@ -463,18 +460,22 @@ class Timeline:
                 f"through cuEventRecord); every op in the trace")
 
     def _timed_call(self, kind, label, stream, call, grid=None, block=None, nbytes=0):
-        """Note the op; on a GPU, bracket `call()` with two events on its stream (the hot path of
-        every timed launch and copy: what it costs is `kernellab bench 07`'s recorder cost)."""
+        """Note the op; on a GPU, bracket `call()` with two events on its stream. This is the hot
+        path of every timed launch and copy, and what it costs is `kernellab bench 07`'s recorder
+        cost: one key per stream, pooled events with their handles, the driver called directly."""
+        key = self._key(stream)
+        row = self._rows.get(key) or _SPECIAL_ROWS.get(key) or self._new_row(key, stream)
         trace = self.trace
-        trace.append(_new_op(Op, (len(trace), kind, label, self.row(stream),
-                                  (time.perf_counter() - self._t0) * 1e3, None, grid, block, nbytes)))
-        if not self.timed or kind not in self.timed_kinds:
+        trace.append(_new_op(Op, (len(trace), kind, label, row, (time.perf_counter() - self._t0) * 1e3,
+                                  None, grid, block, nbytes)))
+        if kind not in self._timing:
             return call()
-        start = _spare_events.pop() if _spare_events else self._cuda.event(timing=True)
-        end = _spare_events.pop() if _spare_events else self._cuda.event(timing=True)
-        self._record(start, stream)
+        start = _spare_events.pop() if _spare_events else _new_event(self._cuda)
+        end = _spare_events.pop() if _spare_events else _new_event(self._cuda)
+        if self._record(start[1], key):
+            raise RuntimeError(f"cuEventRecord failed on {row}")
         result = call()
-        self._record(end, stream)
+        self._record(end[1], key)
         self._events.append((len(trace) - 1, start, end))
         return result
 
@@ -545,8 +546,9 @@ class Timeline:
             if self.timed:
                 self._cuda = cuda = device.cuda()
                 self._record = _event_recorder()
-                self._origin = _take_event(cuda)
-                self._origin.record(cuda.stream())
+                self._timing = self.timed_kinds
+                self._origin = _spare_events.pop() if _spare_events else _new_event(cuda)
+                self._origin[0].record(cuda.stream())
             self._subscription = hooks.subscribe(**self._handlers())
             self._subscription.__enter__()
             if self.record_uses:   # inside the timeline's own: each op is noted before its uses
@@ -570,7 +572,7 @@ class Timeline:
                     device.cuda().synchronize()
                     self._data = self._collect()
             finally:
-                spare = [self._origin, *(e for _, start, end in self._events for e in (start, end))]
+                spare = [self._origin, *(pair for _, start, end in self._events for pair in (start, end))]
                 self._events = []
                 _spare_events.extend(spare[:max(0, SPARE_EVENTS_KEPT - len(_spare_events))])
         return False
@@ -578,9 +580,9 @@ class Timeline:
     def _collect(self) -> TimelineData:
         cuda = device.cuda()
         times = {}
-        for index, start, end in self._events:
-            times[index] = (cuda.event_elapsed_time(self._origin, start),
-                            cuda.event_elapsed_time(self._origin, end))
+        origin = self._origin[0]
+        for index, (start, _), (end, _) in self._events:
+            times[index] = (cuda.event_elapsed_time(origin, start), cuda.event_elapsed_time(origin, end))
         zero = min((t[0] for t in times.values()), default=0.0)
         spans = tuple(Span(op.label, op.row, op.kind, times[op.index][0] - zero,
                            times[op.index][1] - zero, submit_ms=op.submit_ms)

@@ -203,4 +203,5 @@ def test_a_timeline_times_only_the_kinds_asked_and_says_so():
 def test_reserved_events_are_kept_for_the_next_timeline():
     from kernellab.gpu import timeline
     timeline.reserve_events(3)
-    assert len(timeline._spare_events) >= 7      # a pair per op and the origin
+    assert len(timeline._spare_events) >= 7      # a pair per op and the origin, each with its handle
+    assert all(isinstance(handle, int) for _, handle in timeline._spare_events)
