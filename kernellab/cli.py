@@ -26,7 +26,7 @@ def cmd_info(args) -> int:
 
 
 def course_target(option: str | None) -> str:
-    """tour's and bench's target: --target, else KERNELLAB_TARGET, else the solutions (which a
+    """tour's, bench's and profile's target: --target, else KERNELLAB_TARGET, else the solutions (which a
     student release stands in for with the recorded figures in the tour)."""
     from kernellab.course import settings
     return settings.target(option, default="solutions")
@@ -68,8 +68,12 @@ def bench_each(specs: list[tuple[str, tuple[str, ...] | None]], out: str | None)
 
 
 def cmd_profile(args) -> int:
-    from kernellab.course import profile
-    return profile.main(args.spec, Path(args.out) if args.out else None)
+    from kernellab.course import profile, target
+    name = course_target(args.target)      # bench's: the profiled kernels are the timed ones
+    if name == "solutions":
+        target.require_solutions()
+    print(f"kernellab profile: target {name}")
+    return profile.main(args.spec, Path(args.out) if args.out else None, target_name=name)
 
 
 def cmd_grade(args) -> int:
@@ -197,6 +201,7 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("profile", help="DRAM bytes and counters from Nsight Compute (GPU; recorded in the simulator)")
     p.add_argument("spec", metavar="LAB[:KERNEL]")
+    p.add_argument("--target", choices=settings.TARGETS, help=TARGET_HELP)
     p.add_argument("--out", help="folder for the JSON (default: data/reference/<gpu>/)")
     p.set_defaults(func=cmd_profile)
 

@@ -166,7 +166,7 @@ def run_child(lab_name: str, manifest_path: Path):
         for variant in benchmark.variants:
             # Each variant its own output, poisoned again after the warm-up: a profiled launch that
             # wrote nothing fails the check below instead of passing on an earlier variant's result
-            # (2026-12-02: two of Lab 09's rows measured launches that did no work).
+            # (2026-12-02: a run on the starter recorded two stubs' empty launches for Lab 09).
             out = checks.poisoned(shape, benchmark.out_dtype)
             args = variant.setup(inputs, out) if variant.setup else (inputs, out)
             variant.run(*args)                       # compile and warm up outside the profiled range
@@ -204,7 +204,8 @@ def ncu_version() -> str:
     return "ncu " + done.stdout.strip().splitlines()[-1].split()[-1]
 
 
-def measure(lab: str, kernel: str | None = None, out_dir: Path | None = None) -> dict:
+def measure(lab: str, kernel: str | None = None, out_dir: Path | None = None,
+            target_name: str | None = None) -> dict:
     """Profile a lab under ncu (GPU only) and store the rows; returns the profile record."""
     from kernellab.gpu import device
     from kernellab.course import reference, settings, target
@@ -212,7 +213,8 @@ def measure(lab: str, kernel: str | None = None, out_dir: Path | None = None) ->
     with tempfile.TemporaryDirectory(prefix="kernellab-profile-") as tmp:
         manifest, csv_path = Path(tmp) / "manifest.json", Path(tmp) / "ncu.csv"
         command = ncu_command(lab, manifest, csv_path)
-        done = subprocess.run(command, cwd=target.ROOT, env=settings.child_env(device="gpu"))
+        chosen = {"target": target_name} if target_name else {}
+        done = subprocess.run(command, cwd=target.ROOT, env=settings.child_env(device="gpu", **chosen))
         if done.returncode or not manifest.exists():
             raise ProfileError(f"`{shlex.join(command)}` exited {done.returncode}")
         found = rows_from(parse_ncu_csv(csv_path.read_text()), json.loads(manifest.read_text()))
@@ -221,7 +223,8 @@ def measure(lab: str, kernel: str | None = None, out_dir: Path | None = None) ->
         if not found:
             raise ProfileError(f"lab {lab} launched no kernel named {kernel!r}")
     record = {"provenance": {**reference.provenance(), "tool": version, "metrics": list(METRICS),
-                             "command": shlex.join(command)},
+                             "command": shlex.join(command),
+                             "target": target_name or settings.target(None, default="labs")},
               "rows": found}
     file = (Path(out_dir) / f"lab{target.lab_number(lab)}.json") if out_dir else \
         reference.path(lab, device.gpu_slug())
@@ -234,8 +237,11 @@ def measure(lab: str, kernel: str | None = None, out_dir: Path | None = None) ->
     return record
 
 
-def main(spec: str, out_dir: Path | None = None, out=print) -> int:
-    """`kernellab profile LAB[:KERNEL]`: measure on a GPU, show the recorded rows in the simulator."""
+def main(spec: str, out_dir: Path | None = None, out=print, target_name: str | None = None) -> int:
+    """`kernellab profile LAB[:KERNEL]`: measure on a GPU, show the recorded rows in the simulator.
+    `target_name` is the code the child runs (labs or solutions; None: this process's setting).
+    It must be the bench's: on 2026-12-02 a profile run without one profiled the starter's stubs,
+    which return at once, beside the timings of the solutions."""
     from kernellab.gpu import device
     from kernellab.course import reference, target
     lab, _, kernel = spec.partition(":")
@@ -262,7 +268,7 @@ def main(spec: str, out_dir: Path | None = None, out=print) -> int:
         out(f"lab {lab}: its experiment declares no benchmarks (no *_benchmark function): nothing "
             f"to profile")
         return 0
-    record = measure(lab, kernel or None, out_dir)
+    record = measure(lab, kernel or None, out_dir, target_name)
     out(f"lab {lab}: profiled with {record['provenance']['tool']} on {record['provenance']['gpu']}\n"
         f"{table(record, kernel or None)}")
     return 0
