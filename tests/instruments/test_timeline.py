@@ -152,9 +152,6 @@ def test_gpu_spans_are_timed_on_their_streams():
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(reason="issue 23, open: on the H200 (2026-12-02) the recorder still added ~25 us per "
-                          "op and 10.6% to Lab 07's pinned pipeline; kernellab bench 07 reports it MISSED",
-                   strict=False)
 def test_the_recorder_keeps_a_four_stream_pipeline_within_5_percent_of_bare():
     """Lab 07's pipeline as the lab runs it (2^26 float32 from pinned memory, its chunks on 4
     streams) timed on the host clock around the call, bare and inside a Timeline, interleaved: the
