@@ -192,7 +192,7 @@ class Sweep:
         return (f"{family:<30} unfused {times['unfused'].median_ms:.3f} ms "
                 f"(p10-p90 {times['unfused'].p10_ms:.3f}-{times['unfused'].p90_ms:.3f}), fused "
                 f"{times['fused'].median_ms:.3f} ms ({times['fused'].p10_ms:.3f}-{times['fused'].p90_ms:.3f}): "
-                f"saved {saved_ms:.3f} ms, its {saved_bytes / 1e6:.0f} MB at copy speed {at_copy_ms:.3f} ms, "
+                f"saved {saved_ms:.3f} ms, its {saved_bytes / 1e6:.1f} MB at copy speed {at_copy_ms:.3f} ms, "
                 f"ratio {saved_ms / at_copy_ms:.2f} {'PASS' if saved_ms >= at_copy_ms else 'FAIL'}  "
                 f"fused {resources(kernel, self.with_ptxas)}")
 
