@@ -473,9 +473,8 @@ def register_tiled_kernels(tiles, max_registers=None, steps=PLAIN):
     INTERIOR, VECTOR_LOADS, UNROLL, WARP_ROWS = check_steps(steps, tiles)
     THREADS_M, THREADS_N = BM // TM, BN // TN   # the block's grid of threads
     THREADS = THREADS_M * THREADS_N
-    GROUP_ROWS = WARP_ROWS or THREADS_M         # the rectangle of threads a warp (or the block) covers
-    GROUP_COLS = WARP // WARP_ROWS if WARP_ROWS else THREADS_N
-    GROUPS_N = THREADS_N // GROUP_COLS
+    WARP_COLS = WARP // WARP_ROWS if WARP_ROWS else THREADS_N   # a warp's threads: WARP_ROWS x WARP_COLS
+    WARPS_N = THREADS_N // WARP_COLS
     RUN_ROWS = BM // (TM // VECTOR)             # distance between a thread's runs of rows
     RUN_COLS = BN // (TN // VECTOR)
     A_WIDTH = BM + A_PAD                        # padded row of the transposed A tile
@@ -494,9 +493,11 @@ def register_tiled_kernels(tiles, max_registers=None, steps=PLAIN):
     def thread_origin():
         """(row, col) of this thread's first output in the block tile."""
         tid = cuda.threadIdx.x
-        group, lane = tid // (GROUP_ROWS * GROUP_COLS), tid % (GROUP_ROWS * GROUP_COLS)
-        row = (group // GROUPS_N) * GROUP_ROWS + lane // GROUP_COLS
-        col = (group % GROUPS_N) * GROUP_COLS + lane % GROUP_COLS
+        if not WARP_ROWS:                       # row-major threads: a warp spans 32 / THREADS_N rows
+            return (tid // THREADS_N) * VECTOR, (tid % THREADS_N) * VECTOR
+        warp, lane = tid // WARP, tid % WARP
+        row = (warp // WARPS_N) * WARP_ROWS + lane // WARP_COLS
+        col = (warp % WARPS_N) * WARP_COLS + lane % WARP_COLS
         return row * VECTOR, col * VECTOR
 
     def tile_loader(width, checked):
