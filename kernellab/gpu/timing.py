@@ -605,8 +605,10 @@ def read_sum_kernel(src, partials):
 # which takes fewer instructions per byte and keeps more bytes in flight. `load_float32x4(a, k)`
 # reads the 4 float32 a[4k:4k + 4] in one ld.global.v4.f32, `store_float32x4(a, k, values)`
 # writes 4 in one st.global.v4.f32 (tests/instruments/test_measured_truth.py reads the PTX).
-# The array is 1-D float32 and starts 16-byte aligned (a whole device allocation does). In the
-# simulator they are the same four element accesses in Python.
+# The array is C-contiguous float32 and starts 16-byte aligned (a whole device allocation does); of
+# any rank, `k` counting 16-byte vectors from its first element (a 2-D matrix with a multiple of 4
+# columns: row r's vector j is r * cols // 4 + j). In the simulator they are the same four element
+# accesses in Python.
 FLOAT32X4 = 4      # float32 lanes per 16-byte access
 
 
@@ -625,8 +627,7 @@ def _float32x4_intrinsics():
         return builder.bitcast(builder.gep(data, [first]), vector.as_pointer())
 
     def float32_vector(array):       # contiguous: the 4 lanes are 4 neighbouring elements
-        return (isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C"
-                and array.dtype == types.float32)
+        return isinstance(array, types.Array) and array.layout == "C" and array.dtype == types.float32
 
     @intrinsic
     def load_float32x4(typingctx, array, index):
@@ -664,14 +665,19 @@ def _float32x4_intrinsics():
 
 
 def _float32x4_python():
-    """The simulator's versions: the same four element accesses, one at a time."""
-    def load_float32x4(array, index):
+    """The simulator's versions: the same four element accesses, one at a time (an array of
+    more than one dimension indexed at the elements its flat order puts there)."""
+    def lanes(array, index):
         first = FLOAT32X4 * index
-        return array[first], array[first + 1], array[first + 2], array[first + 3]
+        flat = range(first, first + FLOAT32X4)
+        return flat if len(array.shape) == 1 else [np.unravel_index(k, array.shape) for k in flat]
+
+    def load_float32x4(array, index):
+        return tuple(array[k] for k in lanes(array, index))
 
     def store_float32x4(array, index, values):
-        first = FLOAT32X4 * index
-        array[first], array[first + 1], array[first + 2], array[first + 3] = values
+        for k, value in zip(lanes(array, index), values):
+            array[k] = value
 
     return load_float32x4, store_float32x4
 

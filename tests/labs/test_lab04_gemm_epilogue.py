@@ -218,6 +218,53 @@ def test_double_buffered_epilogue_and_unfused_chain(lab, rng):
         checks.assert_matches(out, expected, rtol=1e-5, what=launcher.__name__)
 
 
+# The steps toward cuBLAS (GemmSteps): each on shapes the tiles divide (the unchecked kernel runs) and
+# on awkward ones (the launcher falls back to the checked kernel), single and double buffered, the
+# matmul and the fused epilogue. Warp tiles need whole warps: 32 x 32 tiles of 4 x 4 are 64 threads.
+STEP_CASES = {
+    "interior": ((16, 8, 8, 4, 4), {"interior": True}),
+    "vector_loads": ((16, 8, 8, 4, 4), {"interior": True, "vector_loads": True}),
+    "unroll": ((16, 8, 8, 4, 4), {"interior": True, "vector_loads": True, "unroll": True}),
+    "warp_rows": ((32, 32, 8, 4, 4), {"interior": True, "vector_loads": True, "unroll": True, "warp_rows": 4}),
+    "bk16_warp_rows": ((32, 32, 16, 4, 4), {"interior": True, "vector_loads": True, "unroll": True,
+                                            "warp_rows": 8}),
+}
+
+
+@pytest.mark.parametrize("double_buffered", [False, True], ids=["single", "double"])
+@pytest.mark.parametrize("name", list(STEP_CASES))
+def test_gemm_steps_match_numpy(lab, rng, name, double_buffered):
+    tiles, on = STEP_CASES[name]
+    tiles, steps = lab.GemmTiles(*tiles), lab.GemmSteps(**on)
+    divided = (2 * tiles.bm, tiles.bn, 3 * tiles.bk)
+    awkward = (tiles.bm + int(rng.integers(1, tiles.bm)), tiles.bn + int(rng.integers(1, tiles.bn)),
+               checks.awkward_size(rng, tiles.bk, 2, 3))
+    for (m, n, k), interior in ((divided, True), (awkward, False)):
+        a, b = checks.nonzero(rng, (m, k)), checks.nonzero(rng, (k, n))
+        bias, mask = checks.nonzero(rng, n), (rng.random((m, n)) >= 0.3).astype(np.uint8)
+        d_a, d_b, d_bias, d_mask = to_device(a, b, bias, mask)
+        out = checks.poisoned((m, n))
+        assert lab.usable_steps(steps, tiles, d_a, d_b, out).interior == interior
+        lab.matmul_register_tiled(d_a, d_b, out=out, tiles=tiles, steps=steps, double_buffered=double_buffered)
+        checks.assert_matches(out, lab.matmul_reference(a, b), rtol=1e-5, what=f"{name} matmul {m}x{k}@{k}x{n}")
+        out = checks.poisoned((m, n))
+        with record_launches() as launches:
+            lab.linear_relu_dropout_register_tiled(d_a, d_b, d_bias, d_mask, 0.3, out=out, tiles=tiles,
+                                                   steps=steps, double_buffered=double_buffered)
+        assert len(launches) == 1, launches.names()
+        checks.assert_matches(out, lab.linear_relu_dropout_reference(a, b, bias, mask, 0.3), rtol=1e-5,
+                              what=f"{name} fused {m}x{k}@{k}x{n}")
+
+
+def test_gemm_steps_that_do_not_fit_are_a_clear_error(lab):
+    square = cuda.to_device(np.ones((32, 32), np.float32))
+    for tiles, on, says in (((16, 8, 8, 4, 4), {"vector_loads": True}, "needs interior"),
+                            ((16, 8, 8, 4, 4), {"interior": True, "warp_rows": 4}, "must tile"),
+                            ((16, 8, 2, 4, 4), {"interior": True, "unroll": True}, "multiple of 4")):
+        with pytest.raises(ValueError, match=says):
+            lab.matmul_register_tiled(square, square, tiles=tiles, steps=lab.GemmSteps(**on))
+
+
 def test_bad_input_is_a_clear_error(lab):
     a, b = cuda.to_device(np.ones((4, 3), np.float32)), cuda.to_device(np.ones((5, 2), np.float32))
     with pytest.raises(ValueError, match="columns must equal"):
