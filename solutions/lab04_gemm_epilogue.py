@@ -851,3 +851,17 @@ GEMM_CANDIDATES = {
     "bk16_64x128": ({"tiles": TILES_BK16_64, "steps": _STEPS._replace(warp_rows=4)},
                     "64 x 128 block tiles of 128 threads: 2,048 blocks at 4096^2, finer waves over 132 SMs"),
 }
+
+# The steps toward cuBLAS that `kernellab bench 04` times, in the order the lab teaches them: each
+# adds one change to the one before (GEMM_CANDIDATES holds the others scripts/gemm_sweep.py tried).
+GEMM_STEPS = ("interior", "vector", "unrolled", "warp_tiled", "bk16", "bk16_double_buffered")
+VARIANTS.update({name: (functools.partial(matmul_register_tiled, **GEMM_CANDIDATES[name][0]),
+                        GEMM_CANDIDATES[name][1]) for name in GEMM_STEPS})
+EPILOGUE_VARIANTS.update({
+    "bk16_unfused": (functools.partial(linear_relu_dropout_unfused,
+                                       matmul=functools.partial(matmul_register_tiled,
+                                                                **GEMM_CANDIDATES["bk16"][0])),
+                     "the bk16 matmul, then the 3 elementwise kernels"),
+    "bk16_fused": (functools.partial(linear_relu_dropout_register_tiled, **GEMM_CANDIDATES["bk16"][0]),
+                   "the epilogue applied at the bk16 kernel's store"),
+})
