@@ -259,11 +259,11 @@ class _Tracked(dict):
 
 
 def _source(records: dict, names) -> str:
-    def one(name):
+    def one(name) -> set[str]:
         record = records.get(name) or {}
         if name.startswith("lab") and name[3:].isdigit():     # another lab's records, whole
-            return "; ".join(sorted({one_of(r) for r in record.values()})) or "no records"
-        return one_of(record)
+            return {one_of(r) for r in record.values()} or {"no records"}
+        return {one_of(record)}
 
     def one_of(record):
         if record.get("live"):
@@ -271,7 +271,7 @@ def _source(records: dict, names) -> str:
         date = (record.get("provenance") or {}).get("date", "")[:10]
         gpu = (record.get("provenance") or {}).get("gpu", "reference")
         return f"{gpu} reference, recorded {date}" if date else "reference"
-    return "; ".join(sorted({one(name) for name in names})) or "no records"
+    return "; ".join(sorted(set().union(*(one(name) for name in names)))) or "no records"
 
 
 def evaluate(claim: Claim, records: dict) -> Verdict:
