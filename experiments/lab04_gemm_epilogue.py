@@ -220,15 +220,21 @@ def report(goals: dict) -> str:
 
 def tflops_figure(result: dict, figures_dir: Path) -> Path:
     fig, (ax,) = plots.new_figure("float32 GEMM (M = N = K = n): TFLOP/s per variant, cuBLAS dashed", result)
-    for name, info in result["variants"].items():
-        rows = [r for r in harness.rows_for(result, name) if r.get("gflops")]
+    lines = {name: [r for r in harness.rows_for(result, name) if r.get("gflops")] for name in result["variants"]}
+    lines = {name: rows for name, rows in lines.items() if rows}
+    ranked = sorted(lines, key=lambda name: -lines[name][-1]["gflops"])   # the legend reads as the lines stack
+    import matplotlib
+    colours = matplotlib.colormaps["tab20"].colors   # 20 colours: 13 lines, none repeated
+    for i, name in enumerate(ranked):
+        rows = lines[name]
         ax.plot([r["size"] for r in rows], [r["gflops"] / 1e3 for r in rows],
-                "--" if info["baseline"] else "-", marker="o", markersize=3, label=name)
+                "--" if result["variants"][name]["baseline"] else "-", marker="o", markersize=3,
+                color=colours[2 * i % 20 + (2 * i // 20) % 2], label=name)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("n")
     ax.set_ylabel("TFLOP/s")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    plots.legend(ax)
     return plots.save(fig, "lab04_gemm_tflops", figures_dir)
 
 
