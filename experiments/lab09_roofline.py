@@ -250,6 +250,8 @@ MAIN_KERNELS = (
     MainKernel("04 GEMM tiled", "04", "matmul", "tiled", 4096, lambda n: 2.0 * n**3, "2 n^3", lambda n: 3 * n * n * 4),
     MainKernel("04 GEMM register-tiled", "04", "matmul", "register_tiled", 4096, lambda n: 2.0 * n**3, "2 n^3",
                lambda n: 3 * n * n * 4),
+    MainKernel("04 GEMM bk16", "04", "matmul", "bk16", 4096, lambda n: 2.0 * n**3, "2 n^3",
+               lambda n: 3 * n * n * 4),
     MainKernel("05 softmax fused", "05", "softmax", "fused", 8192, lambda cols: 5.0 * 8192 * cols,
                "max, subtract, exp, sum, divide: 5 per element of 8192 rows"),
     MainKernel("05 softmax vectorised", "05", "softmax_shapes", "vector_512x16", 8192,
@@ -643,6 +645,7 @@ FUSION_PAIRS = (
      4096, "04 GEMM register-tiled"),
     ("04 epilogue, double-buffered", "04", "epilogue", "double_buffered_unfused",
      "double_buffered_fused", 4096, "04 GEMM register-tiled"),
+    ("04 epilogue, bk16", "04", "epilogue", "bk16_unfused", "bk16_fused", 4096, "04 GEMM bk16"),
 )
 OCCUPANCY_PROBES = {"memory": "memory_bound", "compute": "compute_bound"}   # Lab 06's sweep
 MATTERS = 1.2   # a gain below this is within what a different launch shape or run moves
