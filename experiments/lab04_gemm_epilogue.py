@@ -238,6 +238,29 @@ def tflops_figure(result: dict, figures_dir: Path) -> Path:
     return plots.save(fig, "lab04_gemm_tflops", figures_dir)
 
 
+def steps_figure(result: dict, figures_dir: Path, n: int) -> Path:
+    """The ladder at size n: each step's TFLOP/s as a bar, under the FP32 FMA roof and cuBLAS of the
+    same run (every step has the 8 x 8 kernel's bytes: one intensity, so on the roofline they would
+    stand on one vertical line; here they stand side by side)."""
+    chain = [name for name in ("register_tiled", *LADDER) if name in result["variants"]]
+    fig, (ax,) = plots.new_figure(f"The steps toward cuBLAS, float32 GEMM at n = {n}", result)
+    tflops = [harness.row(result, name, n)["gflops"] / 1e3 for name in chain]
+    roof = result["ceilings"]["fp32_fma_tflops"]
+    bars = ax.bar(range(len(chain)), tflops, color="tab:blue")
+    for bar, value in zip(bars, tflops):
+        ax.annotate(f"{value:.1f}\n{value / roof:.0%} of roof", (bar.get_x() + bar.get_width() / 2, value),
+                    ha="center", va="bottom", fontsize="small")
+    ax.axhline(roof, color="k", label=f"FP32 FMA roof {roof:.1f} TFLOP/s (same run)")
+    if "cublas" in result["variants"]:
+        cublas = harness.row(result, "cublas", n)["gflops"] / 1e3
+        ax.axhline(cublas, color="tab:green", linestyle="--", label=f"cuBLAS {cublas:.1f} TFLOP/s")
+    ax.set_xticks(range(len(chain)), chain, rotation=20)
+    ax.set_ylim(0, roof * 1.3)                       # room above the roof for the legend
+    ax.set_ylabel("TFLOP/s")
+    plots.legend(ax, loc="upper center", ncols=2)
+    return plots.save(fig, "lab04_gemm_steps", figures_dir)
+
+
 def epilogue_figure(result: dict, figures_dir: Path, n: int) -> Path:
     """Time of each matmul with the epilogue unfused and fused, the saving predicted from bytes marked."""
     fig, (ax,) = plots.new_figure(f"out = dropout(relu(a @ b + bias)), n = {n}: unfused vs fused", result)
@@ -293,6 +316,8 @@ FIGURES = (
     protocol.Figure("lab04_traffic", lambda lab, records, out: traffic_figure(lab, out)),
     protocol.Figure("lab04_gemm_tflops", lambda lab, records, out: tflops_figure(records["matmul"], out),
                     needs=("matmul",)),
+    protocol.Figure("lab04_gemm_steps", lambda lab, records, out: steps_figure(
+        records["matmul"], out, headline(records["matmul"])), needs=("matmul",)),
     protocol.Figure("lab04_epilogue", lambda lab, records, out: epilogue_figure(
         records["epilogue"], out, headline(records["epilogue"])), needs=("epilogue",)),
     protocol.Figure("lab04_registers", lambda lab, records, out: registers.figure(
