@@ -555,12 +555,16 @@ def run_repeats(specs: list[tuple[str, tuple[str, ...] | None]], repeat: int, ou
     """`kernellab bench LAB[:NAME,...]` for every (lab, names or None) spec, `repeat` times, each in
     a fresh process (repeat-major, so slow drift spreads over all labs), then one combined reference
     file per lab (the lab's recorded profile rows kept, and, for a partial bench, its records not
-    re-run) and its benchmark figures with the range across repeats."""
+    re-run) and its benchmark figures with the range across repeats. The combined files are written
+    again after every round of repeats, so a run stopped part way (a device call's time limit)
+    leaves the rounds it finished combined, and says how many."""
     import subprocess
     import tempfile
     from kernellab.course import settings
     base = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="kernellab-repeats-"))
     env = settings.child_env(target=target_name)
+    previous = {lab: previous_file(lab, out_dir) for lab, _ in specs}   # read before a round overwrites it
+    written = {}
     for r in range(1, repeat + 1):
         for lab, only in specs:
             spec = lab + (":" + ",".join(only) if only else "")
@@ -569,27 +573,48 @@ def run_repeats(specs: list[tuple[str, tuple[str, ...] | None]], repeat: int, ou
             done = subprocess.run(command, env=env, cwd=target.ROOT)
             if done.returncode:
                 raise RuntimeError(f"lab {spec}, repeat {r}: `{' '.join(command)}` exited {done.returncode}")
-    written = {}
-    for lab, only in specs:
-        name = f"lab{target.lab_number(lab)}.json"
-        files = [base / f"repeat-{r}" / name for r in range(1, repeat + 1)]
-        if not all(f.exists() for f in files):
-            continue                                  # a lab that records nothing (no GPU timing)
-        combined = combine_repeats([json.loads(f.read_text()) for f in files])
-        destination = (Path(out_dir) / name) if out_dir else reference.path(lab, device.gpu_slug())
-        previous = (json.loads(destination.read_text()) if destination.exists()   # its profile rows, and
-                    else reference.load(lab) or {})                               # a partial bench's rest
-        if "profile" in previous:
-            combined["profile"] = previous["profile"]
-        if only:
-            combined = keep_unrun_records(combined, previous, only)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        destination.write_text(json.dumps(combined, indent=1, sort_keys=True) + "\n")
-        for record in combined["records"].values():
-            if is_result(record):
-                draw(record, lab, out_dir)
-        written[lab] = destination
-        failed = [path for path, t in combined["targets_over_repeats"]["targets"].items() if not t["met"]]
-        out(f"lab {lab}: {repeat} repeats -> {destination}; targets missed in some repeat: "
-            f"{', '.join(failed) or 'none'}")
+        written = {lab: path for lab, only in specs
+                   if (path := write_combined(lab, only, base, r, out_dir, previous[lab],
+                                              last=r == repeat, out=out))}
     return written
+
+
+def destination_file(lab: str, out_dir: Path | None) -> Path:
+    name = f"lab{target.lab_number(lab)}.json"
+    return (Path(out_dir) / name) if out_dir else reference.path(lab, device.gpu_slug())
+
+
+def previous_file(lab: str, out_dir: Path | None) -> dict:
+    """What a bench's combined file merges over: the destination as it was (its profile rows, and
+    a partial bench's records not re-run), else the lab's reference file."""
+    destination = destination_file(lab, out_dir)
+    return json.loads(destination.read_text()) if destination.exists() else reference.load(lab) or {}
+
+
+def write_combined(lab: str, only: tuple[str, ...] | None, base: Path, repeats: int,
+                   out_dir: Path | None, previous: dict, last: bool, out=print) -> Path | None:
+    """The lab's reference file from its first `repeats` repeats under `base`, over `previous`
+    (None where a repeat recorded nothing: no GPU timing); with its figures and its verdict line
+    once `last`."""
+    name = f"lab{target.lab_number(lab)}.json"
+    files = [base / f"repeat-{r}" / name for r in range(1, repeats + 1)]
+    if not all(f.exists() for f in files):
+        return None
+    combined = combine_repeats([json.loads(f.read_text()) for f in files])
+    destination = destination_file(lab, out_dir)
+    if "profile" in previous:
+        combined["profile"] = previous["profile"]
+    if only:
+        combined = keep_unrun_records(combined, previous, only)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_text(json.dumps(combined, indent=1, sort_keys=True) + "\n")
+    if not last:
+        out(f"lab {lab}: {repeats} repeat(s) combined so far -> {destination}")
+        return destination
+    for record in combined["records"].values():
+        if is_result(record):
+            draw(record, lab, out_dir)
+    failed = [path for path, t in combined["targets_over_repeats"]["targets"].items() if not t["met"]]
+    out(f"lab {lab}: {repeats} repeats -> {destination}; targets missed in some repeat: "
+        f"{', '.join(failed) or 'none'}")
+    return destination

@@ -229,6 +229,28 @@ def test_a_partial_bench_keeps_the_records_it_did_not_run():
     assert combined["records_note"].startswith("b (and the targets) are merged over 2 repeats")
 
 
+def test_repeats_are_combined_after_every_round_over_the_file_as_it_was(tmp_path):
+    """A run stopped after its first round (a device call's time limit) leaves that round combined,
+    over the records the file held before the run, not over its own first round."""
+    base, out = tmp_path / "repeats", tmp_path / "out"
+    out.mkdir()
+    before = {"lab": "02", "records": {"other": {"kept": 1}}, "profile": {"rows": ["kept"]}}
+    (out / "lab02.json").write_text(json.dumps(before))
+    previous = bench.previous_file("02", out)
+    for r, ms in ((1, 0.004), (2, 0.002)):
+        (base / f"repeat-{r}").mkdir(parents=True)
+        (base / f"repeat-{r}" / "lab02.json").write_text(json.dumps(_repeat(ms, 3.0, True)))
+    lines = []
+    bench.write_combined("02", ("b",), base, 1, out, previous, last=False, out=lines.append)
+    first = json.loads((out / "lab02.json").read_text())
+    assert len(first["repeats"]) == 1 and first["records"]["other"] == {"kept": 1}
+    assert first["profile"] == {"rows": ["kept"]} and "1 repeat(s) combined so far" in lines[-1]
+    bench.write_combined("02", ("b",), base, 2, out, previous, last=True, out=lines.append)
+    second = json.loads((out / "lab02.json").read_text())
+    assert len(second["repeats"]) == 2 and second["records"]["b"]["rows"][0]["repeat_ms"] == [0.004, 0.002]
+    assert second["records"]["other"] == {"kept": 1} and "2 repeats ->" in lines[-1]
+
+
 def test_a_partial_bench_names_the_records_a_lab_makes():
     from kernellab.course import protocol
     assert protocol.bench_spec("6") == ("06", None)
