@@ -24,11 +24,14 @@
 # logs to logs/<stage>.txt, and logs/stages.tsv has each stage's exit code and seconds.
 # Estimated device time on an H200 (from the recorded data's sizes and reps and the 2026-11-29/12-01
 # sessions): tests ~3 min, grade ~2 min, notebooks ~4 min (6-56 s each), tour ~3 min,
-# bench ~5 min per repeat of all labs (lab 04's 4096^3 sweeps and lab 06's 365k-configuration
-# driver check are a third of it; lab 07 now runs two processes), so ~15 min for 3 repeats,
+# bench ~7 min per repeat of all labs (lab 04 alone took 473 s for 3 repeats on 2026-12-02: 13
+# GEMM variants at 4 sizes, each compiled again in every fresh process; lab 06's 365k-configuration
+# driver check; lab 07 runs two processes), so ~20 min for 3 repeats: split bench across calls,
 # profile ~3 min (each variant once, ~9 ncu passes per kernel). Split as, e.g.:
 #   call 1: STAGES="tests grade notebooks"   call 2: STAGES=tour
-#   call 3: STAGES="bench profile" LABS="00 01 02 03 04"   call 4: the same with LABS="05 06 07 08"
+#   call 3: STAGES="bench profile" LABS="00 01 02 03"   call 4: the same with LABS=04 (~9 min)
+#   call 5: the same with LABS="05 06 07 08 09" (a call stopped at its limit keeps the repeats
+#   whose rounds finished: bench writes its combined files after every round)
 # (profile merges its rows into the labNN.json that bench wrote under OUTDIR/reference in the same
 # call: keep bench and profile of a lab in one call, or profile after copying bench's files in.)
 set -uo pipefail
