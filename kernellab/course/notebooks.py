@@ -117,8 +117,31 @@ def with_outputs(path: Path) -> list[int]:
             and (cell.get("outputs") or cell.get("execution_count") is not None)]
 
 
-def execute(path: Path) -> tuple[Path, float, str | None]:
-    """Run a notebook headless with the solutions target; returns (path, seconds, error or None)."""
+SLOW_NOTEBOOK_S = 60     # a notebook slower than this names its slowest cell (06 has stalled ~300 s in CI)
+
+
+def slowest_cell(notebook) -> str:
+    """Its slowest code cell, from the timings nbclient records in each cell's metadata."""
+    from datetime import datetime
+
+    def seconds(cell) -> float:
+        timing = cell.get("metadata", {}).get("execution", {})
+        try:
+            return (datetime.fromisoformat(timing["shell.execute_reply"].replace("Z", "+00:00"))
+                    - datetime.fromisoformat(timing["iopub.execute_input"].replace("Z", "+00:00"))).total_seconds()
+        except (KeyError, ValueError):
+            return 0.0
+    timed = [(seconds(cell), i, cell) for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+    if not timed:
+        return "no code cells"
+    took, index, cell = max(timed, key=lambda t: t[0])
+    first_line = (cell.source.strip().splitlines() or [""])[0][:80]
+    return f"slowest cell {index}: {took:.1f} s ({first_line})"
+
+
+def execute(path: Path) -> tuple[Path, float, str | None, str]:
+    """Run a notebook headless with the solutions target; returns (path, seconds, error or None,
+    its slowest cell)."""
     import nbclient
     import nbformat
     from kernellab.course import settings
@@ -131,8 +154,9 @@ def execute(path: Path) -> tuple[Path, float, str | None]:
     try:
         client.execute(env=env)
     except Exception as exc:  # report the failing notebook and carry on with the rest
-        return path, time.perf_counter() - started, f"{type(exc).__name__}: {str(exc)[-1500:]}"
-    return path, time.perf_counter() - started, None
+        return (path, time.perf_counter() - started, f"{type(exc).__name__}: {str(exc)[-1500:]}",
+                slowest_cell(notebook))
+    return path, time.perf_counter() - started, None, slowest_cell(notebook)
 
 
 def main(argv=None) -> int:
@@ -159,8 +183,9 @@ def main(argv=None) -> int:
         print(f"{len(paths)} notebooks checked for outputs")
     if args.execute:
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            for path, seconds, error in pool.map(execute, paths):
-                print(f"{'FAILED' if error else 'ok':<7}{seconds:6.1f} s  {path.name}")
+            for path, seconds, error, slowest in pool.map(execute, paths):
+                print(f"{'FAILED' if error else 'ok':<7}{seconds:6.1f} s  {path.name}"
+                      + (f"  ({slowest})" if seconds > SLOW_NOTEBOOK_S else ""))
                 if error:
                     failed = True
                     print(f"        {error}")
