@@ -207,6 +207,30 @@ def median_run(run, reps: int, before=None) -> tuple[list[Timeline], Timeline]:
     return runs, ordered[len(ordered) // 2]
 
 
+SLOWDOWN_METHOD = ("inside the recorder and bare alike: between two events on the default stream around "
+                   "the call, from the host's first submission to the last op's end")
+
+
+def recorded_windows(run, reps: int) -> tuple[list[Timeline], Timeline, list[float]]:
+    """`reps` timelines of run() after one warm-up, each run also timed as the bare pipeline is
+    (SLOWDOWN_METHOD); a timeline's own makespan starts at its first span, after the host has
+    already submitted the first op, and would flatter the recorder by that time."""
+    cuda = device.cuda()
+    start, end = cuda.event(timing=True), cuda.event(timing=True)
+    runs, windows = [], []
+    for rep in range(reps + 1):
+        cuda.synchronize()
+        with Timeline() as tl:
+            start.record()
+            run()
+            end.record()
+        if rep:
+            runs.append(tl)
+            windows.append(cuda.event_elapsed_time(start, end))
+    ordered = sorted(runs, key=lambda t: t.data.makespan_ms)
+    return runs, ordered[len(ordered) // 2], windows
+
+
 def spread(values) -> dict:
     return {"median": float(np.median(values)), "p10": float(np.percentile(values, 10)),
             "p90": float(np.percentile(values, 90)), "reps": len(values)}
@@ -460,13 +484,14 @@ def measure_pipeline(lab, bps: int, reps: int = REPS) -> dict:
     cases = {}
     for memory, (host_x, host_out) in hosts.items():
         bare = overlap_without_recorder(host_x, host_out, PIPELINE_CHUNKS)
-        runs, middle = median_run(
+        runs, middle, windows = recorded_windows(
             lambda: lab.pipeline(host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers), reps)
         checks.assert_matches(host_out, lab.busy_reference(host_x, iters), rtol=1e-5,
                               what=f"{memory} pipeline")
         fractions = [t.data.hidden_fraction() for t in runs]
-        recorded_ms = spread([t.data.makespan_ms for t in runs])
-        cases[memory] = {"bare": bare, "pipeline_ms": recorded_ms,
+        recorded_ms = spread(windows)
+        cases[memory] = {"bare": bare, "pipeline_ms": recorded_ms, "slowdown_method": SLOWDOWN_METHOD,
+                         "spans_makespan_ms": spread([t.data.makespan_ms for t in runs]),
                          "recorder_slowdown": recorded_ms["median"] / bare["pipeline_ms"]["median_ms"] - 1,
                          "hidden_fraction": float(np.median(fractions)), "hidden_fractions": fractions,
                          "problems": fraction_problems(fractions) + saved_too_much(bare["hidden_fraction"]),
@@ -826,14 +851,22 @@ def _overlap_values(records):
 def _recorder_values(records):
     """What the recorder costs: per op on the host, and on the pinned pipeline's makespan (worst repeat)."""
     repeats = _pipeline_repeats(records)
-    worst = max(repeats, key=lambda r: r["cases"]["pinned"]["recorder_slowdown"])["cases"]["pinned"]
     return {"launch": max(r["recorder"]["launch"]["us_per_op"] for r in repeats),
             "copy": max(r["recorder"]["copy"]["us_per_op"] for r in repeats),
             "plain": float(np.median([r["recorder"]["launch"]["bare_us"]["median"] for r in repeats])),
             "per_op": max(max(r["recorder"][c]["us_per_op"] for c in ("launch", "copy")) for r in repeats),
-            "target_us": TARGETS["recorder_us_per_op"], "repeats": len(repeats),
-            "recorded": worst["pipeline_ms"]["median"], "bare": worst["bare"]["pipeline_ms"]["median_ms"],
-            "slowdown": 100 * worst["recorder_slowdown"], "target_slowdown": 100 * TARGETS["recorder_slowdown"]}
+            "target_us": TARGETS["recorder_us_per_op"], "repeats": len(repeats)}
+
+
+def _slowdown_values(records):
+    """The pinned pipeline inside the recorder against bare, both timed the same way (worst repeat)."""
+    repeats = _pipeline_repeats(records)
+    for record in repeats:
+        need(record, "cases", "pinned", "slowdown_method")   # older records timed the two differently
+    worst = max(repeats, key=lambda r: r["cases"]["pinned"]["recorder_slowdown"])["cases"]["pinned"]
+    return {"recorded": worst["pipeline_ms"]["median"], "bare": worst["bare"]["pipeline_ms"]["median_ms"],
+            "slowdown": 100 * worst["recorder_slowdown"], "target_slowdown": 100 * TARGETS["recorder_slowdown"],
+            "repeats": len(repeats)}
 
 
 def _recorder_parts_values(records):
@@ -960,18 +993,26 @@ CLAIMS = [
     Claim("recorder_costs",
           "Inside the recorder, a launch costs the host {launch:+.1f} us and a copy {copy:+.1f} us over the "
           "bare call (a plain launch: {plain:.1f} us; worst of {repeats} repeat(s)): at worst {per_op:+.1f} us "
-          "per op (target: at most {target_us:.0f} us, {met}); the pinned pipeline takes {recorded:.2f} ms inside it against "
-          "{bare:.2f} ms bare, {slowdown:+.1f}% (target: within {target_slowdown:.0f}%, {slowdown_met}).",
+          "per op (target: at most {target_us:.0f} us, {met}).",
           headline="recorder {per_op:+.1f} us per op (target {target_us:.0f} us: {met})",
           values=_recorder_values,
-          checks=(target("met", "per_op", "<=", "target_us"),
-                  target("slowdown_met", "slowdown", "<=", "target_slowdown")),
+          checks=(target("met", "per_op", "<=", "target_us"),),
           explains="the recorder notes each op and brackets each launch and copy with two CUDA events on its "
                    "stream, reused from a pool and recorded through the driver's cuEventRecord; the two "
                    "parts measured apart are its floor on this host: timing an op needs the two records, "
                    "and watching it needs the hook. A pipeline whose host submits faster than the GPU "
                    "works hides that cost, so the makespan can stay within its target while the per-op "
                    "cost does not; one whose host falls behind is slowed by all of it"),
+    Claim("recorder_slowdown",
+          "Timed the same way, between two events on the default stream around the call, the pinned "
+          "pipeline takes {recorded:.2f} ms inside the recorder against {bare:.2f} ms bare, {slowdown:+.1f}% "
+          "(worst of {repeats} repeat(s); target: within {target_slowdown:.0f}%, {met}).",
+          values=_slowdown_values,
+          checks=(target("met", "slowdown", "<=", "target_slowdown"),),
+          explains="the recorder's own makespan starts at its first span, when the first copy began, "
+                   "after the host had already submitted it; against a bare time that includes that "
+                   "submission it would flatter the recorder (a record without `slowdown_method` was timed that way, "
+                   "so this claim waits for a new one)"),
     Claim("recorder_parts",
           "Measured apart in the same rounds (worst of {repeats} repeat(s)), a launch between two of the "
           "recorder's events with no hook costs {events:+.1f} us over bare, and through a hook that only "
