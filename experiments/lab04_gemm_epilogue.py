@@ -144,6 +144,8 @@ def validate(lab, seed: int) -> list[str]:
     launches its kernels with the declared block (a tiny product at the default tiles: ~20 s in
     the simulator, so there the benchmarks' small tiles are all it runs)."""
     declared = {k.name: k.block_size for k in KERNELS}
+    if tuple(lab.GEMM_STEPS) != LADDER:
+        raise AssertionError(f"lab 04's GEMM_STEPS {lab.GEMM_STEPS} are not the ladder its claims read: {LADDER}")
     if set(declared) != set(lab.SIGNATURES):
         raise AssertionError(f"lab 04's declared kernels differ from its SIGNATURES: "
                              f"{sorted(set(declared) ^ set(lab.SIGNATURES))}")
