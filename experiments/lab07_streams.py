@@ -212,23 +212,20 @@ SLOWDOWN_METHOD = ("inside the recorder and bare alike: between two events on th
 
 
 def recorded_windows(run, reps: int) -> tuple[list[Timeline], Timeline, list[float]]:
-    """`reps` timelines of run() after one warm-up, each run also timed as the bare pipeline is
+    """median_run's timelines of run(), each run also timed as the bare pipeline is
     (SLOWDOWN_METHOD); a timeline's own makespan starts at its first span, after the host has
     already submitted the first op, and would flatter the recorder by that time."""
     cuda = device.cuda()
-    start, end = cuda.event(timing=True), cuda.event(timing=True)
-    runs, windows = [], []
-    for rep in range(reps + 1):
-        cuda.synchronize()
-        with Timeline() as tl:
-            start.record()
-            run()
-            end.record()
-        if rep:
-            runs.append(tl)
-            windows.append(cuda.event_elapsed_time(start, end))
-    ordered = sorted(runs, key=lambda t: t.data.makespan_ms)
-    return runs, ordered[len(ordered) // 2], windows
+    pairs = []
+
+    def bracketed():
+        start, end = cuda.event(timing=True), cuda.event(timing=True)   # made outside the window
+        start.record()
+        run()
+        end.record()
+        pairs.append((start, end))
+    runs, middle = median_run(bracketed, reps)
+    return runs, middle, [cuda.event_elapsed_time(start, end) for start, end in pairs[1:]]   # [0]: the warm-up
 
 
 def spread(values) -> dict:

@@ -163,15 +163,15 @@ def run_child(lab_name: str, manifest_path: Path):
         expected = np.asarray(benchmark.reference(host), dtype=np.float64)
         shape = benchmark.out_shape(host) if benchmark.out_shape else expected.shape
         inputs = {k: cuda.to_device(v) if isinstance(v, np.ndarray) else v for k, v in host.items()}
+        poison = np.full(shape, checks.poison_value(benchmark.out_dtype), dtype=benchmark.out_dtype)
         for variant in benchmark.variants:
             # Each variant its own output, poisoned again after the warm-up: a profiled launch that
             # wrote nothing fails the check below instead of passing on an earlier variant's result
             # (2026-12-02: a run on the starter recorded two stubs' empty launches for Lab 09).
-            out = checks.poisoned(shape, benchmark.out_dtype)
+            out = cuda.to_device(poison)
             args = variant.setup(inputs, out) if variant.setup else (inputs, out)
             variant.run(*args)                       # compile and warm up outside the profiled range
-            out.copy_to_device(np.full(shape, checks.poison_value(benchmark.out_dtype),
-                                       dtype=benchmark.out_dtype))
+            out.copy_to_device(poison)
             cuda.synchronize()
             with record_launches() as launches:
                 driver.cuProfilerStart()

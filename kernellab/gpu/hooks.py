@@ -87,10 +87,6 @@ class _Subscription:
         self.replace_launch = replace_launch
         self._local = threading.local()
 
-    @property
-    def busy(self) -> bool:
-        return getattr(self._local, "busy", False)
-
     def run(self, handler: Callable, proceed: Callable, *args, **kwargs):
         """handler(proceed, *args, **kwargs) with this subscription busy; `proceed()` alone if it
         already is. A flag, not a context manager: this runs on every hooked call, and what it

@@ -492,7 +492,8 @@ class Timeline:
         if self._record(start[1], key):
             raise RuntimeError(f"cuEventRecord failed on {row}")
         result = call()
-        self._record(end[1], key)
+        if self._record(end[1], key):
+            raise RuntimeError(f"cuEventRecord failed on {row}")
         self._events.append((len(trace) - 1, start, end))
         return result
 
