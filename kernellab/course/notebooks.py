@@ -121,22 +121,27 @@ SLOW_NOTEBOOK_S = 60     # a notebook slower than this names its slowest cell (0
 
 
 def slowest_cell(notebook) -> str:
-    """Its slowest code cell, from the timings nbclient records in each cell's metadata."""
+    """Its slowest code cell: the wall time from the previous cell's reply to its own, from the
+    timings nbclient records in each cell's metadata. (A cell's own execute_input message can
+    arrive late: on 2026-12-02 notebook 06 took 312 s while its cells' input-to-reply times
+    summed to seconds.)"""
     from datetime import datetime
 
-    def seconds(cell) -> float:
-        timing = cell.get("metadata", {}).get("execution", {})
-        try:
-            return (datetime.fromisoformat(timing["shell.execute_reply"].replace("Z", "+00:00"))
-                    - datetime.fromisoformat(timing["iopub.execute_input"].replace("Z", "+00:00"))).total_seconds()
-        except (KeyError, ValueError):
-            return 0.0
-    timed = [(seconds(cell), i, cell) for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
-    if not timed:
-        return "no code cells"
-    took, index, cell = max(timed, key=lambda t: t[0])
+    def at(cell, key):
+        stamp = cell.get("metadata", {}).get("execution", {}).get(key)
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+    code = [(i, cell) for i, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code" and at(cell, "shell.execute_reply")]
+    if not code:
+        return "no timed code cells"
+    gaps, previous = [], at(code[0][1], "iopub.execute_input") or at(code[0][1], "shell.execute_reply")
+    for index, cell in code:
+        reply = at(cell, "shell.execute_reply")
+        gaps.append(((reply - previous).total_seconds(), index, cell))
+        previous = reply
+    took, index, cell = max(gaps, key=lambda gap: gap[0])
     first_line = (cell.source.strip().splitlines() or [""])[0][:80]
-    return f"slowest cell {index}: {took:.1f} s ({first_line})"
+    return f"slowest cell {index}: {took:.1f} s from the previous reply ({first_line})"
 
 
 def execute(path: Path) -> tuple[Path, float, str | None, str]:
