@@ -8,8 +8,10 @@ same run:
   x, w, b, r and the mask read, out written), measured in the same run (`timing.ceiling_for_mix`);
   a 4:1 stream outruns a 1:1 copy on HBM, so the copy is not this kernel's ceiling;
 - unfused time / fused time >= the ledgers' byte ratio (the predicted speed-up);
-- the fused Numba kernel is at least as fast as torch.compile.
-Each fused version is reported; the first and last targets count the best of them.
+- a fused Numba version that reads what torch.compile reads (the mask too) is at least as fast
+  as torch.compile: the same bytes, so the comparison is of how fast each moves them.
+Each fused version is reported; the first target counts the best of them, the last the best of
+those that read the mask (`fused_generator` draws it in the kernel and reads a byte less).
 `kernellab tour 02` validates the versions on this device and draws the figures.
 """
 
@@ -117,7 +119,7 @@ def chain_benchmark(lab, torch=None) -> harness.Benchmark:
         "the unfused chain allocating its three intermediates on every call: the Python around "
         "the launches, measured on its own", ledger=ledger_for(lab, "unfused")))
     variants.append(harness.Variant(
-        "fused_generator", runner(lab.fused_chain, with_mask=False),
+        GENERATOR, runner(lab.fused_chain, with_mask=False),
         "fused, the dropout mask drawn in the kernel from (seed, index): no mask to read",
         ledger=ledger_for(lab, "fused", with_mask=False)))
     return harness.Benchmark(
@@ -160,6 +162,14 @@ def predicted(lab, n: int) -> float:
                                  lab.fused_chain_ledger(n, with_mask=True))
 
 
+GENERATOR = "fused_generator"            # the one fused version that reads no mask
+
+
+def fastest_reading_the_mask(fused: dict) -> str:
+    """The fastest fused version among those that read the mask, as torch.compile's kernel does."""
+    return min((name for name in fused if name != GENERATOR), key=lambda name: fused[name]["median_ms"])
+
+
 def targets(lab, records: dict) -> dict:
     """The lab's performance targets, measured within one run (the `chain` record).
 
@@ -192,8 +202,10 @@ def targets(lab, records: dict) -> dict:
         if name in result["variants"]:
             out[f"{name}_ms"] = harness.row(result, name, n).get("median_ms")
     if out.get("torch_compile_ms"):
+        same_bytes = fastest_reading_the_mask(fused)
+        out["best_fused_reading_the_mask"] = same_bytes
         out["best_fused_at_least_as_fast_as_torch_compile"] = \
-            fused[best]["median_ms"] <= out["torch_compile_ms"]
+            fused[same_bytes]["median_ms"] <= out["torch_compile_ms"]
     return out
 
 
@@ -310,12 +322,17 @@ def _torch_values(records):
     chain = need(records, "chain")
     n = headline_size(chain)
     fused, eager, compiled = (row(chain, name, n) for name in ("fused", "torch_eager", "torch_compile"))
+    reading_mask = {name: row(chain, name, n) for name in chain["variants"]
+                    if name.startswith("fused") and name != GENERATOR}
+    best = fastest_reading_the_mask(reading_mask)
     return {"n": size_label(n), "fused": fused["median_ms"], "eager": eager["median_ms"],
             "compiled": compiled["median_ms"], "over_eager": eager["median_ms"] / fused["median_ms"],
             "eager_bytes": eager["bytes"] / fused["bytes"],
             "vs_compiled": compiled["median_ms"] / fused["median_ms"],
             "eager_off": 100 * abs((eager["median_ms"] / fused["median_ms"]) / (eager["bytes"] / fused["bytes"]) - 1),
-            "compiled_off": 100 * abs(compiled["median_ms"] / fused["median_ms"] - 1)}
+            "best": best, "best_ms": reading_mask[best]["median_ms"],
+            "best_vs_compiled": compiled["median_ms"] / reading_mask[best]["median_ms"],
+            "generator_ms": row(chain, GENERATOR, n)["median_ms"]}
 
 
 CLAIMS = [
@@ -382,11 +399,14 @@ CLAIMS = [
           checks=(says("follows", "eager_off", "<", 20, "the speed-up follows the bytes (within 20%)",
                        "the speed-up does not follow the bytes (20% or more off)"),)),
     Claim("torch_compile_parity",
-          "torch.compile's Triton kernel takes {compiled:.3f} ms, the fused Numba kernel {fused:.3f} ms "
-          "(ratio {vs_compiled:.2f}, {compiled_off:.1f}% apart): {parity}.",
+          "torch.compile's Triton kernel reads the mask too and takes {compiled:.3f} ms. Reading the same "
+          "bytes, the one-element-per-thread kernel takes {fused:.3f} ms ({vs_compiled:.2f}x torch.compile's "
+          "speed) and the fastest fused Numba version, {best}, {best_ms:.3f} ms ({best_vs_compiled:.2f}x; "
+          "target: at least as fast, {verdict}). Drawing the mask in the kernel instead (fused_generator, a byte less per element) "
+          "takes {generator_ms:.3f} ms.",
+          headline="fastest fused reading the mask: {best_vs_compiled:.2f}x torch.compile (target 1x: {verdict})",
           values=_torch_values,
-          checks=(says("parity", "compiled_off", "<", 5, "the same bytes at the same bandwidth (within 5%)",
-                       "the same bytes, at bandwidths 5% or more apart"),)),
+          checks=(target("verdict", "best_ms", "<=", "compiled"),)),
 ]
 
 
@@ -402,6 +422,8 @@ LAB = protocol.Lab(
                         "1-D: a fixed grid of 4 blocks per SM, each thread looping", block_size=BLOCK),
         protocol.Kernel("fused_chain_4_per_thread_kernel",
                         "1-D: 4 elements per thread, a grid stride apart", block_size=BLOCK),
+        protocol.Kernel("fused_chain_vectorized_kernel",
+                        "1-D: 4 neighbouring elements per thread, 16-byte loads and stores", block_size=BLOCK),
     ),
     references=("reference_chain",),
     validate=validate,

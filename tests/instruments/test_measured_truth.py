@@ -286,3 +286,16 @@ def test_the_float32x4_ceiling_kernels_move_16_bytes_per_load_and_store():
              for text in audit.ptx([(kernel, f"void({args})") for kernel, args in kernels.items()])]
     vector, summed = {"ld.global.v4.f32", "st.global.v4.f32"}, {"ld.global.v4.f32", "st.global.f32"}
     assert found == [vector] * 6 + [summed] * 2, found
+
+
+def test_lab02s_vectorised_chain_moves_each_input_in_16_byte_loads():
+    """fused_chain_vectorized_kernel (given, in labs/ and solutions/ alike) loads x, w, b and r with
+    one ld.global.v4.f32 each and stores with one st.global.v4.f32; its 4-byte accesses are the
+    tail's and the mask's bytes (the vectorised benchmark row would otherwise be a scalar kernel)."""
+    import re
+    from kernellab.course import audit
+    from kernellab.course.claims import course_solution
+    lab = course_solution("02")
+    text, = audit.ptx([(lab.fused_chain_vectorized_kernel, lab.SIGNATURES["fused_chain_vectorized_kernel"])])
+    assert len(re.findall(r"\bld\.global\.v4\.f32", text)) == 4, text
+    assert len(re.findall(r"\bst\.global\.v4\.f32", text)) == 1, text
