@@ -398,8 +398,9 @@ def recorder_free_hidden(pipeline_ms: float, copies_ms: float, kernels_ms: float
 
 def measure_recorder_cost(lab, stream, reps: int = 30, inner: int = 100) -> dict:
     """The host's time per op inside a Timeline over the same call bare (a one-block launch and a
-    1 KiB pinned copy on a stream), and two of its parts alone: the call between two of the
-    recorder's events with no hook (`events_around`), and the call through a subscription that only
+    1 KiB pinned copy on a stream); inside a Timeline that times nothing (`timed=()`: the trace
+    alone, no event on the hot path); and two of the full recorder's parts alone: the call between
+    two of its events with no hook (`events_around`), and the call through a subscription that only
     passes it on (the hooks). Interleaved in three rounds; each median with its spread from the
     pooled samples. Events are reserved before, as the pipeline's are."""
     cuda = device.cuda()
@@ -413,7 +414,7 @@ def measure_recorder_cost(lab, stream, reps: int = 30, inner: int = 100) -> dict
         return proceed()
 
     ways = {"bare": contextlib.nullcontext, "recorded": Timeline,
-            "events_only": contextlib.nullcontext,
+            "trace_only": lambda: Timeline(timed=()), "events_only": contextlib.nullcontext,
             "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
     result = {}
     for name, call in calls.items():
@@ -426,7 +427,7 @@ def measure_recorder_cost(lab, stream, reps: int = 30, inner: int = 100) -> dict
         bare = float(np.median(samples["bare"]))
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
                         **{f"{way}_over_bare_us": 1e3 * (float(np.median(samples[way])) - bare)
-                           for way in ("events_only", "hooks_only")},
+                           for way in ("trace_only", "events_only", "hooks_only")},
                         "us_per_op": 1e3 * (float(np.median(samples["recorded"])) - bare)}
     return result
 
@@ -855,6 +856,16 @@ def _recorder_values(records):
             "target_us": TARGETS["recorder_us_per_op"], "repeats": len(repeats)}
 
 
+def _trace_only_values(records):
+    """What the recorder costs with no event on the hot path, `Timeline(timed=())` (worst repeat)."""
+    repeats = _pipeline_repeats(records)
+    for record in repeats:
+        need(record, "recorder", "launch", "trace_only_over_bare_us")
+    worst = {call: max(r["recorder"][call]["trace_only_over_bare_us"] for r in repeats) for call in ("launch", "copy")}
+    return {**worst, "per_op": max(worst.values()), "target_us": TARGETS["recorder_us_per_op"],
+            "repeats": len(repeats)}
+
+
 def _slowdown_values(records):
     """The pinned pipeline inside the recorder against bare, both timed the same way (worst repeat)."""
     repeats = _pipeline_repeats(records)
@@ -1000,6 +1011,16 @@ CLAIMS = [
                    "and watching it needs the hook. A pipeline whose host submits faster than the GPU "
                    "works hides that cost, so the makespan can stay within its target while the per-op "
                    "cost does not; one whose host falls behind is slowed by all of it"),
+    Claim("recorder_trace_only",
+          "With no event on the hot path (`Timeline(timed=())`: every op in the trace, none timed), a "
+          "launch costs the host {launch:+.1f} us and a copy {copy:+.1f} us over the bare call (worst of "
+          "{repeats} repeat(s)): at worst {per_op:+.1f} us per op (target: at most {target_us:.0f} us, {met}).",
+          headline="trace-only recorder {per_op:+.1f} us per op (target {target_us:.0f} us: {met})",
+          values=_trace_only_values,
+          checks=(target("met", "per_op", "<=", "target_us"),),
+          explains="what is left is the hook and one tuple per op: the op's label and row are worked out "
+                   "when the trace is read, and no launch configuration, stream or array is kept alive "
+                   "(keeping them made each garbage-collector pass longer as the trace grew)"),
     Claim("recorder_slowdown",
           "Timed the same way, between two events on the default stream around the call, the pinned "
           "pipeline takes {recorded:.2f} ms inside the recorder against {bare:.2f} ms bare, {slowdown:+.1f}% "

@@ -26,6 +26,7 @@ the last one closes: code outside every `with` block pays nothing.
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 from typing import Any, Callable, NamedTuple
 
@@ -74,8 +75,54 @@ class KernelLaunch(NamedTuple):
     debug: bool
     captured: bool               # a graph capture records it instead of running it now
 
+    def recorded(self) -> tuple:
+        """(name, stream, (grid, block), captured): what a Timeline notes, in one call."""
+        return self.name, self.stream, (self.grid, self.block), self.captured
 
-_new_launch = tuple.__new__   # KernelLaunch(...) through the named tuple's own __new__ costs ~4x more
+
+class _DispatchedLaunch(tuple):
+    """A GPU launch as numba-cuda's dispatcher hands it over, (dispatcher, args, launch
+    configuration, captured), read as a KernelLaunch is: each field is worked out when it is read.
+    It is made on every hooked launch, and the recorder's hot path reads none of its fields but
+    the stream (what the fields cost to build, ~0.4 us on a laptop-class CPU, is ~2 us per
+    launch on the H200's host)."""
+
+    __slots__ = ()
+    kernel = property(operator.itemgetter(0))
+    args = property(operator.itemgetter(1))
+    captured = property(operator.itemgetter(3))
+
+    @property
+    def name(self) -> str:
+        return self[0].py_func.__name__
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return self[2].griddim        # numba-cuda's configure() made it a 3-tuple
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return self[2].blockdim
+
+    @property
+    def stream(self):
+        return self[2].stream
+
+    @property
+    def shared(self) -> int:
+        return int(self[2].sharedmem or 0)
+
+    @property
+    def debug(self) -> bool:
+        return bool(self[0].targetoptions.get("debug"))
+
+    def recorded(self) -> tuple:
+        """(name, stream, (grid, block), captured), as KernelLaunch.recorded: one call on the hot path."""
+        dispatcher, _, config, captured = self
+        return dispatcher.py_func.__name__, config.stream, (config.griddim, config.blockdim), captured
+
+
+_new_launch = tuple.__new__   # no class-level __new__ in Python: the tuple's own
 
 
 class _Subscription:
@@ -111,30 +158,48 @@ _undo: dict[str, Callable[[], None]] = {}    # operation -> puts numba-cuda's or
 # that handle it (the first opened outermost), and the one that replaces launches (a capture).
 _chains: dict[str, tuple[_Subscription, ...]] = {}
 _replacing: _Subscription | None = None
+# (subscription, its launch handler) while exactly one handles launches and none replaces them:
+# the GPU's launch hook then runs it in one frame (what a Timeline adds to every launch).
+_sole_launch: tuple[_Subscription, Callable] | None = None
 
 
 def _index_subscriptions():
-    global _replacing
+    global _replacing, _sole_launch
     _chains.clear()
     for operation in (LAUNCH, *OPERATIONS):
         chain = tuple(s for s in _subscriptions if operation in s.arounds)
         if chain:
             _chains[operation] = chain
     _replacing = next((s for s in _subscriptions if s.replace_launch is not None), None)
+    launch_chain = _chains.get(LAUNCH, ())
+    _sole_launch = ((launch_chain[0], launch_chain[0].arounds[LAUNCH])
+                    if len(launch_chain) == 1 and _replacing is None else None)
 
 
 def _through(operation: str, run: Callable, *args, **kwargs):
-    """Pass a call through every open subscription that handles `operation`, then `run` it."""
+    """Pass a call through every open subscription that handles `operation`, then `run` it. (No
+    closure in here: a function that defines one builds its cells on every call, even on the path
+    that does not use it.)"""
     chain = _chains.get(operation, ())
-    if len(chain) == 1:          # one timeline or recorder open: no chain of closures to build
-        return chain[0].run(chain[0].arounds[operation], run, *args, **kwargs)
+    if len(chain) != 1:
+        return _through_chain(chain, 0, operation, run, args, kwargs)
+    subscription = chain[0]      # one timeline or recorder open: _Subscription.run, in this frame
+    local = subscription._local
+    if getattr(local, "busy", False):
+        return run()
+    local.busy = True
+    try:
+        return subscription.arounds[operation](run, *args, **kwargs)
+    finally:
+        local.busy = False
 
-    def step(i: int):
-        if i == len(chain):
-            return run()
-        subscription = chain[i]
-        return subscription.run(subscription.arounds[operation], lambda: step(i + 1), *args, **kwargs)
-    return step(0)
+
+def _through_chain(chain: tuple, i: int, operation: str, run: Callable, args: tuple, kwargs: dict):
+    if i == len(chain):
+        return run()
+    subscription = chain[i]
+    return subscription.run(subscription.arounds[operation],
+                            lambda: _through_chain(chain, i + 1, operation, run, args, kwargs), *args, **kwargs)
 
 
 def launches_replaced() -> bool:
@@ -143,13 +208,17 @@ def launches_replaced() -> bool:
 
 
 def _launch(launch: KernelLaunch, run: Callable):
-    replacing = _replacing
-    if replacing is None:
+    if _replacing is None:
         return _through(LAUNCH, run, launch)
+    return _through(LAUNCH, _capturing(_replacing, launch, run), launch)
 
-    def capture():               # the capture's own launches (busy) run as they are
+
+def _capturing(replacing: _Subscription, launch: KernelLaunch, run: Callable) -> Callable:
+    """The launch handed to the subscription that captures it (its own launches, made while it
+    is busy, run as they are)."""
+    def capture():
         return replacing.run(lambda proceed, kernel: replacing.replace_launch(kernel, proceed), run, launch)
-    return _through(LAUNCH, capture, launch)
+    return capture
 
 
 def _install_launch() -> Callable[[], None]:
@@ -181,12 +250,20 @@ def _install_launch() -> Callable[[], None]:
     original = CUDADispatcher.call
 
     def dispatch(dispatcher, args, config):
-        launch = _new_launch(KernelLaunch, (dispatcher, dispatcher.py_func.__name__, args,
-                                            dim3(config.griddim), dim3(config.blockdim), config.stream,
-                                            int(config.sharedmem or 0),
-                                            bool(dispatcher.targetoptions.get("debug")),
-                                            _replacing is not None))
-        return _launch(launch, lambda: original(dispatcher, args, config))
+        sole = _sole_launch
+        if sole is None:
+            launch = _new_launch(_DispatchedLaunch, (dispatcher, args, config, _replacing is not None))
+            return _launch(launch, lambda: original(dispatcher, args, config))
+        subscription, handler = sole      # what _through and _Subscription.run do, in this one frame
+        local = subscription._local
+        if getattr(local, "busy", False):
+            return original(dispatcher, args, config)
+        local.busy = True
+        try:
+            return handler(lambda: original(dispatcher, args, config),
+                           _new_launch(_DispatchedLaunch, (dispatcher, args, config, False)))
+        finally:
+            local.busy = False
 
     CUDADispatcher.call = dispatch
 

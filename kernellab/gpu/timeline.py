@@ -73,7 +73,7 @@ class Op(typing.NamedTuple):
         return self.grid[0] * self.grid[1] * self.grid[2] if self.grid else 0
 
 
-_new_op = tuple.__new__   # Op(...) through the named tuple's own __new__ costs ~10x more, per op
+_NO_ROW = object()        # a noted op's stream where it has none (a device-wide synchronize)
 
 
 class Trace(list):
@@ -346,12 +346,11 @@ INSIDE_CAPTURE = ("this timeline was opened inside a graph capture: the launches
 # --- the recorder ----------------------------------------------------------------------------------
 
 # What the recorder costs the host on an H200 (2026-12-02, data/reference/h200/logs/): creating a
-# timing event ~9 us; recording one ~1.3-2.5 us; a plain launch 18-40 us, and the same launch
-# through a subscription that does nothing but pass it on, +15 us (the host there is slow: that
-# chain costs ~2.5 us here on a laptop-class CPU). So the recorder keeps the events of closed
-# timelines for the next one (creating them only when it has none spare, or in `reserve_events`,
-# outside the measured work), records them with the driver's cuEventRecord directly, and its path
-# through the hooks builds no closures.
+# timing event ~9 us; recording one ~1.3-2.5 us; a plain launch 18-48 us (the host there is slow,
+# ~4-5x a laptop-class CPU on this path). So the recorder keeps the events of closed timelines for
+# the next one (creating them only when it has none spare, or in `reserve_events`, outside the
+# measured work), records them with the driver's cuEventRecord directly, keeps one tuple of plain
+# values per op, and reaches the hot path through the hooks' one-subscription short way.
 SPARE_EVENTS_KEPT = 1 << 15
 _spare_events: list = []      # (event, its handle as an int), ready for the next timeline
 
@@ -423,33 +422,37 @@ class Timeline:
         self.timed = not device.is_simulator()
         self.inside_capture = False   # set on entry: a capture records, runs nothing
         self.source = source
-        self.trace = Trace()
+        self._trace = Trace()
+        self._submitted: list = []    # (kind, label or bytes, stream key, host seconds, extra): the ops
+        #                               noted on the hot path, plain values only (see _timed_call)
         self._rows: dict = {}
-        self._keep: list = []         # streams and events seen, so their ids stay unique
-        self._events: list = []       # (op index, start, end) on a GPU: each an (event, handle)
+        self._keep: list = []         # events seen, so their ids stay unique
+        self._events: list = []       # on a GPU: op index, start, end, ... flat; each event an (event, handle)
         self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
         self._data: TimelineData | None = None
 
     # rows ---------------------------------------------------------------------------------------
     @staticmethod
     def _key(stream):
-        """A stream's identity: its handle (0 for the default; an int is one), or the object in
-        the simulator."""
+        """A stream's identity: its handle (0 for the default; an int is one), or in the simulator
+        the stream object itself (whose streams have no handle; the trace keeps it alive)."""
+        if type(stream) is int:
+            return stream
         if stream is None:
             return 0
-        if isinstance(stream, int):
-            return stream
-        handle = getattr(stream, "handle", None)   # the simulator's streams have none
-        return int(handle) if handle is not None else ("object", id(stream))
+        handle = getattr(stream, "handle", None)
+        return int(handle) if handle is not None else stream
 
     def row(self, stream) -> str:
         """The row (stream name) a stream gets: its name if given, else 'stream 1', 'stream 2', ...
         in order of first use; 'default stream' for 0 and the legacy default stream."""
-        key = self._key(stream)
-        return self._rows.get(key) or _SPECIAL_ROWS.get(key) or self._new_row(key, stream)
+        self._take_submitted()          # the streams used so far get their rows first, in order
+        return self._row_of(self._key(stream))
 
-    def _new_row(self, key, stream) -> str:
-        self._keep.append(stream)
+    def _row_of(self, key) -> str:
+        return self._rows.get(key) or _SPECIAL_ROWS.get(key) or self._new_row(key)
+
+    def _new_row(self, key) -> str:
         row = self._rows[key] = f"stream {len(self._rows) + 1}"
         return row
 
@@ -461,40 +464,63 @@ class Timeline:
         return self
 
     # recording ----------------------------------------------------------------------------------
-    def _now_ms(self) -> float:
-        return (time.perf_counter() - self._t0) * 1e3
+    @property
+    def trace(self) -> Trace:
+        """Every op submitted so far, in order (one list, brought up to date when read)."""
+        self._take_submitted()
+        return self._trace
 
-    def _note(self, kind, label, row, **fields) -> Op:
-        op = Op(len(self.trace), kind, label, row, self._now_ms(), **fields)
-        self.trace.append(op)
-        return op
+    def _take_submitted(self) -> None:
+        """Turn the ops noted on the hot path into the trace's Ops: their labels, rows and sizes
+        are worked out here, once, not while the measured code submits them."""
+        submitted, trace = self._submitted, self._trace
+        for index in range(len(trace), len(submitted)):
+            kind, what, key, seconds, extra = submitted[index]
+            row = None if key is _NO_ROW else self._row_of(key)
+            submit_ms = (seconds - self._t0) * 1e3
+            if kind == "kernel":        # what: its name; extra: (grid, block)
+                op = Op(index, kind, what, row, submit_ms, grid=extra[0], block=extra[1])
+            elif kind in TIMED_KINDS:   # a copy; what: its bytes
+                op = Op(index, kind, _size_label(kind.upper(), what), row, submit_ms, nbytes=what)
+            else:                       # what: its label; extra: its event's key, if any
+                op = Op(index, kind, what, row, submit_ms, event=extra)
+            trace.append(op)
+
+    def _note(self, kind, label, stream=None, event=None) -> None:
+        """An op that is not timed (an event record or wait, a synchronization); `stream` None: no
+        row (a device-wide or event synchronize)."""
+        self._submitted.append((kind, label, _NO_ROW if stream is None else self._key(stream),
+                                time.perf_counter(), event))
 
     @property
     def events(self) -> str:
         """What the timeline timed, in words (for a record that uses it)."""
+        if not self.timed_kinds:
+            return "no event on the hot path: every op in the trace with its host submission time, none timed"
         kinds = "launches and copies" if self.timed_kinds == TIMED_KINDS else " and ".join(self.timed_kinds)
         return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
                 f"through cuEventRecord); every op in the trace")
 
-    def _timed_call(self, kind, label, stream, call, grid=None, block=None, nbytes=0):
-        """Note the op; on a GPU, bracket `call()` with two events on its stream. This is the hot
-        path of every timed launch and copy, and what it costs is `kernellab bench 07`'s recorder
-        cost: one key per stream, pooled events with their handles, the driver called directly."""
+    def _timed_call(self, kind, what, stream, call, dims=None):
+        """Note the op (`what`: a kernel's name, a copy's bytes; `dims`: a kernel's (grid, block));
+        on a GPU, bracket `call()` with two events on its stream. This is the hot path of every
+        timed launch and copy, and what it costs is `kernellab bench 07`'s recorder cost. It keeps
+        plain values only (no launch configuration, stream or array alive: holding those made the
+        garbage collector's passes grow with the trace, ~1-2 us per op here), works out labels and
+        rows when the trace is read, and times with pooled events recorded by the driver directly."""
+        submitted = self._submitted
         key = self._key(stream)
-        row = self._rows.get(key) or _SPECIAL_ROWS.get(key) or self._new_row(key, stream)
-        trace = self.trace
-        trace.append(_new_op(Op, (len(trace), kind, label, row, (time.perf_counter() - self._t0) * 1e3,
-                                  None, grid, block, nbytes)))
+        submitted.append((kind, what, key, time.perf_counter(), dims))
         if kind not in self._timing:
             return call()
         start = _spare_events.pop() if _spare_events else _new_event(self._cuda)
         end = _spare_events.pop() if _spare_events else _new_event(self._cuda)
         if self._record(start[1], key):
-            raise RuntimeError(f"cuEventRecord failed on {row}")
+            raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
         result = call()
         if self._record(end[1], key):
-            raise RuntimeError(f"cuEventRecord failed on {row}")
-        self._events.append((len(trace) - 1, start, end))
+            raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
+        self._events.extend((len(submitted) - 1, start, end))   # flat: no tuple kept per op
         return result
 
     def _event_key(self, event) -> int:
@@ -504,48 +530,42 @@ class Timeline:
     def _handlers(self) -> dict:
         """What the timeline notes, per numba-cuda operation (see kernellab.gpu.hooks)."""
         def launch(proceed, kernel: hooks.KernelLaunch):
-            if kernel.captured:         # recorded into a graph, not run: nothing to time yet
-                self._note("kernel", kernel.name, self.row(kernel.stream), grid=kernel.grid,
-                           block=kernel.block)
+            name, stream, dims, captured = kernel.recorded()
+            if captured:                # recorded into a graph, not run: nothing to time yet
+                self._submitted.append(("kernel", name, self._key(stream), time.perf_counter(), dims))
                 return proceed()
-            return self._timed_call("kernel", kernel.name, kernel.stream, proceed, kernel.grid,
-                                    kernel.block)
+            return self._timed_call("kernel", name, stream, proceed, dims)
 
         def to_device(proceed, obj, stream=0, copy=True, to=None):
             if not copy:
                 return proceed()
-            return self._timed_call("h2d", _copy_label("H2D", obj), stream, proceed,
-                                    nbytes=_nbytes(obj))
+            return self._timed_call("h2d", _nbytes(obj), stream, proceed)
 
         def copy_to_device(proceed, array, source, stream=0):
             kind = "d2d" if hasattr(source, "copy_to_host") else "h2d"
-            return self._timed_call(kind, _copy_label(kind.upper(), source),
-                                    stream or getattr(array, "stream", 0), proceed,
-                                    nbytes=_nbytes(source))
+            return self._timed_call(kind, _nbytes(source), stream or getattr(array, "stream", 0), proceed)
 
         def copy_to_host(proceed, array, ary=None, stream=0):
-            return self._timed_call("d2h", _copy_label("D2H", array),
-                                    stream or getattr(array, "stream", 0), proceed,
-                                    nbytes=_nbytes(array))
+            return self._timed_call("d2h", _nbytes(array), stream or getattr(array, "stream", 0), proceed)
 
         def record(proceed, event, stream=0):
-            self._note("record", "event record", self.row(stream), event=self._event_key(event))
+            self._note("record", "event record", stream or 0, self._event_key(event))
             return proceed()
 
         def wait(proceed, event, stream=0):
-            self._note("wait", "event wait", self.row(stream), event=self._event_key(event))
+            self._note("wait", "event wait", stream or 0, self._event_key(event))
             return proceed()
 
         def event_sync(proceed, event):
-            self._note("event_sync", "event synchronize", None, event=self._event_key(event))
+            self._note("event_sync", "event synchronize", event=self._event_key(event))
             return proceed()
 
         def stream_sync(proceed, stream):
-            self._note("stream_sync", "stream synchronize", self.row(stream))
+            self._note("stream_sync", "stream synchronize", stream)
             return proceed()
 
         def device_sync(proceed):
-            self._note("device_sync", "cuda.synchronize", None)
+            self._note("device_sync", "cuda.synchronize")
             return proceed()
 
         return {hooks.LAUNCH: launch, "to_device": to_device, "copy_to_device": copy_to_device,
@@ -590,7 +610,7 @@ class Timeline:
                     device.cuda().synchronize()
                     self._data = self._collect()
             finally:
-                spare = [self._origin, *(pair for _, start, end in self._events for pair in (start, end))]
+                spare = [self._origin, *self._events[1::3], *self._events[2::3]]
                 self._events = []
                 _spare_events.extend(spare[:max(0, SPARE_EVENTS_KEPT - len(_spare_events))])
         return False
@@ -599,7 +619,8 @@ class Timeline:
         cuda = device.cuda()
         times = {}
         origin = self._origin[0]
-        for index, (start, _), (end, _) in self._events:
+        events = self._events
+        for index, (start, _), (end, _) in zip(events[0::3], events[1::3], events[2::3]):
             times[index] = (cuda.event_elapsed_time(origin, start), cuda.event_elapsed_time(origin, end))
         zero = min((t[0] for t in times.values()), default=0.0)
         spans = tuple(Span(op.label, op.row, op.kind, times[op.index][0] - zero,

@@ -1,0 +1,121 @@
+"""The GPU's launch hook, run here without a GPU: numba-cuda's CUDADispatcher.call replaced by a
+function that only counts, and the hooks told they are on a GPU while they install. This is the
+recorder's hot path (kernellab bench 07 times it on the H200); here it is checked for what it
+hands the subscribers and what a Timeline notes from it."""
+
+import types
+
+import pytest
+
+import kernellab  # noqa: F401
+from kernellab.gpu import device, hooks, timeline
+
+
+class HandleStream:
+    """Like numba-cuda's streams on a GPU: an object with a driver handle."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+
+@pytest.fixture
+def gpu_launch_hook(monkeypatch):
+    """call(dispatcher, args, config) through the GPU branch of the launch hook; the list of what
+    reached numba-cuda's (replaced) launch."""
+    from numba.cuda.dispatcher import CUDADispatcher
+    ran = []
+    monkeypatch.setattr(CUDADispatcher, "call", lambda dispatcher, args, config: ran.append(args) or "done",
+                        raising=False)   # the simulator's dispatcher class has none: the hook wraps what is there
+    real_install = hooks._install
+    monkeypatch.setattr(hooks, "_install",
+                        lambda op: real_install(op) if op == hooks.LAUNCH else (lambda: None))
+    real_is_simulator = device.is_simulator
+    installing = {"gpu": True}
+    monkeypatch.setattr(device, "is_simulator", lambda: not installing["gpu"] and real_is_simulator())
+    kernel = types.SimpleNamespace(py_func=types.SimpleNamespace(__name__="busy_kernel"),
+                                   targetoptions={"debug": False})
+
+    def launch(stream, grid=(3, 1, 1), block=(64, 1, 1), args=(1, 2)):
+        config = types.SimpleNamespace(griddim=grid, blockdim=block, stream=stream, sharedmem=128)
+        return CUDADispatcher.call(kernel, args, config)
+    return launch, ran, kernel
+
+
+def test_a_subscriber_reads_the_launch_as_a_kernel_launch(gpu_launch_hook):
+    launch, ran, kernel = gpu_launch_hook
+    seen = []
+
+    def around(proceed, k):
+        seen.append((k.kernel, k.name, k.args, k.grid, k.block, k.stream, k.shared, k.debug, k.captured,
+                     k.recorded()))
+        return proceed()
+    stream = HandleStream(77)
+    with hooks.subscribe(launch=around):
+        assert launch(stream) == "done"
+    assert launch(stream) == "done"                      # closed: numba-cuda's own call again
+    assert ran == [(1, 2), (1, 2)]
+    assert seen == [(kernel, "busy_kernel", (1, 2), (3, 1, 1), (64, 1, 1), stream, 128, False, False,
+                     ("busy_kernel", stream, ((3, 1, 1), (64, 1, 1)), False))]
+
+
+def test_nested_subscribers_each_see_a_launch_once_the_first_opened_outermost(gpu_launch_hook):
+    launch, ran, _ = gpu_launch_hook
+    order = []
+
+    def named(name):
+        def around(proceed, k):
+            order.append(f"{name} in")
+            result = proceed()
+            order.append(f"{name} out")
+            return result
+        return around
+    with hooks.subscribe(launch=named("outer")):
+        with hooks.subscribe(launch=named("inner")):
+            launch(HandleStream(5))
+        launch(HandleStream(5))                           # one again: the short way
+    assert order == ["outer in", "inner in", "inner out", "outer out", "outer in", "outer out"]
+    assert len(ran) == 2
+
+
+def test_a_launch_made_by_the_subscriber_itself_passes_it_by(gpu_launch_hook):
+    launch, ran, _ = gpu_launch_hook
+    calls = []
+
+    def around(proceed, k):
+        calls.append(k.args)
+        if k.args == (1, 2):
+            launch(HandleStream(5), args=("inner",))      # the subscriber launches: not handed back
+        return proceed()
+    with hooks.subscribe(launch=around):
+        launch(HandleStream(5))
+    assert calls == [(1, 2)] and ran == [("inner",), (1, 2)]
+
+
+def test_the_timeline_notes_each_launch_from_plain_values(gpu_launch_hook):
+    """Rows by first use (a handle is a stream's identity, the object is not kept), labels and
+    launch shapes as the trace is read; 0 is the default stream."""
+    launch, _, _ = gpu_launch_hook
+    tl = timeline.Timeline(timed=())
+    tl.timed = False                                      # no GPU here: nothing to time
+    with tl:
+        launch(HandleStream(900))
+        launch(HandleStream(901), grid=(7, 2, 1))
+        launch(HandleStream(900))                         # a new object, the same stream
+        launch(0)
+    assert [(op.kind, op.label, op.row, op.grid) for op in tl.trace] == [
+        ("kernel", "busy_kernel", "stream 1", (3, 1, 1)), ("kernel", "busy_kernel", "stream 2", (7, 2, 1)),
+        ("kernel", "busy_kernel", "stream 1", (3, 1, 1)), ("kernel", "busy_kernel", "default stream", (3, 1, 1))]
+    assert [op.index for op in tl.trace] == [0, 1, 2, 3]
+    kept = [entry for entry in tl._submitted if any(isinstance(v, HandleStream) for v in entry)]
+    assert kept == []                                      # no stream object held by the trace
+
+
+def test_a_stream_named_after_ops_on_others_keeps_their_rows_in_order(gpu_launch_hook):
+    launch, _, _ = gpu_launch_hook
+    tl = timeline.Timeline(timed=())
+    tl.timed = False
+    with tl:
+        launch(HandleStream(1000))
+        tl.name(HandleStream(2000), "copies")
+        launch(HandleStream(2000))
+    assert [op.row for op in tl.trace] == ["stream 1", "copies"]
