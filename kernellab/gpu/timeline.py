@@ -440,6 +440,9 @@ class Timeline:
             return stream
         if stream is None:
             return 0
+        protocol = getattr(stream, "__cuda_stream__", None)   # numba-cuda's and cuda.core's streams
+        if protocol is not None:     # (cuda.core's `handle` builds a CUstream object: ~1 us here, ~5 on the H200's host)
+            return int(protocol()[1])
         handle = getattr(stream, "handle", None)
         return int(handle) if handle is not None else stream
 
