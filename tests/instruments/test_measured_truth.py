@@ -196,6 +196,43 @@ def test_a_row_gets_the_ceiling_of_its_own_read_write_mix():
         timing.ceiling_for_mix(1.2, STREAMS)
 
 
+def test_a_ceiling_is_never_below_a_measured_mix_with_more_writes():
+    """The H200's 2026-12-02 ceilings: the read-only sum (4362 GB/s) under the 4:1 stream (4420).
+    Lab 02's vectorised chain, 4 / 21 of its bytes written, ran at 4420: 100.1% of the line
+    between them, which the 4:1 measurement itself shows too low."""
+    from kernellab.gpu import timing
+    measured = {"read_only": {"write_fraction": 0.0021, "gbps": 4362.0}, "4:1": {"write_fraction": 0.2, "gbps": 4420.0},
+                "2:1": {"write_fraction": 1 / 3, "gbps": 4356.0}, "copy": {"write_fraction": 0.5, "gbps": 4259.0}}
+    gbps, how = timing.ceiling_for_mix(4 / 21, measured)
+    assert gbps == 4420.0
+    assert how.startswith("4:1 (measured at write fraction 0.200, more writes than this mix's 0.190, "
+                          "and faster than interpolated between read_only and 4:1")
+    assert timing.ceiling_for_mix(0.25, measured)[0] == pytest.approx(4420 + (0.25 - 0.2) / (1 / 3 - 0.2) * (4356 - 4420))
+    assert timing.ceiling_for_mix(0.5, measured)[0] == 4259.0
+
+
+def test_a_row_above_its_ceiling_within_the_timings_resolution_is_at_the_ceiling():
+    """Above by less than half of each timing's p10-p90 spread, added: at the ceiling. Above by
+    more: an instrument error, whatever the spreads."""
+    from kernellab.course import bench
+    ceiling = {"write_fraction": 0.2, "gbps": 4400.0, "median_ms": 1.0, "p10_ms": 0.999, "p90_ms": 1.001}
+    ceilings = {"copy_gbps": 4000.0, "copy": {**ceiling, "write_fraction": 0.5, "gbps": 4000.0},
+                "streams": {"4:1": ceiling}}
+
+    def rated(gbps, spread_ms):
+        ms = 20_000_000 / (gbps * 1e6)
+        row = {"bytes": 20_000_000, "write_fraction": 0.2, "median_ms": ms, "p10_ms": ms - spread_ms,
+               "p90_ms": ms + spread_ms}
+        bench.rate_against_ceilings(row, ceilings)
+        return row
+    close = rated(4403.0, 0.00002)            # 100.07%, resolution 0.1 + 0.44 points
+    assert "instrument_error" not in close and close["at_ceiling"].startswith("100.07% of the ceiling")
+    above = rated(4450.0, 0.00002)            # 101.1%
+    assert "at_ceiling" not in above and above["instrument_error"].startswith("101.1% of the ceiling")
+    below = rated(4300.0, 0.0)
+    assert "at_ceiling" not in below and "instrument_error" not in below
+
+
 def test_a_read_heavy_kernel_above_the_copy_is_not_an_instrument_error_below_its_own_ceiling():
     """torch.compile's 4:1 chain on an H200 read 101.4% of the copy: a result against the 4:1 ceiling."""
     from kernellab.course import bench
