@@ -22,7 +22,8 @@ measure the same configuration whatever the caller's environment says:
   of the smaller of copies and kernels, measured two ways in the same process: without the
   recorder, (copies alone + kernels alone - pipeline) / the smaller, each makespan between two
   events on the default stream; and from the pipeline's own events (one timeline per run: time
-  both in flight / the smaller one's total), the median over REPS runs. A share outside [0, 1] is
+  both in flight / the smaller one's total); the four taken in turn within each of PIPELINE_REPS
+  reps (`alternating_windows`), each share the median over the reps. A share outside [0, 1] is
   reported as a measurement problem, never clamped. Beside it: what the recorder costs (host time
   per recorded launch and copy over the bare call, and the pipeline's makespan inside it against
   bare), and each chunk count a student could try (PIPELINE_STEPS), without the recorder.
@@ -210,24 +211,41 @@ def median_run(run, reps: int, before=None) -> tuple[list[Timeline], Timeline]:
 
 
 SLOWDOWN_METHOD = ("inside the recorder and bare alike: between two events on the default stream around "
-                   "the call, from the host's first submission to the last op's end")
+                   "the call, from the host's first submission to the last op's end; the median over the "
+                   "reps of each rep's recorded / bare - 1, the two taken in turn (alternating_windows)")
+OVERLAP_METHOD = ("copies alone, kernels alone and the pipeline taken in turn within each rep "
+                  "(alternating_windows); each rep's hidden share from its own three windows, the median "
+                  "over the reps")
+PIPELINE_REPS = 15
 
 
-def recorded_windows(run, reps: int) -> tuple[list[Timeline], Timeline, list[float]]:
-    """median_run's timelines of run(), each run also timed as the bare pipeline is
-    (SLOWDOWN_METHOD); a timeline's own makespan starts at its first span, after the host has
-    already submitted the first op, and would flatter the recorder by that time."""
+def alternating_windows(ways: dict, reps: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Each way's window in ms (SLOWDOWN_METHOD: two events on the default stream around its call),
+    the ways taken in turn within every rep, in an order rotated rep by rep: a host whose speed
+    changes during the run (the H200's did, 26-48 us per launch within one process) changes every
+    way alike, and a figure made from one rep's samples (a hidden share, a slowdown) compares like
+    with like. `ways`: name -> (a context to open around the window, the call). Warm-ups dropped."""
     cuda = device.cuda()
-    pairs = []
+    names = list(ways)
+    windows = {name: [] for name in names}
+    for rep in range(warmup + reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            opened, call = ways[name]
+            start, end = cuda.event(timing=True), cuda.event(timing=True)   # made outside the window
+            cuda.synchronize()
+            with opened():
+                start.record()
+                call()
+                end.record()
+            end.synchronize()
+            if rep >= warmup:
+                windows[name].append(cuda.event_elapsed_time(start, end))
+    return windows
 
-    def bracketed():
-        start, end = cuda.event(timing=True), cuda.event(timing=True)   # made outside the window
-        start.record()
-        run()
-        end.record()
-        pairs.append((start, end))
-    runs, middle = median_run(bracketed, reps)
-    return runs, middle, [cuda.event_elapsed_time(start, end) for start, end in pairs[1:]]   # [0]: the warm-up
+
+def paired_ratio(numerators, denominators) -> dict:
+    """The spread of numerator / denominator - 1 over the reps, each pair from one rep."""
+    return spread([a / b - 1 for a, b in zip(numerators, denominators)])
 
 
 def spread(values) -> dict:
@@ -398,13 +416,18 @@ def recorder_free_hidden(pipeline_ms: float, copies_ms: float, kernels_ms: float
     return (copies_ms + kernels_ms - pipeline_ms) / min(copies_ms, kernels_ms)
 
 
-def measure_recorder_cost(lab, stream, reps: int = 30, inner: int = 100) -> dict:
+RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
+                        "in the same rep): the ways taken in turn within each rep, in a rotated order")
+
+
+def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict:
     """The host's time per op inside a Timeline over the same call bare (a one-block launch and a
     1 KiB pinned copy on a stream); inside a Timeline that times nothing (`timed=()`: the trace
     alone, no event on the hot path); and two of the full recorder's parts alone: the call between
     two of its events with no hook (`events_around`), and the call through a subscription that only
-    passes it on (the hooks). Interleaved in three rounds; each median with its spread from the
-    pooled samples. Events are reserved before, as the pipeline's are."""
+    passes it on (the hooks). Each rep times `inner` calls of every way in turn (RECORDER_COST_METHOD),
+    so each cost is a paired difference with its own spread. Events are reserved before, as the
+    pipeline's are."""
     cuda = device.cuda()
     small = cuda.device_array(256, dtype=np.float32)
     host = cuda.pinned_array(256, dtype=np.float32)
@@ -418,23 +441,28 @@ def measure_recorder_cost(lab, stream, reps: int = 30, inner: int = 100) -> dict
     ways = {"bare": contextlib.nullcontext, "recorded": Timeline,
             "trace_only": lambda: Timeline(timed=()), "events_only": contextlib.nullcontext,
             "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
+    names = list(ways)
     result = {}
     for name, call in calls.items():
         samples = {way: [] for way in ways}
-        for _ in range(3):
-            for way, opened in ways.items():
+        for way in names:                                   # warm each way up once
+            with ways[way]():
+                timing.time_host(events_around(call, stream) if way == "events_only" else call, reps=1, inner=inner)
+        for r in range(reps):
+            for way in names[r % len(names):] + names[:r % len(names)]:
                 timed = events_around(call, stream) if way == "events_only" else call
-                with opened():
-                    samples[way].extend(timing.time_host(timed, reps=reps, inner=inner).samples_ms)
-        bare = float(np.median(samples["bare"]))
+                with ways[way]():
+                    samples[way].extend(timing.time_host(timed, reps=1, inner=inner, warmup=0).samples_ms)
+        over = {way: [1e3 * (t - b) for t, b in zip(samples[way], samples["bare"])] for way in names}
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
-                        **{f"{way}_over_bare_us": 1e3 * (float(np.median(samples[way])) - bare)
+                        **{f"{way}_over_bare_us": float(np.median(over[way]))
                            for way in ("trace_only", "events_only", "hooks_only")},
-                        "us_per_op": 1e3 * (float(np.median(samples["recorded"])) - bare)}
+                        **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
+                        "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD}
     return result
 
 
-def measure_pipeline(lab, bps: int, reps: int = REPS) -> dict:
+def measure_pipeline(lab, bps: int) -> dict:
     """Copy/compute overlap of the chunked pipeline, pinned and pageable, measured two ways: without
     the recorder (makespans of the pipeline, its copies alone and its kernels alone, each between
     two events on the default stream, host submission included) and by the recorder's own events
@@ -465,41 +493,61 @@ def measure_pipeline(lab, bps: int, reps: int = REPS) -> dict:
             lab.busy(buffers[0][lo:hi], iters, out=buffers[1][lo:hi], stream=streams[c % len(streams)])
 
     def makespan(fn):
-        return timing.time_gpu(fn, warmup=2, reps=reps, hide_host=False)
+        return timing.time_gpu(fn, warmup=2, reps=REPS, hide_host=False)
 
     copies = makespan(lambda: copies_only(pinned_x, pinned_out, PIPELINE_CHUNKS))
     probe = 1024                                   # enough FMAs that arithmetic, not memory, dominates
     probe_time = makespan(lambda: kernels_only(probe, PIPELINE_CHUNKS))
     iters = max(1, round(probe * 0.5 * copies.median_ms / probe_time.median_ms))   # kernels ~ half
 
-    def overlap_without_recorder(host_x, host_out, chunks) -> dict:
-        alone = {"copies": makespan(lambda: copies_only(host_x, host_out, chunks)),
-                 "kernels": makespan(lambda: kernels_only(iters, chunks)),
-                 "pipeline": makespan(lambda: lab.pipeline(host_x, iters, streams, chunks, host_out, buffers))}
-        return {**{f"{name}_ms": t.as_dict() for name, t in alone.items()},
-                "hidden_fraction": recorder_free_hidden(*(alone[k].median_ms for k in ("pipeline", "copies", "kernels")))}
+    def without_recorder(host_x, host_out, chunks) -> dict:
+        """The three ways with no recorder open: name -> (context, call)."""
+        return {"copies": (contextlib.nullcontext, lambda: copies_only(host_x, host_out, chunks)),
+                "kernels": (contextlib.nullcontext, lambda: kernels_only(iters, chunks)),
+                "pipeline": (contextlib.nullcontext,
+                             lambda: lab.pipeline(host_x, iters, streams, chunks, host_out, buffers))}
+
+    def overlap_without_recorder(windows) -> dict:
+        """Makespans and the hidden share from alternating windows: each rep's share from that rep's
+        three windows, the median over the reps."""
+        shares = [recorder_free_hidden(*parts) for parts in zip(*(windows[k] for k in ("pipeline", "copies", "kernels")))]
+        return {**{f"{name}_ms": timing.Timing(tuple(windows[name])).as_dict()
+                   for name in ("copies", "kernels", "pipeline")},
+                "hidden_fraction": float(np.median(shares)), "hidden_fractions": shares,
+                "method": OVERLAP_METHOD}
 
     recorder = measure_recorder_cost(lab, streams[0])
-    reserve_events(3 * PIPELINE_CHUNKS * (reps + 1))
+    reserve_events(3 * PIPELINE_CHUNKS)         # one run's: each timeline gives its events back
     cases = {}
     for memory, (host_x, host_out) in hosts.items():
-        bare = overlap_without_recorder(host_x, host_out, PIPELINE_CHUNKS)
-        runs, middle, windows = recorded_windows(
-            lambda: lab.pipeline(host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers), reps)
+        timelines: list[Timeline] = []
+
+        def recording():
+            timelines.append(Timeline())
+            return timelines[-1]
+        ways = {**without_recorder(host_x, host_out, PIPELINE_CHUNKS),
+                "recorded": (recording, lambda: lab.pipeline(host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers))}
+        windows = alternating_windows(ways, PIPELINE_REPS)
+        bare = overlap_without_recorder(windows)
         checks.assert_matches(host_out, lab.busy_reference(host_x, iters), rtol=1e-5,
                               what=f"{memory} pipeline")
+        runs = timelines[-PIPELINE_REPS:]                   # the warm-ups' timelines dropped
+        middle = sorted(zip(windows["recorded"], range(len(runs)), runs))[len(runs) // 2][2]
         fractions = [t.data.hidden_fraction() for t in runs]
-        recorded_ms = spread(windows)
+        recorded_ms = spread(windows["recorded"])
+        slowdown = paired_ratio(windows["recorded"], windows["pipeline"])
         cases[memory] = {"bare": bare, "pipeline_ms": recorded_ms, "slowdown_method": SLOWDOWN_METHOD,
                          "spans_makespan_ms": spread([t.data.makespan_ms for t in runs]),
-                         "recorder_slowdown": recorded_ms["median"] / bare["pipeline_ms"]["median_ms"] - 1,
+                         "recorder_slowdown": slowdown["median"], "recorder_slowdowns": slowdown,
                          "hidden_fraction": float(np.median(fractions)), "hidden_fractions": fractions,
                          "problems": fraction_problems(fractions) + saved_too_much(bare["hidden_fraction"]),
                          "timeline": middle.data.as_dict()}
         if memory == "pinned":
             cases[memory]["predicted"] = pipeline_prediction(lab, middle, bps, sm_count, iters, buffers,
                                                              host_x, host_out, streams[0]).as_dict()
-    steps = {name: {"chunks": chunks, "why": why, **overlap_without_recorder(pinned_x, pinned_out, chunks)}
+    steps = {name: {"chunks": chunks, "why": why,
+                    **overlap_without_recorder(alternating_windows(without_recorder(pinned_x, pinned_out, chunks),
+                                                                   PIPELINE_REPS))}
              for name, (chunks, why) in PIPELINE_STEPS.items()}
     return {"provenance": reference.provenance(), "n": PIPELINE_N, "chunks": PIPELINE_CHUNKS,
             "streams": PIPELINE_STREAMS, "iters": iters, "recorder": {"events": middle.events, **recorder},
@@ -554,7 +602,7 @@ def measure_in_process(lab, name: str, reps: int = REPS) -> dict:
     iters = calibrate_iters(lab, FEW_BLOCKS, KERNEL_MS, device.cuda().stream())
     return {"default_stream": lambda: measure_default_stream(lab, iters, reps),
             "events_vs_barriers": lambda: measure_events_vs_barriers(lab, iters, reps),
-            "pipeline": lambda: measure_pipeline(lab, bps, reps)}[name]()
+            "pipeline": lambda: measure_pipeline(lab, bps)}[name]()
 
 
 def in_fresh_process(name: str):
@@ -832,6 +880,8 @@ def _overlap_values(records):
     """The pinned pipeline's hidden share measured both ways, on the worst repeat of each."""
     repeats = _pipeline_repeats(records)
     pinned = [record["cases"]["pinned"] for record in repeats]
+    for case in pinned:
+        need(case, "bare", "method")      # older records made the share from three medians
     return {"bare": 100 * min(c["bare"]["hidden_fraction"] for c in pinned),
             "by_events": 100 * min(c["hidden_fraction"] for c in pinned),
             "worst": 100 * min(min(c["hidden_fraction"], c["bare"]["hidden_fraction"]) for c in pinned),
@@ -872,10 +922,11 @@ def _slowdown_values(records):
     """The pinned pipeline inside the recorder against bare, both timed the same way (worst repeat)."""
     repeats = _pipeline_repeats(records)
     for record in repeats:
-        need(record, "cases", "pinned", "slowdown_method")   # older records timed the two differently
+        need(record, "cases", "pinned", "recorder_slowdowns")   # older records timed the two apart
     worst = max(repeats, key=lambda r: r["cases"]["pinned"]["recorder_slowdown"])["cases"]["pinned"]
     return {"recorded": worst["pipeline_ms"]["median"], "bare": worst["bare"]["pipeline_ms"]["median_ms"],
             "slowdown": 100 * worst["recorder_slowdown"], "target_slowdown": 100 * TARGETS["recorder_slowdown"],
+            "slowdown_p10": 100 * worst["recorder_slowdowns"]["p10"], "slowdown_p90": 100 * worst["recorder_slowdowns"]["p90"],
             "repeats": len(repeats)}
 
 
@@ -984,7 +1035,8 @@ CLAIMS = [
                        "2x or less: the barrier cost little here"),)),
     Claim("overlap_hides",
           "From pinned memory the pipeline hides {bare:.0f}% of the smaller of its copies and its kernels "
-          "measured without the recorder (it takes {pipeline:.2f} ms; its copies alone {copies:.2f} ms, "
+          "measured without the recorder (the median of each rep's share, from its own three makespans "
+          "taken in turn; medians: the pipeline {pipeline:.2f} ms, its copies alone {copies:.2f} ms, "
           "its kernels alone {kernels:.2f} ms) and {by_events:.0f}% by the recorder's own events, the worst "
           "of {repeats} repeat(s) each; the two are at most {apart:.0f} points apart (target: within "
           "{agree:.0f}, {agree_met}), with {problems} shares outside [0, 1]. Pinned, the worse of the two is "
@@ -1024,17 +1076,19 @@ CLAIMS = [
                    "when the trace is read, and no launch configuration, stream or array is kept alive "
                    "(keeping them made each garbage-collector pass longer as the trace grew)"),
     Claim("recorder_slowdown",
-          "Timed the same way, between two events on the default stream around the call, the pinned "
-          "pipeline takes {recorded:.2f} ms inside the recorder against {bare:.2f} ms bare, {slowdown:+.1f}% "
-          "(worst of {repeats} repeat(s); target: within {target_slowdown:.0f}%, {met}).",
+          "Timed the same way, between two events on the default stream around the call, and taken in "
+          "turn, the pinned pipeline takes {recorded:.2f} ms inside the recorder against {bare:.2f} ms bare "
+          "(medians); each rep's recorded / bare gives {slowdown:+.1f}% (the median over the reps, "
+          "p10-p90 {slowdown_p10:+.1f}% to {slowdown_p90:+.1f}%; worst of {repeats} repeat(s); target: "
+          "within {target_slowdown:.0f}%, {met}).",
           values=_slowdown_values,
           checks=(target("met", "slowdown", "<=", "target_slowdown"),),
           explains="the recorder's own makespan starts at its first span, when the first copy began, "
                    "after the host had already submitted it; against a bare time that includes that "
-                   "submission it would flatter the recorder (a record without `slowdown_method` was timed that way, "
-                   "so this claim waits for a new one)"),
+                   "submission it would flatter the recorder (a record without `recorder_slowdowns` timed the "
+                   "two apart, or that way, so this claim waits for a new one)"),
     Claim("recorder_parts",
-          "Measured apart in the same rounds (worst of {repeats} repeat(s)), a launch between two of the "
+          "Measured apart in the same reps (worst of {repeats} repeat(s)), a launch between two of the "
           "recorder's events with no hook costs {events:+.1f} us over bare, and through a hook that only "
           "passes it on {hooks:+.1f} us: the two parts alone ({parts:+.1f} us) {floor} the {target_us:.0f} us "
           "target, and "
