@@ -95,6 +95,7 @@ def test_the_figure_and_the_key_line_read_a_recording_in_the_new_form(tmp_path):
     assert all(v["met"] and v["worst_size"] == 2**26 for v in judged.values())
 
 
+@pytest.mark.skipif(not device.is_simulator(), reason="the traffic meter counts loads in the simulator")
 @pytest.mark.parametrize("sizes", [(301, 150, 75, 37), (0, 130, 0, 1), (64, 65, 1, 128)])
 def test_the_solution_sides_4_per_thread_kernel_computes_the_tasks_reading_each_input_once(sizes):
     """Ragged ends, empty tasks and a task of one element; every input element read once and every
