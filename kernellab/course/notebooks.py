@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import functools
 import json
 import string
 import sys
@@ -117,31 +118,73 @@ def with_outputs(path: Path) -> list[int]:
             and (cell.get("outputs") or cell.get("execution_count") is not None)]
 
 
-SLOW_NOTEBOOK_S = 60     # a notebook slower than this names its slowest cell (06 has stalled ~300 s in CI)
+SLOW_NOTEBOOK_S = 60     # a notebook slower than this names its slowest cell
 
 
-def slowest_cell(notebook) -> str:
-    """Its slowest code cell: the wall time from the previous cell's reply to its own, from the
-    timings nbclient records in each cell's metadata. (A cell's own execute_input message can
-    arrive late: on 2026-12-02 notebook 06 took 312 s while its cells' input-to-reply times
-    summed to seconds.)"""
-    from datetime import datetime
+@functools.cache
+def kernel_manager_class():
+    """nbclient's kernel manager, with a shell channel that cannot miss a cell's reply.
 
-    def at(cell, key):
-        stamp = cell.get("metadata", {}).get("execution", {}).get(key)
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
-    code = [(i, cell) for i, cell in enumerate(notebook.cells)
-            if cell.cell_type == "code" and at(cell, "shell.execute_reply")]
-    if not code:
-        return "no timed code cells"
-    gaps, previous = [], at(code[0][1], "iopub.execute_input") or at(code[0][1], "shell.execute_reply")
-    for index, cell in code:
-        reply = at(cell, "shell.execute_reply")
-        gaps.append(((reply - previous).total_seconds(), index, cell))
-        previous = reply
-    took, index, cell = max(gaps, key=lambda gap: gap[0])
-    first_line = (cell.source.strip().splitlines() or [""])[0][:80]
-    return f"slowest cell {index}: {took:.1f} s from the previous reply ({first_line})"
+    jupyter_client's Session.send writes to a zmq.asyncio socket through a plain shadow of it,
+    so pyzmq's asyncio layer never hears of the send. libzmq's file descriptor is
+    edge-triggered: a send handles the socket's pending commands, and when the kernel's reply
+    has just come in, it takes the one wake-up the awaited poll was waiting for (libzmq asks for
+    ZMQ_EVENTS to be read after each send; pyzmq's asyncio socket then wakes its waiters).
+    nbclient sends on the shell channel while it awaits a cell's reply there when the cell shows
+    an ipywidgets Output widget: its stand-in for the widget sends each output back to the
+    kernel (jupyter/nbclient#312). Notebook 06's explorer is such a cell: in some runs its
+    reply, already there, was read only when the poll's timeout, the cell timeout (300 s), ran
+    out, and the run went on as if nothing had happened. This channel reads ZMQ_EVENTS through
+    the asyncio socket after every send. Built on first use: jupyter_client takes 0.15 s to
+    import."""
+    import zmq
+    from jupyter_client import AsyncKernelManager
+    from jupyter_client.asynchronous import AsyncKernelClient
+    from jupyter_client.channels import AsyncZMQSocketChannel
+    from traitlets import Type, default
+
+    class ShellChannel(AsyncZMQSocketChannel):
+        def send(self, msg):
+            super().send(msg)
+            self.socket.get(zmq.EVENTS)      # wakes a waiting poll if a message is there
+
+    class KernelClient(AsyncKernelClient):
+        shell_channel_class = Type(ShellChannel)
+
+    class KernelManager(AsyncKernelManager):
+        @default("client_factory")
+        def _client_factory_default(self):
+            return KernelClient
+
+    return KernelManager
+
+
+class CellClock:
+    """Each code cell's wall time as nbclient waits for it, from sending the cell to holding its
+    reply and outputs (nbclient's hooks). The kernel's own timestamps cannot show a wait on
+    nbclient's side: in the 300 s runs of notebook 06 they put the time in the next cell."""
+
+    def __init__(self):
+        self.started: dict[int, float] = {}
+        self.seconds: dict[int, float] = {}
+
+    def start(self, cell, cell_index):
+        self.started[cell_index] = time.perf_counter()
+
+    def stop(self, cell, cell_index, execute_reply):
+        self.seconds[cell_index] = time.perf_counter() - self.started[cell_index]
+
+    def slowest(self, notebook) -> str:
+        """'slowest cell N: S s (its first line)'; a cell still waited on when the run ended
+        counts up to then."""
+        if not self.started:
+            return "no code cell ran"
+        now = time.perf_counter()
+        took = {index: self.seconds.get(index, now - start) for index, start in self.started.items()}
+        index = max(took, key=took.get)
+        first_line = (notebook.cells[index].source.strip().splitlines() or [""])[0][:80]
+        running = "" if index in self.seconds else ", unfinished"
+        return f"slowest cell {index}: {took[index]:.1f} s{running} ({first_line})"
 
 
 def execute(path: Path) -> tuple[Path, float, str | None, str]:
@@ -153,15 +196,18 @@ def execute(path: Path) -> tuple[Path, float, str | None, str]:
     env = settings.child_env(target="solutions")       # the kernel is a child process
     env.setdefault("MPLBACKEND", "Agg")
     notebook = nbformat.read(path, as_version=4)
+    clock = CellClock()
     client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+                                     kernel_manager_class=kernel_manager_class(),
+                                     on_cell_execute=clock.start, on_cell_executed=clock.stop,
                                      resources={"metadata": {"path": str(Path(path).parent)}})
     started = time.perf_counter()
     try:
         client.execute(env=env)
     except Exception as exc:  # report the failing notebook and carry on with the rest
         return (path, time.perf_counter() - started, f"{type(exc).__name__}: {str(exc)[-1500:]}",
-                slowest_cell(notebook))
-    return path, time.perf_counter() - started, None, slowest_cell(notebook)
+                clock.slowest(notebook))
+    return path, time.perf_counter() - started, None, clock.slowest(notebook)
 
 
 def main(argv=None) -> int:
