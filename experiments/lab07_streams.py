@@ -808,8 +808,9 @@ def key_figure(lab, records: dict) -> str:
     default = records.get(CONCURRENCY_RECORD[8])
     at_8 = f"{speedup_at_16(default):.1f}x at the default 8" if default else "not measured at 8 yet"
     pinned = records.get("pipeline", {}).get("cases", {}).get("pinned", {})
-    overlap = (f"copy/compute overlap hides {pinned['hidden_fraction']:.0%}" if "hidden_fractions" in pinned
-               else "overlap from the pipeline's own events not recorded yet")
+    overlap = (f"copy/compute overlap hides {pinned['bare']['hidden_fraction']:.0%} without the recorder, "
+               f"{pinned['hidden_fraction']:.0%} by its events" if "bare" in pinned
+               else "overlap measured without the recorder not recorded yet")
     return (f"16 x 8-block kernels: 16 streams {speedup_at_16(conc):.1f}x over 1 (pre-enqueued, "
             f"{conc['max_connections']} connections; {at_8}); model error <= "
             f"{max(model_errors(conc).values()):.0%} at {conc['max_connections']}; {overlap}")
