@@ -261,8 +261,9 @@ class _Tracked(dict):
 def _source(records: dict, names) -> str:
     def one(name) -> set[str]:
         record = records.get(name) or {}
-        if name.startswith("lab") and name[3:].isdigit():     # another lab's records, whole
-            return {one_of(r) for r in record.values()} or {"no records"}
+        if name.startswith("lab") and name[3:].isdigit():     # another lab's records, whole:
+            dated = [r for r in record.values() if isinstance(r, dict) and r.get("provenance")]
+            return {one_of(r) for r in dated or record.values()} or {"no records"}   # (its targets have no date)
         return {one_of(record)}
 
     def one_of(record):
