@@ -1,0 +1,323 @@
+"""Lab 07's claims: the discussion's sentences, each checked against the records (the worst
+recorded repeat where bench repeated the run)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernellab.course.claims import Claim, Compare, Missing, need, repeats_of, says, target
+from kernellab.gpu.timeline import TimelineData
+
+from experiments.lab07_constants import (
+    CONCURRENCY_RECORD, MAIN_CONNECTIONS, NUMBER, PIPELINE_STEPS, PIPELINE_STEPS_MAIN, TARGETS)
+from experiments.lab07_measure import model_errors
+
+
+def _sweep(records, connections: int) -> dict:
+    """The worst repeat's figures of one connection count: 16 and 8 streams over 1 (small kernels,
+    pre-enqueued), and the model's worst error at 2-16 streams with where it was."""
+    name = CONCURRENCY_RECORD[connections]
+    repeats = repeats_of(records, name, NUMBER)
+    for record in repeats:
+        if int(record.get("max_connections", 0)) != connections:
+            raise Missing(f"{name} was measured at {record.get('max_connections')} connections, not {connections}")
+    errors = [(error, key) for record in repeats for key, error in model_errors(record).items()]
+    rows = [{r["streams"]: r["speedup"] for r in rec["shapes"]["few_sms"]["modes"]["gated"]} for rec in repeats]
+    worst, where = max(errors)
+    return {"s16": min(r[16] for r in rows), "s8": min(r[8] for r in rows), "error": 100 * worst,
+            "where": where, "repeats": len(repeats), "target": TARGETS["speedup_16_streams"],
+            "target_error": 100 * TARGETS["model_error"]}
+
+
+def _pacing_values(records):
+    """Plain launches against pre-enqueued ones (few-SM kernels, 16 streams, 32 queues) in every
+    repeat, beside the host's cost of a plain launch inside the recorder (the model's input)."""
+    shapes = [rec["shapes"]["few_sms"] for rec in repeats_of(records, CONCURRENCY_RECORD[MAIN_CONNECTIONS], NUMBER)]
+    at_16 = {mode: [next(r["speedup"] for r in shape["modes"][mode] if r["streams"] == 16) for shape in shapes]
+             for mode in ("plain", "gated")}
+    launches = [ms for shape in shapes for ms in shape["model"]["plain"]["host_launch_ms"]]
+    return {"launch_lo": min(launches), "launch_hi": max(launches),
+            "kernel_ms": max(shape["kernel_alone"]["median_ms"] for shape in shapes), "repeats": len(shapes),
+            "plain_lo": min(at_16["plain"]), "plain_hi": max(at_16["plain"]),
+            "gated_lo": min(at_16["gated"]), "gated_hi": max(at_16["gated"])}
+
+
+def _streams_values(records):
+    at_8, at_32 = _sweep(records, 8), _sweep(records, MAIN_CONNECTIONS)
+    return {"s16_8": at_8["s16"], "s8_8": at_8["s8"], "s16_32": at_32["s16"], "repeats": at_8["repeats"],
+            "past_8": at_8["s16"] / at_8["s8"], "raised": at_32["s16"] / at_8["s16"]}
+
+
+def _pitfall_values(records):
+    cases = need(records, "default_stream", "cases")
+    values = {"streams": cases["16_streams"]["speedup"],
+              "blocking": cases["16_streams_with_default_stream_launches"]["speedup"],
+              "nonblocking": cases["16_nonblocking_streams_with_default_stream_launches"]["speedup"]}
+    return {**values, "blocking_share": values["blocking"] / values["streams"],
+            "nonblocking_over_blocking": values["nonblocking"] / values["blocking"]}
+
+
+def _barrier_values(records):
+    cases = need(records, "events_vs_barriers", "cases")
+    values = {name: cases[case]["d_ready_ms"]["median"] for name, case in (
+        ("events", "diamond_events_beside_background"), ("barriers", "diamond_synchronized_beside_background"),
+        ("events_alone", "diamond_events"), ("barriers_alone", "diamond_synchronized"))}
+    return {**values, "ratio": values["barriers"] / values["events"]}
+
+
+def _pipeline_repeats(records) -> list[dict]:
+    repeats = repeats_of(records, "pipeline", NUMBER)
+    for record in repeats:
+        need(record, "cases", "pinned", "bare")          # older records measured only through the recorder
+    return repeats
+
+
+def _overlap_values(records):
+    """The pinned pipeline's hidden share measured both ways, on the worst repeat of each."""
+    repeats = _pipeline_repeats(records)
+    pinned = [record["cases"]["pinned"] for record in repeats]
+    for case in pinned:
+        need(case, "bare", "method")      # older records made the share from three medians
+    return {"bare": 100 * min(c["bare"]["hidden_fraction"] for c in pinned),
+            "by_events": 100 * min(c["hidden_fraction"] for c in pinned),
+            "worst": 100 * min(min(c["hidden_fraction"], c["bare"]["hidden_fraction"]) for c in pinned),
+            "apart": 100 * max(abs(c["hidden_fraction"] - c["bare"]["hidden_fraction"]) for c in pinned),
+            "agree": TARGETS["methods_agree_points"],
+            "pageable": 100 * max(r["cases"]["pageable"]["bare"]["hidden_fraction"] for r in repeats),
+            "pageable_ms": min(r["cases"]["pageable"]["bare"]["pipeline_ms"]["median_ms"] for r in repeats),
+            "pageable_serial": min(r["cases"]["pageable"]["bare"]["copies_ms"]["median_ms"]
+                                   + r["cases"]["pageable"]["bare"]["kernels_ms"]["median_ms"] for r in repeats),
+            "problems": sum(len(c["problems"]) for c in pinned), "repeats": len(repeats),
+            "target": 100 * TARGETS["hidden_fraction"],
+            "pipeline": max(c["bare"]["pipeline_ms"]["median_ms"] for c in pinned),
+            "copies": max(c["bare"]["copies_ms"]["median_ms"] for c in pinned),
+            "kernels": max(c["bare"]["kernels_ms"]["median_ms"] for c in pinned)}
+
+
+def _recorder_values(records):
+    """What the recorder costs: per op on the host, and on the pinned pipeline's makespan (worst repeat)."""
+    repeats = _pipeline_repeats(records)
+    return {"launch": max(r["recorder"]["launch"]["us_per_op"] for r in repeats),
+            "copy": max(r["recorder"]["copy"]["us_per_op"] for r in repeats),
+            "plain": float(np.median([r["recorder"]["launch"]["bare_us"]["median"] for r in repeats])),
+            "per_op": max(max(r["recorder"][c]["us_per_op"] for c in ("launch", "copy")) for r in repeats),
+            "target_us": TARGETS["recorder_us_per_op"], "repeats": len(repeats)}
+
+
+def _trace_only_values(records):
+    """What the recorder costs with no event on the hot path, `Timeline(timed=())` (worst repeat)."""
+    repeats = _pipeline_repeats(records)
+    for record in repeats:
+        need(record, "recorder", "launch", "trace_only_over_bare_us")
+    worst = {call: max(r["recorder"][call]["trace_only_over_bare_us"] for r in repeats) for call in ("launch", "copy")}
+    return {**worst, "per_op": max(worst.values()), "target_us": TARGETS["recorder_us_per_op"],
+            "repeats": len(repeats)}
+
+
+def _slowdown_values(records):
+    """The pinned pipeline inside the recorder against bare, both timed the same way (worst repeat)."""
+    repeats = _pipeline_repeats(records)
+    for record in repeats:
+        need(record, "cases", "pinned", "recorder_slowdowns")   # older records timed the two apart
+    worst = max(repeats, key=lambda r: r["cases"]["pinned"]["recorder_slowdown"])["cases"]["pinned"]
+    return {"recorded": worst["pipeline_ms"]["median"], "bare": worst["bare"]["pipeline_ms"]["median_ms"],
+            "slowdown": 100 * worst["recorder_slowdown"], "target_slowdown": 100 * TARGETS["recorder_slowdown"],
+            "slowdown_p10": 100 * worst["recorder_slowdowns"]["p10"], "slowdown_p90": 100 * worst["recorder_slowdowns"]["p90"],
+            "repeats": len(repeats)}
+
+
+def _recorder_parts_values(records):
+    """The recorder's two parts measured apart (worst repeat): the events alone and the hooks alone."""
+    repeats = _pipeline_repeats(records)
+    for record in repeats:
+        need(record, "recorder", "launch", "events_only_over_bare_us")
+    worst = {part: max(r["recorder"][call][f"{part}_only_over_bare_us"] for r in repeats)
+             for call in ("launch",) for part in ("events", "hooks")}
+    whole = max(r["recorder"]["launch"]["us_per_op"] for r in repeats)
+    parts = worst["events"] + worst["hooks"]
+    return {**worst, "parts": parts, "whole": whole, "rest": whole - parts,
+            "repeats": len(repeats), "target_us": TARGETS["recorder_us_per_op"]}
+
+
+def _steps_values(records):
+    """Each chunk count's hidden share without the recorder, on the worst repeat."""
+    repeats = _pipeline_repeats(records)
+    for record in repeats:
+        for name in PIPELINE_STEPS:
+            need(record, "steps", name)
+    hidden = {name: 100 * min(r["steps"][name]["hidden_fraction"] for r in repeats) for name in PIPELINE_STEPS}
+    ms = {name: max(r["steps"][name]["pipeline_ms"]["median_ms"] for r in repeats) for name in PIPELINE_STEPS}
+    main = 100 * min(r["cases"]["pinned"]["bare"]["hidden_fraction"] for r in repeats)
+    same = PIPELINE_STEPS_MAIN
+    return {**{f"hidden_{name}": v for name, v in hidden.items()}, **{f"ms_{name}": v for name, v in ms.items()},
+            "repeats": len(repeats), "main": main, "apart": abs(main - hidden[same]),
+            "agree": TARGETS["methods_agree_points"]}
+
+
+def _pipeline_model_values(records):
+    pinned = need(records, "pipeline", "cases", "pinned")
+    need(pinned, "bare")
+    predicted = TimelineData.from_dict(pinned["predicted"]).makespan_ms
+    measured = pinned["bare"]["pipeline_ms"]["median_ms"]
+    spans = need(pinned, "timeline", "spans")
+    gap = float(np.median(np.diff(sorted(s["submit_ms"] for s in spans))))
+    return {"predicted": predicted, "measured": measured, "error": 100 * (predicted - measured) / measured,
+            "error_size": 100 * abs(predicted - measured) / measured, "target_error": 100 * TARGETS["model_error"],
+            "gap": gap}
+
+
+CLAIMS = [
+    Claim("sixteen_streams_at_32",
+          "With 32 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS=32), 16 streams of small pre-enqueued "
+          "kernels run {s16:.1f}x faster than one stream, {s8:.1f}x on 8 streams (the worst of {repeats} "
+          "recorded repeat(s); target: 16 streams at least {target:.0f}x, {met}).",
+          headline="16 small kernels on 16 streams: {s16:.1f}x (worst of {repeats} repeats, 32 queues; target {target:.0f}x: {met})",
+          values=lambda r: _sweep(r, MAIN_CONNECTIONS), checks=(target("met", "s16", ">=", "target"),)),
+    Claim("streams_4_8",
+          "At the driver's default of 8 hardware queues, 16 streams gain {s16_8:.1f}x over one and 8 "
+          "streams {s8_8:.1f}x ({past_8:.2f}x for the second 8: {beyond}). With 32 queues the same 16 streams gain {s16_32:.1f}x, "
+          "{raised:.1f}x what they gain at 8 (the worst of {repeats} recorded repeat(s)): {verdict}.",
+          headline="{s16_8:.1f}x at the default 8 queues",
+          values=_streams_values,
+          checks=(says("beyond", "past_8", "<", 1.25, "under 1.25x: streams beyond the 8th share a queue with an "
+                       "earlier one and wait for it", "1.25x or more: streams beyond the 8th still gain"),
+                  says("verdict", "raised", ">", 1.5, "more than 1.5x: the article's 4-8 streams is the default queue count, not "
+                       "a property of the work: past 8, streams pay only with CUDA_DEVICE_MAX_CONNECTIONS "
+                       "raised", "1.5x or less: raising the queue count did not pay past 8 streams")),
+          article="streams"),
+    Claim("model_at_32_connections",
+          "The scheduler model, told the 32 hardware queues, predicts every speed-up at 2-16 streams "
+          "within {error:.1f}% (worst: {where}, over {repeats} recorded repeat(s); target: within "
+          "{target_error:.0f}%, {met}).",
+          values=lambda r: _sweep(r, MAIN_CONNECTIONS), checks=(target("met", "error", "<=", "target_error"),),
+          explains="the residual is largest for plain launches, where the host's time between launches is an "
+                   "input measured in that configuration and taken as constant, while real launches vary "
+                   "(the timeline's own events add to them); for GPU-filling kernels a measured speed-up a "
+                   "little above the model's 1x is the next kernel's blocks taking SMs as the previous "
+                   "kernel's blocks finish one by one, where the model's blocks all last exactly block_ms"),
+    Claim("model_at_8_connections",
+          "The scheduler model, told the 8 hardware queues, predicts every speed-up at 2-16 streams "
+          "within {error:.1f}% (worst: {where}, over {repeats} recorded repeat(s); target: within "
+          "{target_error:.0f}%, {met}).",
+          values=lambda r: _sweep(r, 8), checks=(target("met", "error", "<=", "target_error"),),
+          explains="without the queue count the model predicted for 8 queues what 32 queues give, about "
+                   "twice what was measured: stream k shares queue k % 8 with stream k + 8, and an item waits for the one "
+                   "before it in its queue, whichever stream that came from. What remains is what the "
+                   "model leaves out at 32 queues: the host's varying launch pacing and blocks that all "
+                   "last exactly block_ms"),
+    Claim("plain_launches_pace",
+          "Inside the recorder a plain launch costs the host {launch_lo:.2f}-{launch_hi:.2f} ms, against "
+          "{kernel_ms:.2f} ms for one kernel alone: 16 streams of plain launches reach {plain_lo:.1f}-"
+          "{plain_hi:.1f}x over {repeats} repeats, pre-enqueued behind one event {gated_lo:.1f}-{gated_hi:.1f}x: "
+          "{verdict}.",
+          values=_pacing_values,
+          checks=(says("verdict", "plain_hi", "<", "gated_lo", "even with kernels this long, the host's launch "
+                       "cost holds the plain launches back", "plain launches keep up with pre-enqueued ones"),)),
+    Claim("default_stream_serializes",
+          "A stream-less launch after each kernel takes 16 streams from {streams:.1f}x to {blocking:.2f}x "
+          "over one stream ({blocking_share:.0%} of the gain kept: {lost}). On non-blocking streams the same "
+          "launches leave {nonblocking:.1f}x ({nonblocking_over_blocking:.1f}x the blocking streams': {kept}).",
+          values=_pitfall_values,
+          checks=(says("lost", "blocking_share", "<", 0.5, "under half, as the legacy default stream waits for every "
+                       "blocking stream, and they for it", "half or more of the gain kept"),
+                  says("kept", "nonblocking_over_blocking", ">", 2, "more than twice",
+                       "no more than twice"))),
+    Claim("events_not_barriers",
+          "Ordered by events, D's result is ready {events:.2f} ms after the start beside an unrelated long "
+          "kernel ({events_alone:.2f} ms alone); ordered by cuda.synchronize, {barriers:.2f} ms "
+          "({barriers_alone:.2f} ms alone), {ratio:.1f}x later: {verdict}.",
+          values=_barrier_values,
+          checks=(says("verdict", "ratio", ">", 2, "more than 2x: the barrier waits for the unrelated kernel too",
+                       "2x or less: the barrier cost little here"),)),
+    Claim("overlap_hides",
+          "From pinned memory the pipeline hides {bare:.0f}% of the smaller of its copies and its kernels "
+          "measured without the recorder (the median of each rep's share, from its own three makespans "
+          "taken in turn; medians: the pipeline {pipeline:.2f} ms, its copies alone {copies:.2f} ms, "
+          "its kernels alone {kernels:.2f} ms) and {by_events:.0f}% by the recorder's own events, the worst "
+          "of {repeats} repeat(s) each; the two are at most {apart:.0f} points apart (target: within "
+          "{agree:.0f}, {agree_met}), with {problems} shares outside [0, 1]. Pinned, the worse of the two is "
+          "{worst:.0f}% (target: at least {target:.0f}%, {met}). From pageable memory the pipeline takes "
+          "{pageable_ms:.1f} ms against {pageable_serial:.1f} ms for its copies and kernels one after the "
+          "other (a share of {pageable:.0f}%): {pageable_verdict}.",
+          headline="pinned copy/compute overlap {worst:.0f}% (target {target:.0f}%: {met})",
+          values=_overlap_values,
+          checks=(target("met", "worst", ">=", "target"),
+                  target("agree_met", "apart", "<=", "agree"), Compare("problems", "<=", 0),
+                  says("pageable_verdict", "pageable_ms", ">", "pageable_serial",
+                       "slower than no overlap at all", "no slower than running them one after the other")),
+          explains="a pinned copy returns at once, so the host queues the next chunk's copy while this "
+                   "chunk's kernel runs; a pageable copy makes the host wait for it (the driver stages it "
+                   "through its own pinned buffer), so the next chunk's work is queued too late to overlap"),
+    Claim("recorder_costs",
+          "Inside the recorder, a launch costs the host {launch:+.1f} us and a copy {copy:+.1f} us over the "
+          "bare call (a plain launch: {plain:.1f} us; worst of {repeats} repeat(s)): at worst {per_op:+.1f} us "
+          "per op (target: at most {target_us:.0f} us, {met}).",
+          headline="recorder {per_op:+.1f} us per op (target {target_us:.0f} us: {met})",
+          values=_recorder_values,
+          checks=(target("met", "per_op", "<=", "target_us"),),
+          explains="the recorder notes each op and brackets each launch and copy with two CUDA events on its "
+                   "stream, reused from a pool and recorded through the driver's cuEventRecord; the two "
+                   "parts measured apart are its floor on this host: timing an op needs the two records, "
+                   "and watching it needs the hook. A pipeline whose host submits faster than the GPU "
+                   "works hides that cost, so the makespan can stay within its target while the per-op "
+                   "cost does not; one whose host falls behind is slowed by all of it"),
+    Claim("recorder_trace_only",
+          "With no event on the hot path (`Timeline(timed=())`: every op in the trace, none timed), a "
+          "launch costs the host {launch:+.1f} us and a copy {copy:+.1f} us over the bare call (worst of "
+          "{repeats} repeat(s)): at worst {per_op:+.1f} us per op (target: at most {target_us:.0f} us, {met}).",
+          headline="trace-only recorder {per_op:+.1f} us per op (target {target_us:.0f} us: {met})",
+          values=_trace_only_values,
+          checks=(target("met", "per_op", "<=", "target_us"),),
+          explains="what is left is the hook and one tuple per op: the op's label and row are worked out "
+                   "when the trace is read, and no launch configuration, stream or array is kept alive "
+                   "(keeping them made each garbage-collector pass longer as the trace grew)"),
+    Claim("recorder_slowdown",
+          "Timed the same way, between two events on the default stream around the call, and taken in "
+          "turn, the pinned pipeline takes {recorded:.2f} ms inside the recorder against {bare:.2f} ms bare "
+          "(medians); each rep's recorded / bare gives {slowdown:+.1f}% (the median over the reps, "
+          "p10-p90 {slowdown_p10:+.1f}% to {slowdown_p90:+.1f}%; worst of {repeats} repeat(s); target: "
+          "within {target_slowdown:.0f}%, {met}).",
+          values=_slowdown_values,
+          checks=(target("met", "slowdown", "<=", "target_slowdown"),),
+          explains="the recorder's own makespan starts at its first span, when the first copy began, "
+                   "after the host had already submitted it; against a bare time that includes that "
+                   "submission it would flatter the recorder (a record without `recorder_slowdowns` timed the "
+                   "two apart, or that way, so this claim waits for a new one)"),
+    Claim("recorder_parts",
+          "Measured apart in the same reps (worst of {repeats} repeat(s)), a launch between two of the "
+          "recorder's events with no hook costs {events:+.1f} us over bare, and through a hook that only "
+          "passes it on {hooks:+.1f} us: the two parts alone ({parts:+.1f} us) {floor} the {target_us:.0f} us "
+          "target, and "
+          "the recorder's own bookkeeping adds {rest:+.1f} us to them ({whole:+.1f} us in all).",
+          values=_recorder_parts_values,
+          checks=(says("floor", "parts", "<=", "target_us", "fit within", "already exceed"),),
+          explains="timing an op needs its two event records and watching it needs the hook: what is "
+                   "left is the trace's note and the event pool"),
+    Claim("pipeline_steps",
+          "Without the recorder, 4 chunks hide {hidden_chunks_4:.0f}% ({ms_chunks_4:.2f} ms), 8 chunks "
+          "{hidden_chunks_8:.0f}% ({ms_chunks_8:.2f} ms), 12 chunks {hidden_chunks_12:.0f}% ({ms_chunks_12:.2f} ms), 16 chunks {hidden_chunks_16:.0f}% "
+          "({ms_chunks_16:.2f} ms) and 64 chunks {hidden_chunks_64:.0f}% ({ms_chunks_64:.2f} ms), worst "
+          "of {repeats} repeat(s): from 4 chunks to 8 the pipeline {more}, and from 8 to 16 it {less}. The lab's 8-chunk "
+          "pipeline, measured the same way earlier in the run, hid {main:.0f}%: one configuration's two "
+          "measurements are {apart:.0f} points apart, {noise} the {agree:.0f} points the overlap target "
+          "allows between methods.",
+          values=_steps_values,
+          checks=(says("more", "hidden_chunks_8", ">", "hidden_chunks_4",
+                       "hides more (shorter ends leave less unhidden)", "does not hide more"),
+                  says("less", "hidden_chunks_16", "<", "hidden_chunks_8",
+                       "hides less (the host falls behind)", "does not hide less"),
+                  says("noise", "apart", "<=", "agree", "within", "more than")),
+          explains="with C chunks, the first chunk's copy in and the last chunk's copy out overlap with "
+                   "nothing: about 1/C of the copies at each end; more chunks cost more submissions, which "
+                   "the host must keep ahead of the GPU"),
+    Claim("pipeline_model",
+          "Costed with this run's copy and kernel times and the host's submit gap seen in the recorder "
+          "({gap:.3f} ms per operation), the model puts the pinned pipeline at {predicted:.2f} ms against "
+          "{measured:.2f} ms measured without the recorder ({error:+.0f}%: {error_size:.0f}% off, target "
+          "within {target_error:.0f}%, {met}).",
+          values=_pipeline_model_values, checks=(target("met", "error_size", "<=", "target_error"),),
+          explains="the model queues each chunk's copy, kernel and copy on its stream as the trace "
+                   "submitted them, and lets copies in each direction share one copy engine; where it is "
+                   "off, the pipeline's real copies are not the bandwidth-bound blocks it assumes (e.g. "
+                   "both directions sharing the host link)"),
+]

@@ -1,0 +1,38 @@
+"""Lab 07's constants, shared by its declaration (lab07_streams) and its parts (lab07_measure,
+lab07_figures, lab07_claims): here, the parts import them without importing the declaration, which
+imports the parts."""
+
+NUMBER = "07"
+KERNELS = 16
+STREAM_COUNTS = (1, 2, 4, 8, 16)
+FEW_BLOCKS = 8                          # 16 kernels x 8 blocks = 128 blocks < 132 SMs
+KERNEL_MS = 1.5                         # long enough that 16 plain launches (~0.3 ms) stay small
+REPS = 7
+SIGNATURE = "void(float32[::1], int64, float32[::1])"   # busy_kernel's, slices included
+PIPELINE_N = 1 << 26                    # 256 MiB of float32 each way
+PIPELINE_CHUNKS, PIPELINE_STREAMS = 8, 4
+# The chunk counts a student could try, each measured without the recorder, with why it is there.
+# 8 is the lab's: on the H200's host (2026-12-02) a chunk's 4 slices, 2 copies and a launch take
+# ~0.35 ms to submit against ~0.75 ms of copying, so the host stays ahead; at 16 chunks it barely
+# does, and the overlap measured 90% in one session and 20% in the next.
+PIPELINE_STEPS = {
+    "chunks_4": (4, "4 chunks: the first chunk's copy in and the last one's copy out (a quarter of "
+                    "the data each) have nothing to overlap with"),
+    "chunks_8": (8, "the lab's pipeline: 8 chunks on 4 streams, an eighth left unhidden at each end, and "
+                    "a host that submits a chunk in half the time the GPU copies it"),
+    "chunks_12": (12, "12 chunks: a twelfth unhidden at each end, and 36 submissions, still fewer than the "
+                      "host can make while the GPU copies"),
+    "chunks_16": (16, "16 chunks: shorter ends, but 48 submissions that take about as long as the copies"),
+    "chunks_64": (64, "64 chunks: 192 submissions the host cannot keep ahead of the GPU"),
+}
+PIPELINE_STEPS_MAIN = "chunks_8"       # the step that is the lab's own pipeline
+TARGETS = {"speedup_16_streams": 10.0, "model_error": 0.20, "hidden_fraction": 0.80,
+           "methods_agree_points": 10.0, "recorder_us_per_op": 5.0, "recorder_slowdown": 0.05}
+CONNECTIONS = (8, 32)                   # CUDA_DEVICE_MAX_CONNECTIONS of the two sweeps (8: driver default)
+MAIN_CONNECTIONS = 32                   # the targets are judged here; the rest is measured here
+CONCURRENCY_RECORD = {32: "concurrency", 8: "concurrency_8_connections"}
+CONNECTIONS_OF = {"concurrency_8_connections": 8}   # every other record: MAIN_CONNECTIONS
+SIM_ITERS = 3
+# Nominal H200-like figures for model-only pictures (no measurement): 50 GB/s copies of a 16 MB
+# chunk, a chunk's kernel half as long, ~15 us of host time per Numba launch.
+NOMINAL = {"copy_ms": 0.32, "chunk_kernel_ms": 0.16, "host_launch_ms": 0.015}

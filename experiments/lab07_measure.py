@@ -1,0 +1,494 @@
+"""Lab 07's measurements (GPU only), and the block-scheduler model they are compared with.
+
+`lab07_streams` declares them (its docstring says what each record holds); `kernellab bench 07`
+runs each in a fresh process (`in_fresh_process`, `python -m experiments.lab07_streams`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from kernellab import scheduler
+from kernellab.course import reference
+from kernellab.course import target as course_target
+from kernellab.gpu import checks, device, hooks, timing
+from kernellab.gpu.timeline import Timeline, TimelineData, events_around, reserve_events
+from kernellab.kernels import resources
+from kernellab.show.progress import progress_bar
+
+from experiments.lab07_constants import (
+    CONCURRENCY_RECORD, CONNECTIONS_OF, FEW_BLOCKS, KERNEL_MS, KERNELS, MAIN_CONNECTIONS, PIPELINE_CHUNKS,
+    PIPELINE_N, PIPELINE_STEPS, PIPELINE_STREAMS, REPS, SIGNATURE, STREAM_COUNTS)
+
+
+# --- the model -------------------------------------------------------------------------------------
+
+def busy_blocks_per_sm(lab) -> int:
+    """Resident busy_kernel blocks per SM, from its registers and the occupancy calculator."""
+    return resources.occupancy_of(lab.busy_kernel, SIGNATURE, lab.DEFAULT_BLOCK).active_blocks
+
+
+def predict_sweep(blocks, block_ms, bps, sm_count, host_launch_ms=0.0, latency_ms=0.0,
+                  counts=STREAM_COUNTS, queues: int | None = None) -> dict[int, TimelineData]:
+    """The model's timeline of KERNELS identical kernels on each stream count, through `queues`
+    hardware queues (None: one per stream)."""
+    machine = scheduler.Machine(sm_count, host_launch_ms=host_launch_ms, launch_latency_ms=latency_ms,
+                                hardware_queues=queues)
+    return {s: scheduler.simulate(scheduler.round_robin(KERNELS, s, blocks=blocks, block_ms=block_ms,
+                                                        blocks_per_sm=bps), machine)
+            for s in counts}
+
+
+# --- measurements (GPU only) ---------------------------------------------------------------------
+
+def timed_run(run) -> Timeline:
+    with Timeline() as tl:
+        run()
+    return tl
+
+
+def median_run(run, reps: int, before=None) -> tuple[list[Timeline], Timeline]:
+    """`reps` timelines of run() after one warm-up; returns them and the one of median makespan."""
+    runs = []
+    for rep in range(reps + 1):
+        if before:
+            before()
+        tl = timed_run(run)
+        if rep:
+            runs.append(tl)
+    ordered = sorted(runs, key=lambda t: t.data.makespan_ms)
+    return runs, ordered[len(ordered) // 2]
+
+
+SLOWDOWN_METHOD = ("inside the recorder and bare alike: between two events on the default stream around "
+                   "the call, from the host's first submission to the last op's end; the median over the "
+                   "reps of each rep's recorded / bare - 1, the two taken in turn (alternating_windows)")
+OVERLAP_METHOD = ("copies alone, kernels alone and the pipeline taken in turn within each rep "
+                  "(alternating_windows); each rep's hidden share from its own three windows, the median "
+                  "over the reps")
+PIPELINE_REPS = 15
+
+
+def alternating_windows(ways: dict, reps: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Each way's window in ms (SLOWDOWN_METHOD: two events on the default stream around its call),
+    the ways taken in turn within every rep, in an order rotated rep by rep: a host whose speed
+    changes during the run (the H200's did, 26-48 us per launch within one process) changes every
+    way alike, and a figure made from one rep's samples (a hidden share, a slowdown) compares like
+    with like. `ways`: name -> (a context to open around the window, the call). Warm-ups dropped."""
+    cuda = device.cuda()
+    names = list(ways)
+    windows = {name: [] for name in names}
+    for rep in range(warmup + reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            opened, call = ways[name]
+            start, end = cuda.event(timing=True), cuda.event(timing=True)   # made outside the window
+            cuda.synchronize()
+            with opened():
+                start.record()
+                call()
+                end.record()
+            end.synchronize()
+            if rep >= warmup:
+                windows[name].append(cuda.event_elapsed_time(start, end))
+    return windows
+
+
+def paired_ratio(numerators, denominators) -> dict:
+    """The spread of numerator / denominator - 1 over the reps, each pair from one rep."""
+    return spread([a / b - 1 for a, b in zip(numerators, denominators)])
+
+
+def spread(values) -> dict:
+    return {"median": float(np.median(values)), "p10": float(np.percentile(values, 10)),
+            "p90": float(np.percentile(values, 90)), "reps": len(values)}
+
+
+def first_starts_spread_ms(data: TimelineData) -> float:
+    """How far apart the streams' first kernels started: ~0 when a gate released them together."""
+    firsts = {}
+    for span in data.spans:
+        firsts.setdefault(span.row, span.start_ms)
+    return max(firsts.values()) - min(firsts.values())
+
+
+def calibrate_iters(lab, blocks: int, target_ms: float, stream) -> int:
+    """busy_kernel iterations that make a `blocks`-block kernel take about target_ms."""
+    cuda = device.cuda()
+    x = cuda.to_device(np.ones(blocks * lab.DEFAULT_BLOCK, dtype=np.float32))
+    out = cuda.device_array_like(x)
+    probe = 1 << 16
+    t = timing.time_gpu(lambda: lab.busy(x, probe, out=out, stream=stream), warmup=2, reps=5, stream=stream)
+    return max(1, round(probe * target_ms / t.median_ms))
+
+
+def measure_concurrency(lab, bps: int, reps: int = REPS) -> dict:
+    """Both shapes x both launch modes x every stream count, with the model's predictions."""
+    cuda = device.cuda()
+    sm_count = device.facts().sm_count
+    streams = [cuda.stream() for _ in range(max(STREAM_COUNTS))]
+    scratch = cuda.to_device(np.ones(lab.DEFAULT_BLOCK, dtype=np.float32))
+    iters = calibrate_iters(lab, FEW_BLOCKS, KERNEL_MS, streams[0])
+    gate_iters = 2 * iters   # the gate outlasts the host's enqueueing of 16 launches (~0.5 ms)
+    shapes = {}
+    for shape, blocks in (("few_sms", FEW_BLOCKS), ("fills_gpu", sm_count * bps)):
+        n = blocks * lab.DEFAULT_BLOCK
+        xs = [cuda.to_device(np.full(n, 2.0, dtype=np.float32)) for _ in range(KERNELS)]
+        outs = [cuda.device_array(n, dtype=np.float32) for _ in range(KERNELS)]
+        alone = timing.time_gpu(lambda: lab.busy(xs[0], iters, out=outs[0], stream=streams[0]),
+                                warmup=2, reps=10, stream=streams[0])
+        modes = {}
+        for mode in ("gated", "plain"):
+            rows = []
+            for count in progress_bar(STREAM_COUNTS, desc=f"{shape}, {mode}", unit="stream count"):
+                gated = mode == "gated"
+                hold = (lambda c=count: lab.hold(streams[:c], gate_iters, scratch)) if gated else None
+                runs, middle = median_run(lambda c=count: lab.run_independent(xs, iters, streams[:c], outs),
+                                          reps, before=hold)
+                rows.append({"streams": count,
+                             "makespan_ms": spread([t.data.makespan_ms for t in runs]),
+                             "host_ms_per_launch": float(np.median([t.host_ms_per_launch() for t in runs])),
+                             "first_starts_spread_ms": first_starts_spread_ms(middle.data),
+                             "gap_ratio": middle.data.gap_ratio,
+                             "timeline": (middle.data.as_dict() if count in (1, max(STREAM_COUNTS))
+                                          else None)})
+            modes[mode] = rows
+        checks.assert_matches(outs[-1], lab.busy_reference(np.full(n, 2.0), iters), rtol=1e-5,
+                              what=f"{shape} outputs")
+        shapes[shape] = {"blocks": blocks, "kernel_alone": alone.as_dict(), "modes": modes}
+    record = {"provenance": reference.provenance(), "kernels": KERNELS, "block": lab.DEFAULT_BLOCK,
+              "iters": iters, "gate_iters": gate_iters, "blocks_per_sm": bps, "sm_count": sm_count,
+              "max_connections": int(os.environ["CUDA_DEVICE_MAX_CONNECTIONS"]),
+              "shapes": shapes}
+    add_predictions(record)
+    return record
+
+
+def stream_gap_ms(data: TimelineData) -> float:
+    """Median idle time between consecutive spans of one stream: the GPU's per-launch gap (signed:
+    a negative one means the events overlap, a measurement problem the record keeps)."""
+    spans = sorted(data.spans, key=lambda s: s.start_ms)
+    gaps = [b.start_ms - a.end_ms for a, b in zip(spans, spans[1:])]
+    return float(np.median(gaps)) if gaps else 0.0
+
+
+def add_predictions(record: dict):
+    """Predict every measured configuration; calibration: one kernel alone, the 1-stream gaps of
+    the gated run, and (plain runs) the host time between launches measured in that same
+    configuration: the host's submit cost is an input of the model, not something it predicts.
+    Fills in speed-ups and errors."""
+    for shape in record["shapes"].values():
+        slots = record["sm_count"] * record["blocks_per_sm"]
+        block_ms = shape["kernel_alone"]["median_ms"] / -(-shape["blocks"] // slots)
+        gated_one = TimelineData.from_dict(shape["modes"]["gated"][0]["timeline"])
+        measured_gap = stream_gap_ms(gated_one)
+        latency = max(0.0, measured_gap)       # the model's input; the measured value is kept below
+        for mode, rows in shape["modes"].items():
+            hosts = [0.0 if mode == "gated" else r["host_ms_per_launch"] for r in rows]
+            for row, host in zip(rows, hosts):
+                row["predicted_ms"] = predict_sweep(
+                    shape["blocks"], block_ms, record["blocks_per_sm"], record["sm_count"], host,
+                    latency, [row["streams"]], record["max_connections"])[row["streams"]].makespan_ms
+            one_measured, one_predicted = rows[0]["makespan_ms"]["median"], rows[0]["predicted_ms"]
+            for row in rows:
+                row["speedup"] = one_measured / row["makespan_ms"]["median"]
+                row["predicted_speedup"] = one_predicted / row["predicted_ms"]
+                row["model_error"] = abs(row["predicted_speedup"] - row["speedup"]) / row["speedup"]
+            shape.setdefault("model", {})[mode] = {"block_ms": block_ms, "launch_latency_ms": latency,
+                                                    "measured_stream_gap_ms": measured_gap,
+                                                    "host_launch_ms": hosts}
+
+
+def measure_default_stream(lab, iters: int, reps: int = REPS) -> dict:
+    """The pitfall: a stream-less launch after each kernel, on blocking and non-blocking streams."""
+    cuda = device.cuda()
+    n = FEW_BLOCKS * lab.DEFAULT_BLOCK
+    xs = [cuda.to_device(np.full(n, 2.0, dtype=np.float32)) for _ in range(KERNELS)]
+    outs = [cuda.device_array(n, dtype=np.float32) for _ in range(KERNELS)]
+    counter = cuda.to_device(np.zeros(1, dtype=np.int32))
+    blocking = [cuda.stream() for _ in range(KERNELS)]
+    nonblocking = [lab.nonblocking_stream() for _ in range(KERNELS)]
+    cases = {
+        "one_stream": lambda: lab.run_independent(xs, iters, blocking[:1], outs),
+        "16_streams": lambda: lab.run_independent(xs, iters, blocking, outs),
+        "16_streams_with_default_stream_launches":
+            lambda: lab.run_independent_with_bookkeeping(xs, iters, blocking, counter, outs),
+        "16_nonblocking_streams_with_default_stream_launches":
+            lambda: lab.run_independent_with_bookkeeping(xs, iters, nonblocking, counter, outs),
+    }
+    rows = {}
+    for name, run in cases.items():
+        runs, middle = median_run(run, reps)
+        rows[name] = {"makespan_ms": spread([t.data.makespan_ms for t in runs]),
+                      "timeline": middle.data.as_dict()}
+    one = rows["one_stream"]["makespan_ms"]["median"]
+    for row in rows.values():
+        row["speedup"] = one / row["makespan_ms"]["median"]
+    return {"provenance": reference.provenance(), "iters": iters, "cases": rows}
+
+
+def measure_events_vs_barriers(lab, iters: int, reps: int = REPS) -> dict:
+    """When D's result is ready, ordered by events or by barriers, alone or beside a long kernel."""
+    cuda = device.cuda()
+    n = FEW_BLOCKS * lab.DEFAULT_BLOCK
+    x = cuda.to_device(np.full(n, 2.0, dtype=np.float32))
+    out = cuda.device_array_like(x)
+    background_in, background_out = cuda.device_array_like(x), cuda.device_array_like(x)
+    s1, s2, s3 = cuda.stream(), cuda.stream(), cuda.stream()
+    stage_iters, background_iters = max(1, iters // 4), 4 * iters    # stages ~0.4 ms, background ~6 ms
+    rows = {}
+    for name in ("diamond_events", "diamond_synchronized"):
+        diamond = lab.VARIANTS[name][0]
+        for background in (False, True):
+            def run():
+                if background:
+                    lab.busy(background_in, background_iters, out=background_out, stream=s3)
+                diamond(x, stage_iters, s1, s2, out=out)
+            with cuda.defer_cleanup():            # no frees (which synchronize) inside the runs
+                runs, middle = median_run(run, reps)
+            ready = [_d_ready_ms(t.data) for t in runs]
+            rows[f"{name}{'_beside_background' if background else ''}"] = {
+                "d_ready_ms": spread(ready), "host_waits": len(middle.trace.host_waits()),
+                "timeline": middle.data.as_dict()}
+    checks.assert_matches(out, lab.diamond_reference(np.full(n, 2.0), stage_iters), rtol=1e-5,
+                          what="diamond")
+    return {"provenance": reference.provenance(), "stage_iters": stage_iters,
+            "background_iters": background_iters, "cases": rows}
+
+
+def _d_ready_ms(data: TimelineData) -> float:
+    """From the first span's start to the end of D (the add_kernel span)."""
+    return max(s.end_ms for s in data.spans if s.label == "add_kernel") - data.start_ms
+
+
+def recorder_free_hidden(pipeline_ms: float, copies_ms: float, kernels_ms: float) -> float:
+    """The hidden share without the recorder: the time the pipeline saved over running its copies
+    and its kernels one after the other / the smaller of the two (1.0: the smaller is fully hidden)."""
+    return (copies_ms + kernels_ms - pipeline_ms) / min(copies_ms, kernels_ms)
+
+
+RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
+                        "in the same rep): the ways taken in turn within each rep, in a rotated order")
+
+
+def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict:
+    """The host's time per op inside a Timeline over the same call bare (a one-block launch and a
+    1 KiB pinned copy on a stream); inside a Timeline that times nothing (`timed=()`: the trace
+    alone, no event on the hot path); and two of the full recorder's parts alone: the call between
+    two of its events with no hook (`events_around`), and the call through a subscription that only
+    passes it on (the hooks). Each rep times `inner` calls of every way in turn (RECORDER_COST_METHOD),
+    so each cost is a paired difference with its own spread. Events are reserved before, as the
+    pipeline's are."""
+    cuda = device.cuda()
+    small = cuda.device_array(256, dtype=np.float32)
+    host = cuda.pinned_array(256, dtype=np.float32)
+    host[:] = 1.0
+    calls = {"launch": lambda: lab.busy(small, 1, out=small, stream=stream),
+             "copy": lambda: small.copy_to_device(host, stream=stream)}
+    reserve_events(reps * inner + inner)
+    def passing_on(proceed, *args, **kwargs):
+        return proceed()
+
+    ways = {"bare": contextlib.nullcontext, "recorded": Timeline,
+            "trace_only": lambda: Timeline(timed=()), "events_only": contextlib.nullcontext,
+            "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
+    names = list(ways)
+    result = {}
+    for name, call in calls.items():
+        samples = {way: [] for way in ways}
+        for way in names:                                   # warm each way up once
+            with ways[way]():
+                timing.time_host(events_around(call, stream) if way == "events_only" else call, reps=1, inner=inner)
+        for r in range(reps):
+            for way in names[r % len(names):] + names[:r % len(names)]:
+                timed = events_around(call, stream) if way == "events_only" else call
+                with ways[way]():
+                    samples[way].extend(timing.time_host(timed, reps=1, inner=inner, warmup=0).samples_ms)
+        over = {way: [1e3 * (t - b) for t, b in zip(samples[way], samples["bare"])] for way in names}
+        result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
+                        **{f"{way}_over_bare_us": float(np.median(over[way]))
+                           for way in ("trace_only", "events_only", "hooks_only")},
+                        **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
+                        "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD}
+    return result
+
+
+def measure_pipeline(lab, bps: int) -> dict:
+    """Copy/compute overlap of the chunked pipeline, pinned and pageable, measured two ways: without
+    the recorder (makespans of the pipeline, its copies alone and its kernels alone, each between
+    two events on the default stream, host submission included) and by the recorder's own events
+    (a timeline per run); with the recorder's cost, each chunk count a student could try, and the
+    model's view."""
+    cuda = device.cuda()
+    sm_count = device.facts().sm_count
+    rng = np.random.default_rng(7)
+    pinned_x = cuda.pinned_array(PIPELINE_N, dtype=np.float32)
+    pinned_x[:] = checks.nonzero(rng, PIPELINE_N)
+    pinned_out = cuda.pinned_array_like(pinned_x)
+    hosts = {"pinned": (pinned_x, pinned_out),
+             "pageable": (np.array(pinned_x), np.empty(PIPELINE_N, dtype=np.float32))}
+    buffers = tuple(cuda.device_array(PIPELINE_N, dtype=np.float32) for _ in range(2))   # (d_in, d_out)
+    streams = [cuda.stream() for _ in range(PIPELINE_STREAMS)]
+
+    def copies_only(host_x, host_out, chunks):
+        """The pipeline's copies in its order, on its streams, without its kernels."""
+        for c, (lo, hi) in enumerate(lab.chunk_bounds(PIPELINE_N, chunks)):
+            stream = streams[c % len(streams)]
+            buffers[0][lo:hi].copy_to_device(host_x[lo:hi], stream=stream)
+            buffers[1][lo:hi].copy_to_host(host_out[lo:hi], stream=stream)
+        for stream in streams:
+            stream.synchronize()
+
+    def kernels_only(iters, chunks):
+        for c, (lo, hi) in enumerate(lab.chunk_bounds(PIPELINE_N, chunks)):
+            lab.busy(buffers[0][lo:hi], iters, out=buffers[1][lo:hi], stream=streams[c % len(streams)])
+
+    def makespan(fn):
+        return timing.time_gpu(fn, warmup=2, reps=REPS, hide_host=False)
+
+    copies = makespan(lambda: copies_only(pinned_x, pinned_out, PIPELINE_CHUNKS))
+    probe = 1024                                   # enough FMAs that arithmetic, not memory, dominates
+    probe_time = makespan(lambda: kernels_only(probe, PIPELINE_CHUNKS))
+    iters = max(1, round(probe * 0.5 * copies.median_ms / probe_time.median_ms))   # kernels ~ half
+
+    def without_recorder(host_x, host_out, chunks) -> dict:
+        """The three ways with no recorder open: name -> (context, call)."""
+        return {"copies": (contextlib.nullcontext, lambda: copies_only(host_x, host_out, chunks)),
+                "kernels": (contextlib.nullcontext, lambda: kernels_only(iters, chunks)),
+                "pipeline": (contextlib.nullcontext,
+                             lambda: lab.pipeline(host_x, iters, streams, chunks, host_out, buffers))}
+
+    def overlap_without_recorder(windows) -> dict:
+        """Makespans and the hidden share from alternating windows: each rep's share from that rep's
+        three windows, the median over the reps."""
+        shares = [recorder_free_hidden(*parts) for parts in zip(*(windows[k] for k in ("pipeline", "copies", "kernels")))]
+        return {**{f"{name}_ms": timing.Timing(tuple(windows[name])).as_dict()
+                   for name in ("copies", "kernels", "pipeline")},
+                "hidden_fraction": float(np.median(shares)), "hidden_fractions": shares,
+                "method": OVERLAP_METHOD}
+
+    recorder = measure_recorder_cost(lab, streams[0])
+    reserve_events(3 * PIPELINE_CHUNKS)         # one run's: each timeline gives its events back
+    cases = {}
+    for memory, (host_x, host_out) in hosts.items():
+        timelines: list[Timeline] = []
+
+        def recording():
+            timelines.append(Timeline())
+            return timelines[-1]
+        ways = {**without_recorder(host_x, host_out, PIPELINE_CHUNKS),
+                "recorded": (recording, lambda: lab.pipeline(host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers))}
+        windows = alternating_windows(ways, PIPELINE_REPS)
+        bare = overlap_without_recorder(windows)
+        checks.assert_matches(host_out, lab.busy_reference(host_x, iters), rtol=1e-5,
+                              what=f"{memory} pipeline")
+        runs = timelines[-PIPELINE_REPS:]                   # the warm-ups' timelines dropped
+        middle = sorted(zip(windows["recorded"], range(len(runs)), runs))[len(runs) // 2][2]
+        fractions = [t.data.hidden_fraction() for t in runs]
+        recorded_ms = spread(windows["recorded"])
+        slowdown = paired_ratio(windows["recorded"], windows["pipeline"])
+        cases[memory] = {"bare": bare, "pipeline_ms": recorded_ms, "slowdown_method": SLOWDOWN_METHOD,
+                         "spans_makespan_ms": spread([t.data.makespan_ms for t in runs]),
+                         "recorder_slowdown": slowdown["median"], "recorder_slowdowns": slowdown,
+                         "hidden_fraction": float(np.median(fractions)), "hidden_fractions": fractions,
+                         "problems": fraction_problems(fractions) + saved_too_much(bare["hidden_fraction"]),
+                         "timeline": middle.data.as_dict()}
+        if memory == "pinned":
+            cases[memory]["predicted"] = pipeline_prediction(lab, middle, bps, sm_count, iters, buffers,
+                                                             host_x, host_out, streams[0]).as_dict()
+    steps = {name: {"chunks": chunks, "why": why,
+                    **overlap_without_recorder(alternating_windows(without_recorder(pinned_x, pinned_out, chunks),
+                                                                   PIPELINE_REPS))}
+             for name, (chunks, why) in PIPELINE_STEPS.items()}
+    return {"provenance": reference.provenance(), "n": PIPELINE_N, "chunks": PIPELINE_CHUNKS,
+            "streams": PIPELINE_STREAMS, "iters": iters, "recorder": {"events": middle.events, **recorder},
+            "sizing": {"copies_alone": copies.as_dict(), "probe_kernels": probe_time.as_dict(),
+                       "probe_iters": probe},      # what chose iters (the kernels alone: cases)
+            "cases": cases, "steps": steps}
+
+
+def fraction_problems(fractions) -> list[str]:
+    """A hidden share outside [0, 1] has no physical meaning: it is a measurement problem."""
+    return [f"run {i + 1}: hidden share {f:.3f} is outside [0, 1]" for i, f in enumerate(fractions)
+            if not 0.0 <= f <= 1.0]
+
+
+def saved_too_much(share: float) -> list[str]:
+    """Without the recorder the share can be negative (a pipeline slower than its copies and kernels
+    one after the other: pageable copies), never above 1 (it saved more than the smaller took)."""
+    return [f"without the recorder: hidden share {share:.3f} is above 1"] if share > 1.0 else []
+
+
+def pipeline_prediction(lab, tl, bps, sm_count, iters, buffers, host_x, host_out, stream) -> TimelineData:
+    """The model on the recorded pipeline trace, costed by this run's own copy and kernel times."""
+    h2d = timing.time_gpu(lambda: buffers[0].copy_to_device(host_x, stream=stream), warmup=1, reps=5,
+                          stream=stream)
+    d2h = timing.time_gpu(lambda: buffers[1].copy_to_host(host_out, stream=stream), warmup=1, reps=5,
+                          stream=stream)
+    whole = timing.time_gpu(lambda: lab.busy(buffers[0], iters, out=buffers[1], stream=stream),
+                            warmup=1, reps=5, stream=stream)
+    blocks = -(-PIPELINE_N // lab.DEFAULT_BLOCK)
+    block_ms = whole.median_ms / -(-blocks // (sm_count * bps))    # the whole array, in waves
+    per_byte = {"h2d": h2d.median_ms / host_x.nbytes, "d2h": d2h.median_ms / host_x.nbytes}
+
+    def cost(op):
+        if op.kind == "kernel":
+            return {"block_ms": block_ms, "blocks_per_sm": bps}
+        return {"block_ms": op.nbytes * per_byte[op.kind]}
+
+    submits = [op.submit_ms for op in tl.trace.timed()]
+    machine = scheduler.Machine(sm_count, host_launch_ms=float(np.median(np.diff(submits))))
+    return scheduler.simulate(scheduler.from_trace(tl.trace, cost), machine)
+
+
+def measure_in_process(lab, name: str, reps: int = REPS) -> dict:
+    """Record `name`, measured in this process, whose hardware queues were set before CUDA started."""
+    connections = CONNECTIONS_OF.get(name, MAIN_CONNECTIONS)
+    if os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") != str(connections):
+        raise RuntimeError(f"lab 07 {name} needs CUDA_DEVICE_MAX_CONNECTIONS={connections} set before "
+                           f"CUDA starts: measure it through in_fresh_process")
+    bps = busy_blocks_per_sm(lab)
+    if name in CONCURRENCY_RECORD.values():
+        return measure_concurrency(lab, bps, reps)
+    iters = calibrate_iters(lab, FEW_BLOCKS, KERNEL_MS, device.cuda().stream())
+    return {"default_stream": lambda: measure_default_stream(lab, iters, reps),
+            "events_vs_barriers": lambda: measure_events_vs_barriers(lab, iters, reps),
+            "pipeline": lambda: measure_pipeline(lab, bps)}[name]()
+
+
+def in_fresh_process(name: str):
+    """A Measurement's measure(lab): record `name` measured in a fresh process with
+    CUDA_DEVICE_MAX_CONNECTIONS set for it (the connection count is read when CUDA starts)."""
+    def measure(lab) -> dict:
+        connections = CONNECTIONS_OF.get(name, MAIN_CONNECTIONS)
+        with tempfile.TemporaryDirectory(prefix="kernellab-lab07-") as tmp:
+            path = Path(tmp) / f"{name}.json"
+            env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": str(connections),
+                   "KERNELLAB_TARGET": course_target.current()}
+            command = [sys.executable, "-m", "experiments.lab07_streams", name, str(REPS), str(path)]
+            done = subprocess.run(command, env=env, cwd=course_target.ROOT)
+            if done.returncode:
+                raise RuntimeError(f"lab 07 {name} at {connections} connections: `{' '.join(command)}` "
+                                   f"exited {done.returncode}")
+            return json.loads(path.read_text())
+    return measure
+
+
+# --- what the concurrency records say: read by the targets, the key figure and the claims ---------
+
+def speedup_at_16(concurrency: dict) -> float:
+    rows = concurrency["shapes"]["few_sms"]["modes"]["gated"]
+    return next(r for r in rows if r["streams"] == 16)["speedup"]
+
+
+def model_errors(concurrency: dict) -> dict[str, float]:
+    """The model's worst error at 2-16 streams per shape and launch mode of one connection count."""
+    return {f"{shape}/{mode}": max(r["model_error"] for r in rows if r["streams"] > 1)
+            for shape, data in concurrency["shapes"].items() for mode, rows in data["modes"].items()}
