@@ -1,0 +1,161 @@
+"""Lab 09's claims: the tuned kernels against their mix's ceiling, the roofline's bounds, and the
+verdict on the seed article's closing advice (fusion, occupancy), read from the same points (the
+worst recorded repeat where bench repeated the run)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kernellab.course import bench as harness
+from kernellab.course import protocol
+from kernellab.course.claims import (Claim, Missing, course_solution, need, repeats_of, says, states,
+                                     target)
+
+from experiments.lab09_constants import (
+    GPU_SHAPE, NUMBER, SCALE_ROWS_VARIANTS, TRANSPOSE_VARIANTS, TUNED_TARGET_PCT)
+from experiments.lab09_points import ELEMENTWISE, recorded, roofline_points
+
+
+# --- 3. the article's closing advice ---------------------------------------------------------------
+
+# (label, lab, record, unfused variant, fused variant, size, the main kernel whose bound it has)
+FUSION_PAIRS = (
+    ("02 chain", "02", "chain", "unfused", "fused", ELEMENTWISE, "02 chain unfused"),
+    ("04 epilogue, tiled", "04", "epilogue", "tiled_unfused", "tiled_fused", 4096, "04 GEMM tiled"),
+    ("04 epilogue, register-tiled", "04", "epilogue", "register_tiled_unfused", "register_tiled_fused",
+     4096, "04 GEMM register-tiled"),
+    ("04 epilogue, double-buffered", "04", "epilogue", "double_buffered_unfused",
+     "double_buffered_fused", 4096, "04 GEMM register-tiled"),
+    ("04 epilogue, bk16", "04", "epilogue", "bk16_unfused", "bk16_fused", 4096, "04 GEMM bk16"),
+)
+OCCUPANCY_PROBES = {"memory": "memory_bound", "compute": "compute_bound"}   # Lab 06's sweep
+MATTERS = 1.2   # a gain below this is within what a different launch shape or run moves
+
+
+def fusion_gains(points: list[dict], records_of: Callable[[str], dict] = recorded) -> list[dict]:
+    """unfused time / fused time for each pair, with the bound of the pair's main kernel."""
+    bounds = {p["name"]: p["bound"] for p in points}
+    out = []
+    for label, lab_number, name, unfused, fused, size, main in FUSION_PAIRS:
+        record = records_of(lab_number)[name]
+        gain = harness.row(record, unfused, size)["median_ms"] / harness.row(record, fused, size)["median_ms"]
+        out.append({"pair": label, "gain": gain, "bound": bounds[main]})
+    return out
+
+
+def occupancy_gains(records_of: Callable[[str], dict] = recorded) -> dict:
+    """Lab 06: slowest / fastest over its occupancy sweep, per kind of probe."""
+    rows = records_of("06")["occupancy_vs_speed"]["rows"]
+    gains = {}
+    for kind, probe in OCCUPANCY_PROBES.items():
+        times = [r["median_ms"] for r in rows if r["probe"] == probe]
+        gains[kind] = max(times) / min(times)
+    return gains
+
+
+def claim_points(records: dict) -> tuple[list[dict], Callable[[str], dict]]:
+    """The roofline points a claim reads, from its records: every lab's as records["labNN"]
+    (live where this process measured them, `claims.sources`), lab 09's own at the top."""
+    def records_of(lab_number):
+        return need(records, f"lab{lab_number}")
+
+    return roofline_points(course_solution(NUMBER), own=records, records_of=records_of), records_of
+
+
+def roofline_values(records: dict) -> dict:
+    points, _ = claim_points(records)
+    return {"kernels": "; ".join(f"{p['name']} {p['intensity']:.3g} FLOP/B ({p['bytes_kind'].split(' (')[0]} "
+                                 f"bytes), {p['bound']}-bound, {p['pct_of_roof']:.0f}%" for p in points),
+            "count": len(points), "highest": max(p["pct_of_roof"] for p in points),
+            "highest_name": max(points, key=lambda p: p["pct_of_roof"])["name"]}
+
+
+def fusion_values(records: dict) -> dict:
+    points, records_of = claim_points(records)
+    gains = fusion_gains(points, records_of)
+    best = {bound: max((g["gain"] for g in gains if g["bound"] == bound), default=None)
+            for bound in ("memory", "compute")}
+    if None in best.values():
+        raise Missing("no fusion pair of each bound on the roofline")
+    return {**best, "pairs": ", ".join(f"{g['pair']} {g['gain']:.2f}x ({g['bound']})" for g in gains),
+            "matters": MATTERS}
+
+
+def occupancy_values(records: dict) -> dict:
+    """Lab 06's sweep: how far occupancy moved each probe, and the warps per SM the memory-bound
+    probe needs with one and with four loads in flight per thread (Lab 06's own claim)."""
+    def records_of(lab_number):
+        return need(records, f"lab{lab_number}")
+
+    warps = protocol.experiment("06").memory_probe_warps(records_of("06"))
+    return {**occupancy_gains(records_of), "one": warps["one"], "four": warps["four"]}
+
+
+def _largest_rows(result: dict) -> dict:
+    """The largest size's row of each variant of one benchmark's result."""
+    largest = max(result["sizes"])
+    return {r["variant"]: r for r in result["rows"] if r["size"] == largest}
+
+
+def tuned_values(records: dict) -> dict:
+    """Each scale_rows and transpose variant's % of its mix's ceiling at the largest size, the
+    worst repeat's (repeats_of keeps each repeat's record)."""
+    values = {}
+    for benchmark, names in (("scale_rows", SCALE_ROWS_VARIANTS), ("transpose", TRANSPOSE_VARIANTS)):
+        repeats = [_largest_rows(r) for r in repeats_of(records, benchmark, NUMBER)]
+        for name in names:
+            if any(name not in rows for rows in repeats):
+                raise Missing(f"{name} is not in lab 09's {benchmark} record yet")
+            values[name] = min(rows[name]["pct_of_ceiling"] for rows in repeats)
+    return {**values, "target": TUNED_TARGET_PCT, "repeats": len(repeats),
+            "shape": "x".join(map(str, GPU_SHAPE))}
+
+
+CLAIMS = [
+    Claim("tuned_at_the_ceiling",
+          "At {shape} (worst of {repeats} repeat(s)), of their mix's ceiling: scale_rows strided "
+          "{scale_rows_strided:.0f}%, coalesced {scale_rows:.0f}%, tuned {scale_rows_wide:.0f}% "
+          "({scale_met}); transpose naive {transpose_naive:.0f}%, padded tile {transpose:.0f}%, tuned "
+          "{transpose_wide:.0f}% ({transpose_met}; target for the tuned ones: {target:.0f}%). Coalescing "
+          "is {coalescing} of the way.",
+          values=tuned_values,
+          checks=(target("scale_met", "scale_rows_wide", ">=", "target"),
+                  target("transpose_met", "transpose_wide", ">=", "target"),
+                  says("coalescing", "scale_rows", ">=", "target", "all", "only part")),
+          explains="a coalesced kernel with one element per thread keeps one load in flight per thread "
+                   "(the compiler keeps x's loads behind out's stores, as they might overlap) and pays "
+                   "for signed indices and a division per element; the tuned kernels load 4 or 16 "
+                   "elements before storing any and index unsigned (see the lab's given tuned kernels)"),
+    Claim("roofline_bounds",
+          "the {count} main kernels on the roofline, each with its intensity, bound and % of its "
+          "roof: {kernels}. {none_above} (the nearest: {highest_name}, {highest:.0f}%)",
+          values=roofline_values,
+          checks=(says("none_above", "highest", "<=", 100, "None is above its roof", "One is ABOVE its roof, an "
+                       "instrument error"),)),
+    Claim("fusion_on_compute_bound",
+          "fusion's best gain is {compute:.2f}x on compute-bound kernels against {memory:.2f}x on "
+          "memory-bound ones ({pairs}): aggressive fusion {memory_verdict} on memory-bound work here "
+          "(a gain of {matters:.1f}x or more counts), {compute_verdict} on compute-bound work",
+          headline="fusion: {memory:.2f}x on memory-bound work, at most {compute:.2f}x on compute-bound",
+          values=fusion_values,
+          checks=(says("memory_verdict", "memory", ">=", "matters", "paid", "did not pay"),
+                  says("compute_verdict", "compute", "<", "memory", "less", "more")),
+          article="fusion",
+          explains="a compute-bound kernel's roof is flat: fusing its epilogue saves bytes it was not "
+                   "waiting on; a memory-bound chain's fused form moves fewer bytes for the same FLOPs"),
+    Claim("occupancy_on_memory_bound",
+          "across Lab 06's occupancy sweep (the same probe at each occupancy), the memory-bound probe's "
+          "time moved {memory:.1f}x and the compute-bound one's {compute:.1f}x: occupancy moved the "
+          "memory-bound probe {more}. What it needs is bytes in flight (resident warps x independent loads per "
+          "thread x width): with four loads per thread it reached 90% of its best at {four} warps per SM, "
+          "with one at {one}",
+          values=occupancy_values,
+          checks=(says("more", "memory", ">", "compute", "more", "less"),
+                  states("four", "<", "one")),
+          article="occupancy",
+          explains="occupancy is one way to put bytes in flight, independent loads per thread another "
+                   "(Little's law: bandwidth x latency = bytes in flight); the article's 'memory-bound "
+                   "models need finer occupancy control' holds for kernels with one load in flight per "
+                   "thread, not as a rule"),
+]
+
