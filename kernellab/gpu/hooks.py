@@ -15,6 +15,12 @@ few API functions and methods. The launch recorder (`launches`), the stream time
     with hooks.subscribe(launch=around_launch, synchronize=lambda proceed: proceed()):
         ...
 
+A handler that only needs to act before and after the call (a Timeline's: note the op, record an
+event on each side) can be a `Bracket(before, after)` instead: while it is the only subscription
+for that call, the call runs in the hook's own frame with no function made to proceed with (on a
+GPU, no launch object either); that is the recorder's hot path, and its cost is what
+`kernellab bench 07` reports.
+
 Subscribers nest: each hooked call passes through every open subscription, the first opened
 outermost, and then runs (or, during a graph capture, is captured: `replace_launch`). A call
 made while a subscription is already handling one on the same thread (numba-cuda's own copies
@@ -26,6 +32,7 @@ the last one closes: code outside every `with` block pays nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import threading
 from typing import Any, Callable, NamedTuple
@@ -122,14 +129,38 @@ class _DispatchedLaunch(tuple):
 
 
 _new_launch = tuple.__new__   # no class-level __new__ in Python: the tuple's own
+_NO_KWARGS: dict = {}          # read only
+
+
+class Bracket(NamedTuple):
+    """A handler in two halves: `before(*the call's arguments)` returns a token, and `after(token)`
+    runs once the call has returned (not if it raised; `after` may be None). A launch's `before`
+    gets what `KernelLaunch.recorded` gives: (name, stream, (grid, block), captured)."""
+
+    before: Callable
+    after: Callable | None = None
+
+
+def _around_of(operation: str, bracket: Bracket) -> Callable:
+    """The bracket as an around handler, for a call that passes through several subscriptions."""
+    before, after = bracket
+
+    def around(proceed, *args, **kwargs):
+        token = before(*args[0].recorded()) if operation == LAUNCH else before(*args, **kwargs)
+        result = proceed()
+        if after is not None:
+            after(token)
+        return result
+    return around
 
 
 class _Subscription:
     """One `subscribe` block: its handlers, and whether it is handling a call on this thread (a
     call made meanwhile, by its handler or by numba-cuda underneath, passes it by)."""
 
-    def __init__(self, arounds: dict[str, Callable], replace_launch: Callable | None):
-        self.arounds = arounds
+    def __init__(self, handlers: dict[str, Callable | Bracket], replace_launch: Callable | None):
+        self.brackets = {op: h for op, h in handlers.items() if isinstance(h, Bracket)}
+        self.arounds = {op: _around_of(op, h) if isinstance(h, Bracket) else h for op, h in handlers.items()}
         self.replace_launch = replace_launch
         self._local = threading.local()
 
@@ -157,22 +188,39 @@ _undo: dict[str, Callable[[], None]] = {}    # operation -> puts numba-cuda's or
 # that handle it (the first opened outermost), and the one that replaces launches (a capture).
 _chains: dict[str, tuple[_Subscription, ...]] = {}
 _replacing: _Subscription | None = None
-# (subscription, its launch handler) while exactly one handles launches and none replaces them:
-# the GPU's launch hook then runs it in one frame (what a Timeline adds to every launch).
-_sole_launch: tuple[_Subscription, Callable] | None = None
+# Per operation, (its busy flag, before, after) while exactly one subscription handles it, with a
+# Bracket (and, for launches, none replaces them): the hooked call then runs in the hook's frame.
+_sole_brackets: dict[str, tuple] = {}
 
 
 def _index_subscriptions():
-    global _replacing, _sole_launch
+    global _replacing
     _chains.clear()
+    _sole_brackets.clear()
+    _replacing = next((s for s in _subscriptions if s.replace_launch is not None), None)
     for operation in (LAUNCH, *OPERATIONS):
         chain = tuple(s for s in _subscriptions if operation in s.arounds)
         if chain:
             _chains[operation] = chain
-    _replacing = next((s for s in _subscriptions if s.replace_launch is not None), None)
-    launch_chain = _chains.get(LAUNCH, ())
-    _sole_launch = ((launch_chain[0], launch_chain[0].arounds[LAUNCH])
-                    if len(launch_chain) == 1 and _replacing is None else None)
+        if len(chain) == 1 and operation in chain[0].brackets and not (operation == LAUNCH and _replacing):
+            _sole_brackets[operation] = (chain[0]._local, *chain[0].brackets[operation])
+
+
+def _bracketed(sole: tuple, run: Callable, args: tuple, kwargs: dict, noted: tuple):
+    """run(*args, **kwargs) between the sole subscription's before(*noted, **kwargs) and after (see
+    Bracket), with that subscription busy; run alone if it already is."""
+    local, before, after = sole
+    if getattr(local, "busy", False):
+        return run(*args, **kwargs)
+    local.busy = True
+    try:
+        token = before(*noted, **kwargs)
+        result = run(*args, **kwargs)
+        if after is not None:
+            after(token)
+        return result
+    finally:
+        local.busy = False
 
 
 def _through(operation: str, run: Callable, *args, **kwargs):
@@ -249,20 +297,12 @@ def _install_launch() -> Callable[[], None]:
     original = CUDADispatcher.call
 
     def dispatch(dispatcher, args, config):
-        sole = _sole_launch
+        sole = _sole_brackets.get(LAUNCH)
         if sole is None:
             launch = _new_launch(_DispatchedLaunch, (dispatcher, args, config, _replacing is not None))
-            return _launch(launch, lambda: original(dispatcher, args, config))
-        subscription, handler = sole      # what _through and _Subscription.run do, in this one frame
-        local = subscription._local
-        if getattr(local, "busy", False):
-            return original(dispatcher, args, config)
-        local.busy = True
-        try:
-            return handler(lambda: original(dispatcher, args, config),
-                           _new_launch(_DispatchedLaunch, (dispatcher, args, config, False)))
-        finally:
-            local.busy = False
+            return _launch(launch, functools.partial(original, dispatcher, args, config))
+        return _bracketed(sole, original, (dispatcher, args, config), _NO_KWARGS,
+                          (dispatcher.py_func.__name__, config.stream, (config.griddim, config.blockdim), False))
 
     CUDADispatcher.call = dispatch
 
@@ -284,7 +324,10 @@ def _install(operation: str) -> Callable[[], None]:
     original = getattr(owner, name)
 
     def hooked(*args, **kwargs):
-        return _through(operation, lambda: original(*args, **kwargs), *args, **kwargs)
+        sole = _sole_brackets.get(operation)
+        if sole is None:
+            return _through(operation, functools.partial(original, *args, **kwargs), *args, **kwargs)
+        return _bracketed(sole, original, args, kwargs, args)
 
     setattr(owner, name, hooked)
     return lambda: setattr(owner, name, original)
@@ -294,7 +337,8 @@ def _install(operation: str) -> Callable[[], None]:
 def subscribe(replace_launch: Callable | None = None, **arounds: Callable):
     """Hand the calls named in `arounds` (LAUNCH or a key of OPERATIONS) to
     `around(proceed, *the call's arguments)` while the block runs; `proceed()` goes on with the
-    call and returns its result. A launch's handler gets `(proceed, launch)`, a KernelLaunch.
+    call and returns its result. A launch's handler gets `(proceed, launch)`, a KernelLaunch. A
+    handler may instead be a Bracket (before and after the call; the hot path's kind).
 
     `replace_launch(launch, run)` takes over running each kernel (graph capture: record instead
     of running, or run on the capture stream); one subscription at a time may hold it.

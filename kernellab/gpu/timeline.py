@@ -424,8 +424,9 @@ class Timeline:
         self.source = source
         self._trace = Trace()
         self._submitted: list = []    # (kind, label or bytes, stream key, host seconds, extra): the ops
-        #                               noted on the hot path, plain values only (see _timed_call)
+        #                               noted on the hot path, plain values only (see _start)
         self._rows: dict = {}
+        self._stream_keys: dict = {}  # id(stream) -> (its key, the stream): see _key_of
         self._keep: list = []         # events seen, so their ids stay unique
         self._events: list = []       # on a GPU: op index, start, end, ... flat; each event an (event, handle)
         self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
@@ -492,7 +493,7 @@ class Timeline:
     def _note(self, kind, label, stream=None, event=None) -> None:
         """An op that is not timed (an event record or wait, a synchronization); `stream` None: no
         row (a device-wide or event synchronize)."""
-        self._submitted.append((kind, label, _NO_ROW if stream is None else self._key(stream),
+        self._submitted.append((kind, label, _NO_ROW if stream is None else self._key_of(stream),
                                 time.perf_counter(), event))
 
     @property
@@ -504,52 +505,67 @@ class Timeline:
         return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
                 f"through cuEventRecord); every op in the trace")
 
-    def _timed_call(self, kind, what, stream, call, dims=None):
-        """Note the op (`what`: a kernel's name, a copy's bytes; `dims`: a kernel's (grid, block));
-        on a GPU, bracket `call()` with two events on its stream. This is the hot path of every
-        timed launch and copy, and what it costs is `kernellab bench 07`'s recorder cost. It keeps
-        plain values only (no launch configuration, stream or array alive: holding those made the
-        garbage collector's passes grow with the trace, ~1-2 us per op here), works out labels and
-        rows when the trace is read, and times with pooled events recorded by the driver directly."""
-        submitted = self._submitted
+    def _key_of(self, stream):
+        """The stream's key (`_key`), worked out once per stream object: the object is kept in the
+        dict beside it, so its id cannot be reused while the timeline lives."""
+        known = self._stream_keys.get(id(stream))
+        return known[0] if known is not None else self._remember(stream)
+
+    def _remember(self, stream):
         key = self._key(stream)
+        self._stream_keys[id(stream)] = (key, stream)
+        return key
+
+    def _start(self, kind, what, stream, dims=None, captured=False):
+        """Note the op (`what`: a kernel's name, a copy's bytes; `dims`: a kernel's (grid, block));
+        on a GPU, unless it is captured into a graph (not run: nothing to time yet), record its start
+        event on its stream and return what `_end` needs. With `_end`,
+        this is the hot path of every timed launch and copy (a hooks.Bracket), and what it costs is
+        `kernellab bench 07`'s recorder cost. It keeps plain values only (no launch configuration,
+        stream or array per op: holding those made the garbage collector's passes grow with the
+        trace, ~1-2 us per op here), works out labels and rows when the trace is read, and times
+        with pooled events recorded by the driver directly."""
+        submitted = self._submitted
+        known = self._stream_keys.get(id(stream))       # _key_of, in this frame
+        key = known[0] if known is not None else self._remember(stream)
         submitted.append((kind, what, key, time.perf_counter(), dims))
-        if kind not in self._timing:
-            return call()
+        if captured or kind not in self._timing:
+            return None
         start = _spare_events.pop() if _spare_events else _new_event(self._cuda)
         end = _spare_events.pop() if _spare_events else _new_event(self._cuda)
         if self._record(start[1], key):
             raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
-        result = call()
+        return len(submitted) - 1, start, end, key
+
+    def _end(self, started) -> None:
+        """Record the end event of an op `_start` timed (None: it timed none)."""
+        if started is None:
+            return
+        index, start, end, key = started
         if self._record(end[1], key):
-            raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
-        self._events.extend((len(submitted) - 1, start, end))   # flat: no tuple kept per op
-        return result
+            raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
+        self._events.extend((index, start, end))   # flat: no tuple kept per op
 
     def _event_key(self, event) -> int:
         self._keep.append(event)
         return id(event)
 
     def _handlers(self) -> dict:
-        """What the timeline notes, per numba-cuda operation (see kernellab.gpu.hooks)."""
-        def launch(proceed, kernel: hooks.KernelLaunch):
-            name, stream, dims, captured = kernel.recorded()
-            if captured:                # recorded into a graph, not run: nothing to time yet
-                self._submitted.append(("kernel", name, self._key(stream), time.perf_counter(), dims))
-                return proceed()
-            return self._timed_call("kernel", name, stream, proceed, dims)
+        """What the timeline notes, per numba-cuda operation (see kernellab.gpu.hooks): launches and
+        copies as Brackets (the hot path), the rest around the call."""
+        start, end = self._start, (self._end if self._timing else None)
 
-        def to_device(proceed, obj, stream=0, copy=True, to=None):
-            if not copy:
-                return proceed()
-            return self._timed_call("h2d", _nbytes(obj), stream, proceed)
+        launch = functools.partial(start, "kernel")   # (name, stream, dims, captured): no frame of its own
 
-        def copy_to_device(proceed, array, source, stream=0):
+        def to_device(obj, stream=0, copy=True, to=None):
+            return start("h2d", _nbytes(obj), stream) if copy else None
+
+        def copy_to_device(array, source, stream=0):
             kind = "d2d" if hasattr(source, "copy_to_host") else "h2d"
-            return self._timed_call(kind, _nbytes(source), stream or getattr(array, "stream", 0), proceed)
+            return start(kind, _nbytes(source), stream or getattr(array, "stream", 0))
 
-        def copy_to_host(proceed, array, ary=None, stream=0):
-            return self._timed_call("d2h", _nbytes(array), stream or getattr(array, "stream", 0), proceed)
+        def copy_to_host(array, ary=None, stream=0):
+            return start("d2h", _nbytes(array), stream or getattr(array, "stream", 0))
 
         def record(proceed, event, stream=0):
             self._note("record", "event record", stream or 0, self._event_key(event))
@@ -571,10 +587,11 @@ class Timeline:
             self._note("device_sync", "cuda.synchronize")
             return proceed()
 
-        return {hooks.LAUNCH: launch, "to_device": to_device, "copy_to_device": copy_to_device,
-                "copy_to_host": copy_to_host, "event_record": record, "event_wait": wait,
-                "event_synchronize": event_sync, "stream_synchronize": stream_sync,
-                "synchronize": device_sync}
+        timed = {hooks.LAUNCH: launch, "to_device": to_device, "copy_to_device": copy_to_device,
+                 "copy_to_host": copy_to_host}
+        return {**{op: hooks.Bracket(before, end) for op, before in timed.items()},
+                "event_record": record, "event_wait": wait, "event_synchronize": event_sync,
+                "stream_synchronize": stream_sync, "synchronize": device_sync}
 
     def __enter__(self) -> Timeline:
         if Timeline._active is not None:

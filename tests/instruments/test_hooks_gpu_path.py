@@ -119,3 +119,45 @@ def test_a_stream_named_after_ops_on_others_keeps_their_rows_in_order(gpu_launch
         tl.name(HandleStream(2000), "copies")
         launch(HandleStream(2000))
     assert [op.row for op in tl.trace] == ["stream 1", "copies"]
+
+
+
+def test_a_bracket_runs_before_and_after_the_launch_and_no_after_when_it_raises(gpu_launch_hook, monkeypatch):
+    """The recorder's kind of handler: before gets what KernelLaunch.recorded gives and returns a
+    token, after gets the token once the launch has returned, and not when it raised."""
+    launch, ran, _ = gpu_launch_hook
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    def numba_launch(dispatcher, args, config):          # what the hook wraps when it installs
+        if args == ("raise",):
+            raise ZeroDivisionError("numba-cuda refused the launch")
+        ran.append(args)
+    monkeypatch.setattr(CUDADispatcher, "call", numba_launch, raising=False)
+    order = []
+
+    def before(name, stream, dims, captured):
+        order.append(("before", name, stream.handle, dims, captured, len(ran)))
+        return stream.handle
+    with hooks.subscribe(launch=hooks.Bracket(before, lambda token: order.append(("after", token, len(ran))))):
+        launch(HandleStream(3))
+        with pytest.raises(ZeroDivisionError):
+            launch(HandleStream(9), args=("raise",))
+        launch(HandleStream(4))
+    shape = ((3, 1, 1), (64, 1, 1))
+    assert order == [("before", "busy_kernel", 3, shape, False, 0), ("after", 3, 1),
+                     ("before", "busy_kernel", 9, shape, False, 1),                 # raised: no after
+                     ("before", "busy_kernel", 4, shape, False, 1), ("after", 4, 2)]
+
+
+def test_a_bracket_among_other_subscriptions_sees_the_launch_around_the_inner_ones(gpu_launch_hook):
+    launch, ran, _ = gpu_launch_hook
+    order = []
+
+    def inner(proceed, k):
+        order.append("inner")
+        return proceed()
+    with hooks.subscribe(launch=hooks.Bracket(lambda *noted: order.append(("before", noted[0])),
+                                              lambda token: order.append("after"))):
+        with hooks.subscribe(launch=inner):
+            launch(HandleStream(5))
+    assert order == [("before", "busy_kernel"), "inner", "after"] and len(ran) == 1
