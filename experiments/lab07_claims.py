@@ -9,7 +9,7 @@ from kernellab.course.claims import Claim, Compare, Missing, need, repeats_of, s
 from kernellab.gpu.timeline import TimelineData
 
 from experiments.lab07_constants import (
-    CONCURRENCY_RECORD, MAIN_CONNECTIONS, NUMBER, PIPELINE_STEPS, PIPELINE_STEPS_MAIN, TARGETS)
+    CONCURRENCY_RECORD, MAIN_CONNECTIONS, NUMBER, ONE_STREAM_OVERLAP_PCT, PIPELINE_STEPS_MAIN, TARGETS)
 from experiments.lab07_measure import model_errors
 
 
@@ -139,19 +139,40 @@ def _recorder_parts_values(records):
             "repeats": len(repeats), "target_us": TARGETS["recorder_us_per_op"]}
 
 
-def _steps_values(records):
-    """Each chunk count's hidden share without the recorder, on the worst repeat."""
+def _steps_of(records, names) -> tuple[list, dict, dict]:
+    """The pipeline repeats, and each named step's hidden share (%, the worst repeat's) and pipeline
+    time (ms, the slowest repeat's), all without the recorder."""
     repeats = _pipeline_repeats(records)
     for record in repeats:
-        for name in PIPELINE_STEPS:
+        for name in names:
             need(record, "steps", name)
-    hidden = {name: 100 * min(r["steps"][name]["hidden_fraction"] for r in repeats) for name in PIPELINE_STEPS}
-    ms = {name: max(r["steps"][name]["pipeline_ms"]["median_ms"] for r in repeats) for name in PIPELINE_STEPS}
+    hidden = {name: 100 * min(r["steps"][name]["hidden_fraction"] for r in repeats) for name in names}
+    ms = {name: max(r["steps"][name]["pipeline_ms"]["median_ms"] for r in repeats) for name in names}
+    return repeats, hidden, ms
+
+
+def _step_keys(hidden: dict, ms: dict) -> dict:
+    return {**{f"hidden_{name}": v for name, v in hidden.items()}, **{f"ms_{name}": v for name, v in ms.items()}}
+
+
+CHUNK_STEPS = ("chunks_4", "chunks_8", "chunks_12", "chunks_16", "chunks_64")
+
+
+def _steps_values(records):
+    """Each chunk count's hidden share without the recorder, on the worst repeat."""
+    repeats, hidden, ms = _steps_of(records, CHUNK_STEPS)
     main = 100 * min(r["cases"]["pinned"]["bare"]["hidden_fraction"] for r in repeats)
     same = PIPELINE_STEPS_MAIN
-    return {**{f"hidden_{name}": v for name, v in hidden.items()}, **{f"ms_{name}": v for name, v in ms.items()},
-            "repeats": len(repeats), "main": main, "apart": abs(main - hidden[same]),
+    return {**_step_keys(hidden, ms), "repeats": len(repeats), "main": main, "apart": abs(main - hidden[same]),
             "agree": TARGETS["methods_agree_points"]}
+
+
+def _issue_values(records):
+    """One stream against four, and breadth-first issue against the lab's depth-first, 8 chunks each."""
+    repeats, hidden, ms = _steps_of(records, ("one_stream", PIPELINE_STEPS_MAIN, "breadth_first"))
+    return {**_step_keys(hidden, ms), "repeats": len(repeats), "agree": TARGETS["methods_agree_points"],
+            "order_apart": abs(hidden["breadth_first"] - hidden[PIPELINE_STEPS_MAIN]),
+            "floor": ONE_STREAM_OVERLAP_PCT}
 
 
 def _pipeline_model_values(records):
@@ -310,6 +331,19 @@ CLAIMS = [
           explains="with C chunks, the first chunk's copy in and the last chunk's copy out overlap with "
                    "nothing: about 1/C of the copies at each end; more chunks cost more submissions, which "
                    "the host must keep ahead of the GPU"),
+    Claim("pipeline_issue_order",
+          "On one stream the lab's 8 chunks hide {hidden_one_stream:.0f}% ({ms_one_stream:.2f} ms): {serial} "
+          "(at most {floor:.0f}% counts as none); on 4 streams {hidden_chunks_8:.0f}% ({ms_chunks_8:.2f} ms). "
+          "Issued breadth first (every copy in, then every kernel, then every copy out) they hide "
+          "{hidden_breadth_first:.0f}% ({ms_breadth_first:.2f} ms), {order_apart:.0f} points from depth first: "
+          "the issue order {order} (at most {agree:.0f} points, what the two overlap methods may differ by; "
+          "worst of {repeats} repeat(s), without the recorder).",
+          values=_issue_values,
+          checks=(says("serial", "hidden_one_stream", "<=", "floor", "nothing overlaps", "something overlaps"),
+                  says("order", "order_apart", "<=", "agree", "makes no difference", "makes a difference")),
+          explains="a stream runs its ops in order, so one stream overlaps nothing; with a copy engine for "
+                   "each direction and a hardware queue per stream, no op waits in a queue behind another "
+                   "stream's op, whatever the order the host issued them in"),
     Claim("pipeline_model",
           "Costed with this run's copy and kernel times and the host's submit gap seen in the recorder "
           "({gap:.3f} ms per operation), the model puts the pinned pipeline at {predicted:.2f} ms against "

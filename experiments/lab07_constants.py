@@ -11,20 +11,35 @@ REPS = 7
 SIGNATURE = "void(float32[::1], int64, float32[::1])"   # busy_kernel's, slices included
 PIPELINE_N = 1 << 26                    # 256 MiB of float32 each way
 PIPELINE_CHUNKS, PIPELINE_STREAMS = 8, 4
-# The chunk counts a student could try, each measured without the recorder, with why it is there.
-# 8 is the lab's: on the H200's host (2026-12-02) a chunk's 4 slices, 2 copies and a launch take
-# ~0.35 ms to submit against ~0.75 ms of copying, so the host stays ahead; at 16 chunks it barely
-# does, and the overlap measured 90% in one session and 20% in the next.
+# The tuning steps a student could try, each measured without the recorder: name -> (chunks,
+# streams, issue order, why). Depth first is the lab's order (each chunk's copy in, kernel and copy
+# out, chunk after chunk); breadth first issues every copy in, then every kernel, then every copy
+# out. 8 chunks on 4 streams is the lab's: on the H200's host (2026-12-02) a chunk's 4 slices, 2
+# copies and a launch take ~0.35 ms to submit against ~0.75 ms of copying, so the host stays ahead;
+# at 16 chunks it barely does, and the overlap measured 90% in one session and 20% in the next.
 PIPELINE_STEPS = {
-    "chunks_4": (4, "4 chunks: the first chunk's copy in and the last one's copy out (a quarter of "
-                    "the data each) have nothing to overlap with"),
-    "chunks_8": (8, "the lab's pipeline: 8 chunks on 4 streams, an eighth left unhidden at each end, and "
-                    "a host that submits a chunk in half the time the GPU copies it"),
-    "chunks_12": (12, "12 chunks: a twelfth unhidden at each end, and 36 submissions, still fewer than the "
-                      "host can make while the GPU copies"),
-    "chunks_16": (16, "16 chunks: shorter ends, but 48 submissions that take about as long as the copies"),
-    "chunks_64": (64, "64 chunks: 192 submissions the host cannot keep ahead of the GPU"),
+    "one_stream": (8, 1, "depth_first",
+                   "8 chunks on one stream: every copy and kernel waits for the op before it, so nothing "
+                   "overlaps (the floor the streams are measured against)"),
+    "chunks_4": (4, 4, "depth_first",
+                 "4 chunks: the first chunk's copy in and the last one's copy out (a quarter of the data "
+                 "each) have nothing to overlap with"),
+    "chunks_8": (8, 4, "depth_first",
+                 "the lab's pipeline: 8 chunks on 4 streams, an eighth left unhidden at each end, and a host "
+                 "that submits a chunk in half the time the GPU copies it"),
+    "chunks_12": (12, 4, "depth_first",
+                  "12 chunks: a twelfth unhidden at each end, and 36 submissions, still fewer than the host "
+                  "can make while the GPU copies"),
+    "chunks_16": (16, 4, "depth_first",
+                  "16 chunks: shorter ends, but 48 submissions that take about as long as the copies"),
+    "chunks_64": (64, 4, "depth_first", "64 chunks: 192 submissions the host cannot keep ahead of the GPU"),
+    "breadth_first": (8, 4, "breadth_first",
+                      "the lab's 8 chunks issued breadth first: on a GPU with one copy engine and one hardware "
+                      "queue, this order kept each copy in from waiting behind the copy out issued before it; "
+                      "the H200 copies each direction on its own engine and gives each stream its own queue"),
 }
+ISSUE_ORDERS = ("depth_first", "breadth_first")
+ONE_STREAM_OVERLAP_PCT = 10.0          # one stream hides at most this (%): what noise can leave of nothing
 PIPELINE_STEPS_MAIN = "chunks_8"       # the step that is the lab's own pipeline
 TARGETS = {"speedup_16_streams": 10.0, "model_error": 0.20, "hidden_fraction": 0.80,
            "methods_agree_points": 10.0, "recorder_us_per_op": 5.0, "recorder_slowdown": 0.05}

@@ -7,6 +7,7 @@ runs each in a fresh process (`in_fresh_process`, `python -m experiments.lab07_s
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -25,8 +26,8 @@ from kernellab.kernels import resources
 from kernellab.show.progress import progress_bar
 
 from experiments.lab07_constants import (
-    CONCURRENCY_RECORD, CONNECTIONS_OF, FEW_BLOCKS, KERNEL_MS, KERNELS, MAIN_CONNECTIONS, PIPELINE_CHUNKS,
-    PIPELINE_N, PIPELINE_STEPS, PIPELINE_STREAMS, REPS, SIGNATURE, STREAM_COUNTS)
+    CONCURRENCY_RECORD, CONNECTIONS_OF, FEW_BLOCKS, ISSUE_ORDERS, KERNEL_MS, KERNELS, MAIN_CONNECTIONS,
+    PIPELINE_CHUNKS, PIPELINE_N, PIPELINE_STEPS, PIPELINE_STREAMS, REPS, SIGNATURE, STREAM_COUNTS)
 
 
 # --- the model -------------------------------------------------------------------------------------
@@ -300,16 +301,11 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     names = list(ways)
     result = {}
     for name, call in calls.items():
-        samples = {way: [] for way in ways}
-        for way in names:                                   # warm each way up once
-            with ways[way]():
-                timing.time_host(events_around(call, stream) if way == "events_only" else call, reps=1, inner=inner)
-        for r in range(reps):
-            for way in names[r % len(names):] + names[:r % len(names)]:
-                timed = events_around(call, stream) if way == "events_only" else call
-                with ways[way]():
-                    samples[way].extend(timing.time_host(timed, reps=1, inner=inner, warmup=0).samples_ms)
-        over = {way: [1e3 * (t - b) for t, b in zip(samples[way], samples["bare"])] for way in names}
+        taken = timing.time_host_in_turn(
+            {way: (opened, events_around(call, stream) if way == "events_only" else call)
+             for way, opened in ways.items()}, inner=inner, reps=reps)
+        samples = {way: taken[way].samples_ms for way in names}
+        over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
                         **{f"{way}_over_bare_us": float(np.median(over[way]))
                            for way in ("trace_only", "events_only", "hooks_only")},
@@ -335,18 +331,17 @@ def measure_pipeline(lab, bps: int) -> dict:
     buffers = tuple(cuda.device_array(PIPELINE_N, dtype=np.float32) for _ in range(2))   # (d_in, d_out)
     streams = [cuda.stream() for _ in range(PIPELINE_STREAMS)]
 
-    def copies_only(host_x, host_out, chunks):
+    def copies_only(host_x, host_out, chunks, used=streams, order="depth_first"):
         """The pipeline's copies in its order, on its streams, without its kernels."""
-        for c, (lo, hi) in enumerate(lab.chunk_bounds(PIPELINE_N, chunks)):
-            stream = streams[c % len(streams)]
-            buffers[0][lo:hi].copy_to_device(host_x[lo:hi], stream=stream)
-            buffers[1][lo:hi].copy_to_host(host_out[lo:hi], stream=stream)
-        for stream in streams:
+        issue_in_order(order, lab.chunk_bounds(PIPELINE_N, chunks), used,
+                       lambda lo, hi, stream: buffers[0][lo:hi].copy_to_device(host_x[lo:hi], stream=stream),
+                       lambda lo, hi, stream: buffers[1][lo:hi].copy_to_host(host_out[lo:hi], stream=stream))
+        for stream in used:
             stream.synchronize()
 
-    def kernels_only(iters, chunks):
+    def kernels_only(iters, chunks, used=streams):
         for c, (lo, hi) in enumerate(lab.chunk_bounds(PIPELINE_N, chunks)):
-            lab.busy(buffers[0][lo:hi], iters, out=buffers[1][lo:hi], stream=streams[c % len(streams)])
+            lab.busy(buffers[0][lo:hi], iters, out=buffers[1][lo:hi], stream=used[c % len(used)])
 
     def makespan(fn):
         return timing.time_gpu(fn, warmup=2, reps=REPS, hide_host=False)
@@ -356,12 +351,14 @@ def measure_pipeline(lab, bps: int) -> dict:
     probe_time = makespan(lambda: kernels_only(probe, PIPELINE_CHUNKS))
     iters = max(1, round(probe * 0.5 * copies.median_ms / probe_time.median_ms))   # kernels ~ half
 
-    def without_recorder(host_x, host_out, chunks) -> dict:
-        """The three ways with no recorder open: name -> (context, call)."""
-        return {"copies": (contextlib.nullcontext, lambda: copies_only(host_x, host_out, chunks)),
-                "kernels": (contextlib.nullcontext, lambda: kernels_only(iters, chunks)),
+    def without_recorder(host_x, host_out, chunks, used=streams, order="depth_first") -> dict:
+        """The three ways with no recorder open, `chunks` on the streams `used`, issued in `order`
+        (the lab's pipeline is depth first): name -> (context, call)."""
+        pipeline = lab.pipeline if order == "depth_first" else functools.partial(breadth_first_pipeline, lab)
+        return {"copies": (contextlib.nullcontext, lambda: copies_only(host_x, host_out, chunks, used, order)),
+                "kernels": (contextlib.nullcontext, lambda: kernels_only(iters, chunks, used)),
                 "pipeline": (contextlib.nullcontext,
-                             lambda: lab.pipeline(host_x, iters, streams, chunks, host_out, buffers))}
+                             lambda: pipeline(host_x, iters, used, chunks, host_out, buffers))}
 
     def overlap_without_recorder(windows) -> dict:
         """Makespans and the hidden share from alternating windows: each rep's share from that rep's
@@ -401,15 +398,51 @@ def measure_pipeline(lab, bps: int) -> dict:
         if memory == "pinned":
             cases[memory]["predicted"] = pipeline_prediction(lab, middle, bps, sm_count, iters, buffers,
                                                              host_x, host_out, streams[0]).as_dict()
-    steps = {name: {"chunks": chunks, "why": why,
-                    **overlap_without_recorder(alternating_windows(without_recorder(pinned_x, pinned_out, chunks),
-                                                                   PIPELINE_REPS))}
-             for name, (chunks, why) in PIPELINE_STEPS.items()}
+    steps = {}
+    for name, (chunks, used, order, why) in PIPELINE_STEPS.items():
+        pinned_out[:] = np.nan                        # each step's own result is checked below
+        ways = without_recorder(pinned_x, pinned_out, chunks, streams[:used], order)
+        steps[name] = {"chunks": chunks, "streams": used, "issue": order, "why": why,
+                       **overlap_without_recorder(alternating_windows(ways, PIPELINE_REPS))}
+        ways["pipeline"][1]()
+        if not np.array_equal(pinned_out, hosts["pageable"][1]):   # checked above; the same arithmetic
+            raise AssertionError(f"pipeline step {name}: its result differs from the checked pipeline's")
     return {"provenance": reference.provenance(), "n": PIPELINE_N, "chunks": PIPELINE_CHUNKS,
             "streams": PIPELINE_STREAMS, "iters": iters, "recorder": {"events": middle.events, **recorder},
             "sizing": {"copies_alone": copies.as_dict(), "probe_kernels": probe_time.as_dict(),
                        "probe_iters": probe},      # what chose iters (the kernels alone: cases)
             "cases": cases, "steps": steps}
+
+
+def issue_in_order(order: str, bounds, streams, *submits) -> None:
+    """Each of `submits` (a function of lo, hi, stream) for every chunk, chunk c on streams[c % S]:
+    depth first, a chunk's submits one after the other, then the next chunk's; breadth first, the
+    first submit for every chunk, then the second for every chunk, and so on."""
+    chunks = [(lo, hi, streams[c % len(streams)]) for c, (lo, hi) in enumerate(bounds)]
+    if order == "depth_first":
+        for chunk in chunks:
+            for submit in submits:
+                submit(*chunk)
+    elif order == "breadth_first":
+        for submit in submits:
+            for chunk in chunks:
+                submit(*chunk)
+    else:
+        raise ValueError(f"no issue order {order!r} (orders: {', '.join(ISSUE_ORDERS)})")
+
+
+def breadth_first_pipeline(lab, host_x, iters, streams, chunks, host_out, device_buffers):
+    """The lab's pipeline (its `pipeline`, the same chunks on the same streams) issued breadth
+    first: every chunk's copy in, then every kernel, then every copy out. Each stream still runs
+    its own chunks' copy, kernel and copy in order; what changes is the order the queues get them."""
+    d_in, d_out = device_buffers
+    issue_in_order("breadth_first", lab.chunk_bounds(host_x.size, chunks), streams,
+                   lambda lo, hi, stream: d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=stream),
+                   lambda lo, hi, stream: lab.busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream),
+                   lambda lo, hi, stream: d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=stream))
+    for stream in streams:
+        stream.synchronize()
+    return host_out
 
 
 def fraction_problems(fractions) -> list[str]:

@@ -225,6 +225,41 @@ def time_host_beyond(whole: Callable[[], None], part: Callable[[], None], *, inn
             "rest": Timing(tuple(w - p for w, p in zip(wholes, parts)))}
 
 
+def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: int = 1) -> dict[str, Timing]:
+    """Host time per call of each way, the ways taken in turn within every rep, in an order rotated
+    rep by rep: a host whose speed drifts during the run (the H200's lent host did, 26-48 us per
+    launch in one process) moves every way alike, so samples of one rep compare like with like
+    (`paired`). `ways`: name -> (a context opened around each sample, outside its clock; the call).
+    Each sample is `inner` calls from an idle GPU (as `time_host`). GPU only."""
+    require_gpu("time_host_in_turn")
+    names = list(ways)
+
+    def per_call(name: str, calls: int) -> float:
+        opened, call = ways[name]
+        with opened():
+            cuda.synchronize()
+            started = time.perf_counter()
+            for _ in range(calls):
+                call()
+            elapsed = time.perf_counter() - started
+        return elapsed * 1e3 / calls
+
+    for name in names:
+        for _ in range(warmup):
+            per_call(name, inner)
+    samples = {name: [] for name in names}
+    for rep in range(reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            samples[name].append(per_call(name, inner))
+    cuda.synchronize()
+    return {name: Timing(tuple(times)) for name, times in samples.items()}
+
+
+def paired(numerator: Timing, denominator: Timing, *, ratio: bool = False) -> list[float]:
+    """Per rep, one way's sample minus (or over) another's, from `time_host_in_turn`."""
+    return [a / b if ratio else a - b for a, b in zip(numerator.samples_ms, denominator.samples_ms)]
+
+
 CEILING_L2_MULTIPLE = 8      # copy buffers are at least this many times the L2: no copy is served by it
 FMA_TRIPS = 2048             # the FMA chain's trip count, a compile-time constant
 FMA_CHAINS = 8               # independent chains per thread: enough in flight to fill the FMA pipes

@@ -336,3 +336,37 @@ def test_lab02s_vectorised_chain_moves_each_input_in_16_byte_loads():
     text, = audit.ptx([(lab.fused_chain_vectorized_kernel, lab.SIGNATURES["fused_chain_vectorized_kernel"])])
     assert len(re.findall(r"\bld\.global\.v4\.f32", text)) == 4, text
     assert len(re.findall(r"\bst\.global\.v4\.f32", text)) == 1, text
+
+
+def test_an_issue_order_submits_depth_first_or_breadth_first_and_names_a_bad_one():
+    from experiments.lab07_measure import issue_in_order
+    seen = []
+    submits = [lambda lo, hi, s, what=what: seen.append((what, lo, s)) for what in ("in", "kernel", "out")]
+    issue_in_order("depth_first", [(0, 2), (2, 4), (4, 5)], ["a", "b"], *submits)
+    assert seen == [("in", 0, "a"), ("kernel", 0, "a"), ("out", 0, "a"), ("in", 2, "b"), ("kernel", 2, "b"),
+                    ("out", 2, "b"), ("in", 4, "a"), ("kernel", 4, "a"), ("out", 4, "a")]
+    seen.clear()
+    issue_in_order("breadth_first", [(0, 2), (2, 4), (4, 5)], ["a", "b"], *submits)
+    assert seen == [("in", 0, "a"), ("in", 2, "b"), ("in", 4, "a"), ("kernel", 0, "a"), ("kernel", 2, "b"),
+                    ("kernel", 4, "a"), ("out", 0, "a"), ("out", 2, "b"), ("out", 4, "a")]
+    with pytest.raises(ValueError, match="no issue order 'sideways'"):
+        issue_in_order("sideways", [(0, 1)], ["a"], *submits)
+
+
+def test_the_breadth_first_pipeline_gives_the_labs_result():
+    """The tuning step's given pipeline computes what the lab's does (the simulator, 37 elements)."""
+    from numba import cuda
+    import numpy as np
+    from experiments.lab07_measure import breadth_first_pipeline
+    from kernellab.course import target
+    lab = target.load("07", "solutions")
+    host_x = cuda.pinned_array(37, dtype=np.float32)
+    host_x[:] = np.linspace(-1.0, 2.0, 37, dtype=np.float32)
+    streams = [cuda.stream() for _ in range(3)]
+    buffers = (cuda.device_array(37, dtype=np.float32), cuda.device_array(37, dtype=np.float32))
+    depth = lab.pipeline(host_x, 2, streams, 5, cuda.pinned_array_like(host_x), buffers).copy()
+    out = cuda.pinned_array_like(host_x)
+    out[:] = np.nan
+    assert breadth_first_pipeline(lab, host_x, 2, streams, 5, out, buffers) is out
+    np.testing.assert_array_equal(out, depth)
+    np.testing.assert_allclose(out, lab.busy_reference(host_x, 2), rtol=1e-6)
