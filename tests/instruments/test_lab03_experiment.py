@@ -7,12 +7,13 @@ the solution side's 4-per-thread kernel computes the tasks within their byte bud
 GPU-only prep measurement is checked on a fake clock.
 """
 
+import importlib
 import types
 
 import numpy as np
 import pytest
 
-from kernellab.course import claims, protocol, target
+from kernellab.course import claims, protocol, reference, target
 from kernellab.gpu import checks, device, timing
 from kernellab.gpu.launches import Replay, record_launches, replayable
 from kernellab.gpu.traffic import meter
@@ -133,15 +134,16 @@ def test_the_rest_of_a_call_is_timed_in_pairs(monkeypatch):
 def test_the_launcher_prep_record_splits_every_call(monkeypatch):
     """measure_launcher_prep: for every whole call, its launches taken apart and each part's figures."""
     experiment, lab = protocol.experiment("03"), target.load("03", "solutions")
+    measure = importlib.import_module("experiments.lab03_measure")   # where the measurement reads PREP_SIZE
     ran = []
 
     def fake_split(whole, part, **_):   # nothing runs: the launches were taken, never made
         ran.append(part)
         return {key: timing.Timing((ms, ms)) for key, ms in (("whole", 0.07), ("part", 0.025), ("rest", 0.045))}
 
-    monkeypatch.setattr(experiment, "PREP_SIZE", 40)
+    monkeypatch.setattr(measure, "PREP_SIZE", 40)
     monkeypatch.setattr(timing, "time_host_beyond", fake_split)
-    monkeypatch.setattr(experiment.reference, "provenance", lambda: {})
+    monkeypatch.setattr(reference, "provenance", lambda: {})
     record = experiment.measure_launcher_prep(lab)
     assert set(record["variants"]) == set(experiment.launcher_calls(lab)) and record["size"] == 40
     assert record["variants"]["separate"]["launches"] == 4 and record["variants"]["horizontal"]["launches"] == 1

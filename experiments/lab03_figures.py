@@ -1,0 +1,46 @@
+"""Lab 03's figure: time per call against size, and the gain of one launch over four (the whole
+calls, the launches alone, the GPU alone) against the launch-or-bytes model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernellab.show import plots
+
+from experiments.lab03_constants import GAIN_THAT_PAYS, KERNEL_PACE, LAUNCHES
+from experiments.lab03_measure import crossover, kernel_ratios
+
+
+def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
+    """Time per call against size (host-paced), and the gain of one launch over four: the whole
+    calls, the launches alone and the GPU alone, where recorded, against the model."""
+    tasks = records["tasks"]
+    fig, (ax_time, ax_gain) = plots.new_figure("Four tasks: four launches or one", tasks, ncols=2)
+    plots.time_vs_size(ax_time, tasks)
+    launch_us = records["host_launch"]["us"]
+    ax_time.axhline(launch_us / 1e3, color="C3", linestyle="--",
+                    label=f"one launch, host-paced ({launch_us:.1f} us, same run)")
+    ax_time.legend()
+    suffix = LAUNCHES if f"horizontal{LAUNCHES}" in tasks["variants"] else ""
+    summary = crossover(lab, records, suffix)
+    x = [r["n"] for r in summary["rows"]]
+    ax_gain.plot(x, [r["measured_speedup"] for r in summary["rows"]], marker="o",
+                 label="host-paced, launches alone" if suffix else "host-paced, whole calls")
+    if suffix:
+        whole = crossover(lab, records, "")["rows"]
+        ax_gain.plot([r["n"] for r in whole], [r["measured_speedup"] for r in whole], marker=".",
+                     label="host-paced, whole calls (with the launchers' Python)")
+    if "tasks_gpu" in records:
+        gpu = kernel_ratios(records["tasks_gpu"])
+        ax_gain.plot([r["n"] for r in gpu], [r["ratio"] for r in gpu], marker="s",
+                     label="GPU alone (host work outside the window)")
+    ax_gain.plot(x, [r["predicted_speedup"] for r in summary["rows"]], linestyle="--",
+                 label=f"predicted: max(launches x {summary['launch_us']:.1f} us, bytes / copy bandwidth)")
+    ax_gain.axhline(GAIN_THAT_PAYS, color="grey", linestyle=":", label=f"{GAIN_THAT_PAYS}x: stops paying")
+    ax_gain.axhline(KERNEL_PACE, color="C3", linestyle=":", label=f"{KERNEL_PACE}x: the merged kernel's target")
+    ax_gain.set_xscale("log", base=2)
+    ax_gain.set_xlabel(tasks["axis"])
+    ax_gain.set_ylabel("separate time / merged time")
+    ax_gain.grid(True, which="both", alpha=0.3)
+    ax_gain.legend()
+    return plots.save(fig, "lab03_speedup", figures_dir)
