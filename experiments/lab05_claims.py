@@ -1,0 +1,287 @@
+"""Lab 05's claims: the discussion's sentences, each checked against the records and the recorded
+Nsight Compute rows; with the fastest fused form, which the declaration's targets and key figure
+judge too."""
+
+from __future__ import annotations
+
+from kernellab.course import reference
+from kernellab.course.claims import Claim, Compare, Missing, course_solution, need, repeats_of, row, says, states, target
+
+from experiments.lab05_constants import HEADLINE_COLS, ROWS, SHAPES, TARGET_PCT_OF_COPY
+from experiments.lab05_measure import shape_name
+
+
+# --- the fastest fused form: what the targets judge -----------------------------------------------
+
+FUSED_FORMS = ("fused",)      # of the softmax benchmark; every variant of the shapes benchmark is one
+
+
+def fastest_fused(records: dict, cols: int = HEADLINE_COLS) -> tuple[dict, dict]:
+    """(its benchmark result, its row): the fastest one-read-one-write softmax at `cols` columns,
+    over the softmax benchmark's fused form and every shape of the shapes benchmark."""
+    candidates = [(result, r) for result in (records.get("softmax"), records.get("softmax_shapes")) if result
+                  for r in result["rows"] if r["size"] == cols and r.get("median_ms")
+                  and not result["variants"][r["variant"]]["baseline"]
+                  and (result["benchmark"] == "softmax_shapes" or r["variant"] in FUSED_FORMS)]
+    if not candidates:
+        raise Missing(f"no timed fused softmax at {cols} columns")
+    return min(candidates, key=lambda c: c[1]["median_ms"])
+
+
+def targets_of(records: dict, cols: int = HEADLINE_COLS) -> dict:
+    """The targets on the fastest fused form, against torch.softmax timed in the same benchmark."""
+    result, fused = fastest_fused(records, cols)
+    out = {"rows": ROWS, "cols": cols, "fused_variant": fused["variant"], "benchmark": result["benchmark"],
+           "copy_gbps": result["copy_gbps"], "fused_ms": fused["median_ms"], "fused_gbps": fused["gbps"],
+           "fused_pct_of_copy": fused["pct_of_copy"],
+           "copy_target_met": fused["pct_of_copy"] >= TARGET_PCT_OF_COPY}
+    timed_torch = [r for r in result["rows"] if r["variant"] == "torch_softmax" and r["size"] == cols
+                   and r.get("median_ms")]
+    if timed_torch:
+        torch_ms = timed_torch[0]["median_ms"]
+        out.update({"torch_ms": torch_ms, "torch_over_fused": torch_ms / fused["median_ms"],
+                    "torch_target_met": fused["median_ms"] <= torch_ms})
+    return out
+
+
+# --- claims: what the discussion says, checked against the records -----------------------------
+# (the ledgers a claim compares with are the solutions', so a claim never depends on a student's stub)
+
+SHORT_ROWS = (256, 512, 1024)
+
+
+def _short_rows_values(records):
+    softmax = need(records, "softmax")
+    fused = [1e3 * row(softmax, "fused", cols)["median_ms"] for cols in SHORT_ROWS]
+    return {"lo": SHORT_ROWS[0], "hi": SHORT_ROWS[-1], "growth": SHORT_ROWS[-1] // SHORT_ROWS[0],
+            "min_us": min(fused), "max_us": max(fused), "floor": 1e3 * softmax["launch_floor_ms"],
+            "floors": min(fused) / (1e3 * softmax["launch_floor_ms"]),
+            "torch_us": 1e3 * row(softmax, "torch_softmax", SHORT_ROWS[0])["median_ms"]}
+
+
+def _headline_values(records):
+    softmax = need(records, "softmax")
+    lab = course_solution("05")
+    cols = HEADLINE_COLS
+    times = {form: row(softmax, form, cols)["median_ms"] for form in ("fused", "online", "unfused", "torch_softmax")}
+    block = lab.row_block(cols)
+    nbytes = {form: lab.softmax_ledger(ROWS, cols, form, block).total_bytes for form in ("fused", "online", "unfused")}
+    fused = row(softmax, "fused", cols)
+    return {"cols": cols, "pct": fused["pct_of_copy"], "gbps": fused["gbps"], "target": TARGET_PCT_OF_COPY,
+            "fused": times["fused"], "torch": times["torch_softmax"], "vs_torch": times["torch_softmax"] / times["fused"],
+            "unfused_ratio": times["unfused"] / times["fused"], "unfused_bytes": nbytes["unfused"] / nbytes["fused"],
+            "online_ratio": times["online"] / times["fused"], "online_bytes": nbytes["online"] / nbytes["fused"]}
+
+
+def _shapes_values(records):
+    """The ways of holding the row in registers (the staged ones are the next claim's)."""
+    rows = {r["shape"]: r for r in need(records, "shape_registers", "rows") if r["shape"].startswith("fused_")}
+    if not rows:
+        raise Missing("shape_registers has no rows")
+    fastest = max(rows.values(), key=lambda r: r["pct_of_copy"])
+    table = "; ".join(f"{r['block']} x {r['items']}{' capped' if name.endswith('regs') else ''}: "
+                      f"{r['registers']} registers, {r['occupancy']:.0%} occupancy, {r['pct_of_copy']:.0f}% of copy"
+                      for name, r in rows.items())
+    return {"table": table, "fastest": fastest["shape"], "fastest_occ": fastest["occupancy"],
+            "most_occ": max(r["occupancy"] for r in rows.values()),
+            "rows_per_sm": max(r["active_blocks"] for r in rows.values()), "best_pct": fastest["pct_of_copy"]}
+
+
+def _timed_shapes(records, kind: str) -> tuple[list[dict], dict]:
+    """The timed shape_registers rows of one way of holding the row ('staged', 'vector'), and the
+    fastest of them; Missing for a recording made before that kind existed."""
+    rows = [r for r in need(records, "shape_registers", "rows") if r["shape"].startswith(f"{kind}_")
+            and r["pct_of_copy"] is not None]
+    if not rows:
+        raise Missing(f"shape_registers has no timed {kind}_ row (recorded before the {kind} softmax)")
+    return rows, max(rows, key=lambda r: r["pct_of_copy"])
+
+
+def _staged_values(records):
+    staged, fastest = _timed_shapes(records, "staged")
+    table = "; ".join(f"{r['shape']}: {r['registers']} registers, {r['shared_bytes']} B shared, "
+                      f"{r['active_blocks']} rows per SM, {r['pct_of_copy']:.0f}% of copy" for r in staged)
+    shapes = _shapes_values(records)
+    return {**shapes, "staged_table": table, "staged": fastest["shape"],
+            "staged_rows": fastest["active_blocks"], "staged_pct": fastest["pct_of_copy"],
+            "staged_gap": abs(fastest["pct_of_copy"] - shapes["best_pct"])}
+
+
+def _profiled(variant: str, benchmark: str = "softmax_shapes") -> dict:
+    """The recorded Nsight Compute row of a variant at the headline size."""
+    found = [r for r in reference.profile_rows("05") if r["benchmark"] == benchmark
+             and r["variant"] == variant and r["size"] == HEADLINE_COLS and r.get("warp_instructions")]
+    if not found:
+        raise Missing(f"no profile row with warp instructions for {benchmark} {variant}")
+    return found[0]
+
+
+def _instruction_values(records):
+    (_, staged), (_, vector) = _timed_shapes(records, "staged"), _timed_shapes(records, "vector")
+    values = {"cols": HEADLINE_COLS, "staged": staged["shape"], "vector": vector["shape"]}
+    for key, name in (("fused", shape_name(*SHAPES[0])), ("staged", staged["shape"]), ("vector", vector["shape"])):
+        found = _profiled(name)
+        values.update({f"{key}_inst": found["warp_instructions"] / 1e6, f"{key}_sm": found["sm_throughput_pct"],
+                       f"{key}_dram": found["dram_throughput_pct"]})
+    return {**values, "vector_share": values["vector_inst"] / min(values["fused_inst"], values["staged_inst"]),
+            "dram_gain": values["vector_dram"] - values["fused_dram"]}
+
+
+def _online_values(records):
+    """The online form's time and requested bytes against the fused form's, beside the DRAM bytes,
+    DRAM busy share and warp instructions Nsight Compute recorded for each."""
+    fused, online = _profiled("fused", "softmax"), _profiled("online", "softmax")
+    dram = {name: (r["dram_bytes_read"] + r["dram_bytes_write"]) / 1e6 for name, r in (("fused", fused), ("online", online))}
+    return {**_headline_values(records), "fused_dram_mb": dram["fused"], "online_dram_mb": dram["online"],
+            "dram_off": 100 * abs(dram["online"] / dram["fused"] - 1),
+            "fused_dram_pct": fused["dram_throughput_pct"], "online_dram_pct": online["dram_throughput_pct"],
+            "inst_ratio": online["warp_instructions"] / fused["warp_instructions"]}
+
+
+def _capped_values(records):
+    """The 1024 x 8 kernel with and without a 32-register cap: registers, speed in every repeat
+    against each measurement's own spread, and the warp instructions each issued."""
+    capped_name, uncapped_name = "fused_1024x8_max32regs", "fused_1024x8"
+    slower, spread = [], []
+    for shapes in repeats_of(records, "softmax_shapes", "05"):
+        capped, uncapped = row(shapes, capped_name, HEADLINE_COLS), row(shapes, uncapped_name, HEADLINE_COLS)
+        slower.append(capped["median_ms"] / uncapped["median_ms"] - 1)
+        spread += [(r["p90_ms"] - r["p10_ms"]) / r["median_ms"] for r in (capped, uncapped)]
+    return {"registers": _shape(records, uncapped_name)["registers"], "repeats": len(slower),
+            "slower_lo": min(slower), "slower_hi": max(slower), "spread": max(spread),
+            "capped": _shape(records, capped_name)["pct_of_copy"],
+            "uncapped": _shape(records, uncapped_name)["pct_of_copy"],
+            "capped_inst": _profiled(capped_name)["warp_instructions"] / 1e6,
+            "uncapped_inst": _profiled(uncapped_name)["warp_instructions"] / 1e6}
+
+
+def _vector_values(records):
+    rows, fastest = _timed_shapes(records, "vector")
+    fused = _shape(records, shape_name(*SHAPES[0]))
+    table = "; ".join(f"{r['shape']}: {r['registers']} registers, {r['active_blocks']} rows per SM, "
+                      f"{r['pct_of_copy']:.0f}% of copy" for r in rows)
+    return {"vector_table": table, "vector": fastest["shape"], "vector_pct": fastest["pct_of_copy"],
+            "fused_pct": fused["pct_of_copy"], "vector_over_fused": fused["median_ms"] / fastest["median_ms"]}
+
+
+def _target_values(records):
+    if not any(name.startswith("staged_") for name in need(records, "softmax_shapes", "variants")):
+        raise Missing("softmax_shapes has no staged_ variant (recorded before the staged softmax)")
+    goals = targets_of(records)
+    if "torch_ms" not in goals:
+        raise Missing("no torch.softmax timed beside the fastest fused form")
+    return {"variant": goals["fused_variant"], "gbps": goals["fused_gbps"], "pct": goals["fused_pct_of_copy"],
+            "ms": goals["fused_ms"], "torch_ms": goals["torch_ms"], "vs_torch": goals["torch_over_fused"],
+            "target": TARGET_PCT_OF_COPY, "cols": goals["cols"]}
+
+
+CLAIMS = [
+    Claim("short_rows_are_launches",
+          "From {lo} to {hi} columns the fused softmax takes {min_us:.0f}-{max_us:.0f} us of GPU time while its "
+          "bytes grow {growth}x; an empty launch takes {floor:.1f} us, so even the fastest is {floors:.1f} empty "
+          "launches ({cost}); torch.softmax takes {torch_us:.1f} us at {lo} columns.",
+          values=_short_rows_values,
+          checks=(says("cost", "floors", ">", 2, "more than 2: these short rows are not the launch's cost",
+                       "2 or fewer: the launch is most of their cost"),),
+          explains="recordings before the harness held the host's submit outside the timing window put "
+                   "these sizes at one flat time, Numba's launch path; timed on the GPU alone they cost "
+                   "several empty launches, which the launch path no longer explains (what does, barriers "
+                   "or the rows in flight, is not measured here)"),
+    Claim("fused_vs_torch",
+          "At {cols} x {cols} the fused softmax takes {fused:.3f} ms, torch.softmax {torch:.3f} ms: "
+          "{vs_torch:.2f}x torch's speed ({faster}).",
+          values=_headline_values, checks=(says("faster", "vs_torch", ">=", 1, "it beats torch", "torch beats it"),)),
+    Claim("fused_short_of_target",
+          "It moves {gbps:.0f} GB/s, {pct:.0f}% of the copy ceiling of the same run (target: at least "
+          "{target:.0f}%, {met}).",
+          headline="the graded fused kernel: {pct:.0f}% ({met})",
+          values=_headline_values, checks=(target("met", "pct", ">=", "target"),),
+          explains="measured under Nsight Compute (the instructions_pace_the_row claim): the kernel's SM is "
+                   "busier than its DRAM, so issuing instructions, not bytes in flight, sets its pace: each "
+                   "value costs a 4-byte load and store with 2-D index arithmetic and a libdevice exp. "
+                   "The vectorised form issues far fewer instructions per value and reaches the target."),
+    Claim("unfused_vs_bytes",
+          "The unfused form takes {unfused_ratio:.2f}x the fused time at {cols} columns; its bytes predict "
+          "{unfused_bytes:.2f}x ({than}).",
+          values=_headline_values,
+          checks=(says("than", "unfused_ratio", ">=", "unfused_bytes", "it is at least as slow as its bytes say",
+                       "it is faster than its bytes say"),),
+          explains="each of its three kernels is a one-block-per-row pass with the fused kernel's own "
+                   "bottleneck (few rows in flight, barriers with no loads outstanding), so each pass runs "
+                   "further below the copy ceiling than the one fused pass. (Recordings before the "
+                   "statistics were preallocated also count two allocations per call.)"),
+    Claim("online_second_read",
+          "The online form takes {online_ratio:.2f}x the fused time at {cols} columns, against {online_bytes:.2f}x "
+          "from its requested bytes (the ledger counts its second read of the row). Under Nsight Compute it read and wrote "
+          "{online_dram_mb:.1f} MB of DRAM and the fused kernel {fused_dram_mb:.1f} MB ({dram_same}: "
+          "{dram_off:.2f}% apart): the second read is served from cache. Its DRAM was {online_dram_pct:.0f}% "
+          "busy against the fused kernel's {fused_dram_pct:.0f}%, and it issued {inst_ratio:.2f}x the fused "
+          "kernel's warp instructions: the extra time is instructions and latency, not bytes.",
+          values=_online_values,
+          checks=(says("dram_same", "dram_off", "<", 2, "the same DRAM bytes, within 2%", "different DRAM bytes, 2% or more apart"),
+                  states("online_dram_pct", "<", "fused_dram_pct"), Compare("inst_ratio", ">", 1.0)),
+          explains="requested bytes (the ledger) and DRAM bytes (Nsight Compute) are different quantities: "
+                   "a row of 8192 float32 is 32 KB, and its second read finds it in L1/L2, so the DRAM bytes "
+                   "stay those of one read. This sentence first said the second read was not served from L2 "
+                   "for free, reading the requested-byte ratio as DRAM traffic"),
+    Claim("row_shapes",
+          "A row of 8192 in registers, split three ways: {table}. The fastest is {fastest}, at "
+          "{fastest_occ:.0%} occupancy, {highest} (the highest: {most_occ:.0%}).",
+          values=_shapes_values,
+          checks=(says("highest", "fastest_occ", ">=", "most_occ", "the highest of them", "below the highest"),)),
+    Claim("staged_rows_in_flight",
+          "In registers, every split holds at most {rows_per_sm} rows per SM. Staged in shared memory: "
+          "{staged_table}. The fastest, {staged}, holds {staged_rows} rows per SM and moves {staged_pct:.0f}% "
+          "of copy, against {best_pct:.0f}% for the best split in registers ({staged_gap:.1f} points apart): "
+          "{verdict}.",
+          values=_staged_values,
+          checks=(states("staged_rows", ">", "rows_per_sm"),
+                  says("verdict", "staged_gap", "<", 5, "more rows in flight did not make the row faster "
+                       "(within 5 points)", "more rows in flight changed the row's speed by 5 points or more")),
+          explains="staging was written on the prediction that a memory-bound row kernel is fed by the "
+                   "loads in flight (shared memory holds more rows per SM than registers: the table above); "
+                   "the 2026-12-01 recording measured about the same speed with more rows per SM, so rows "
+                   "in flight are not what "
+                   "limits it; the instructions each value costs are (the instructions_pace_the_row claim)."),
+    Claim("softmax_target",
+          "The fastest fused softmax, {variant}, takes {ms:.3f} ms at {cols} x {cols}: {gbps:.0f} GB/s, "
+          "{pct:.0f}% of the copy ceiling of the same run (target: at least {target:.0f}%, {met}), {vs_torch:.2f}x "
+          "torch.softmax's speed ({torch_ms:.3f} ms, timed beside it; {faster}).",
+          headline="softmax {cols}^2, the fastest fused kernel ({variant}): {pct:.0f}% of copy (target {target:.0f}%: {met}), {vs_torch:.2f}x torch.softmax",
+          values=_target_values,
+          checks=(target("met", "pct", ">=", "target"),
+                  says("faster", "vs_torch", ">=", 1, "it beats torch", "torch beats it"))),
+    Claim("instructions_pace_the_row",
+          "Under Nsight Compute at {cols} x {cols} (recorded), the fused kernel issued {fused_inst:.0f} M warp "
+          "instructions, its SM {fused_sm:.0f}% busy and its DRAM {fused_dram:.0f}%; the staged {staged}, "
+          "{staged_inst:.0f} M, SM {staged_sm:.0f}%, DRAM {staged_dram:.0f}%; the vectorised {vector}, "
+          "{vector_inst:.0f} M ({vector_share:.0%} of the fewer of the other two: under half), SM {vector_sm:.0f}%, "
+          "DRAM {vector_dram:.0f}% ({dram_gain:+.0f} points over the fused kernel's: more than 20). Fewer instructions per byte, "
+          "not more rows in flight, is what moved the row closer to the copy ceiling.",
+          values=_instruction_values,
+          checks=(Compare("vector_share", "<", 0.5), Compare("dram_gain", ">", 20),
+                  states("fused_sm", ">", "fused_dram")),
+          explains="SM throughput is the busiest of the SM's units (issue, FMA pipes, load/store): a busy SM "
+                   "at a low FLOP rate, as here, is issue- or load/store-bound, not compute-bound"),
+    Claim("vector_rows",
+          "In 16-byte vectors: {vector_table}. The fastest, {vector}, moves {vector_pct:.0f}% of copy, "
+          "{vector_over_fused:.2f}x the speed of the graded fused kernel ({fused_pct:.0f}%).",
+          values=_vector_values, checks=(states("vector_pct", ">", "fused_pct"),)),
+    Claim("capped_is_another_kernel",
+          "The 1024 x 8 kernel capped at 32 registers uses the uncapped kernel's {registers} registers, yet in "
+          "each of {repeats} repeats it took {slower_lo:.1%}-{slower_hi:.1%} longer ({capped:.0f}% of copy "
+          "against {uncapped:.0f}%), where one measurement's spread (p10 to p90) is at most {spread:.1%}: "
+          "{same}. Under Nsight Compute it issued {capped_inst:.0f} M warp instructions against {uncapped_inst:.0f} M "
+          "({more}).",
+          values=_capped_values,
+          checks=(says("same", "slower_lo", ">", "spread", "a different kernel, by many times the spread",
+                       "the same kernel, within one measurement's spread"),
+                  says("more", "capped_inst", ">", "uncapped_inst", "more", "fewer"))),
+]
+
+
+def _shape(records, name):
+    for r in need(records, "shape_registers", "rows"):
+        if r["shape"] == name:
+            return r
+    raise Missing(f"shape_registers has no {name} row")
