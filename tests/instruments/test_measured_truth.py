@@ -148,7 +148,8 @@ def test_the_idle_gap_measurement_times_the_kernel_alone_beside_each_replay(monk
         return _timing(*answers[what])
 
     monkeypatch.setattr(timing, "time_gpu", clock)
-    monkeypatch.setattr(LAB08, "GAP_SIZES", (40, 64))     # tiny buffers: the clock decides the lengths
+    # tiny buffers (the clock decides the lengths), set where measure_idle_gaps reads them (lab08_measure)
+    monkeypatch.setitem(LAB08.measure_idle_gaps.__globals__, "GAP_SIZES", (40, 64))
     record = LAB08.measure_idle_gaps(target.load("08", "solutions"))
     assert [w for w, _, _ in timed] == list(answers) * 2
     assert [h for w, h, _ in timed if w == "eager"] == [False, False]          # the host's pacing is the subject

@@ -1,0 +1,97 @@
+"""Lab 08's figures: the reconstructed timelines, the idle gaps against kernel length with the
+cost per kernel, and one graph per batch size (drawn from the records: live on a GPU, the H200
+reference otherwise)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from matplotlib.ticker import NullFormatter
+
+from kernellab.show import plots
+
+from experiments.lab08_constants import GAP_LINEAR_PCT, GAP_TARGET, LONG_KERNEL_MS
+from experiments.lab08_measure import below_resolution, duration_used, resolved
+
+
+def plot_timeline(lab, records: dict, figures_dir: Path) -> Path:
+    """A 100-kernel pipeline before and after capture, for the shortest and the longest kernels."""
+    gaps = records["idle_gaps"]
+    drawn = [r for r in gaps["rows"] if resolved(r)]
+    cases = [drawn[0], drawn[-1]]
+    fig, axes = plots.new_figure(f"{gaps['kernels']}-kernel pipeline, eager vs graph replay, reconstructed "
+                                 f"from the total and the kernel time\nkernel time: {duration_used(gaps)}",
+                                 gaps, ncols=2)
+    for ax, row in zip(axes, cases):
+        for lane, (label, total) in enumerate((("eager", row["eager_ms"]),
+                                               ("graph", row["graph_ms"]))):
+            bars = lab.reconstructed_timeline(row["kernel_ms"], total, gaps["kernels"])
+            ax.broken_barh([(1e3 * s, 1e3 * (e - s)) for s, e in bars], (lane - 0.35, 0.7),
+                           color=f"C{lane}")
+            gap = 100 * row[f"{label}_gap"]
+            ax.annotate(f"{total * 1e3:.0f} us, gaps {gap:.{0 if gap >= 10 else 1}f}% of kernel time",
+                        (0, lane + 0.37), va="bottom", fontsize="small")     # above its bar
+        ax.set_yticks([0, 1], ["eager", "graph"])
+        ax.set_ylim(-0.5, 1.8)
+        ax.set_xlim(0, 1e3 * max(row["eager_ms"], row["graph_ms"]) * 1.02)
+        ax.set_xlabel("time (us)")
+        ax.set_title(f"n = {row['n']:,}: kernel {1e3 * row['kernel_ms']:.1f} us")
+    return plots.save(fig, "lab08_timeline", figures_dir)
+
+
+def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
+    """Idle gaps against kernel length, eager and replayed; per-kernel cost of tiny kernels."""
+    gaps, tiny = records["idle_gaps"], records["tiny_kernels"]
+    fig, (ax_gap, ax_cost) = plots.new_figure("Idle gaps between kernels, and the cost per kernel",
+                                              gaps, ncols=2)
+    drawn = [r for r in gaps["rows"] if resolved(r)]
+    kernel_us = [1e3 * r["kernel_ms"] for r in drawn]
+    for label in ("eager", "graph"):
+        values = [100 * r[f"{label}_gap"] for r in drawn]
+        ax_gap.plot(kernel_us, values, "o-", label=label)
+        bad = [(k, v) for k, v, r in zip(kernel_us, values, drawn) if below_resolution(r, label)]
+        if bad:
+            ax_gap.plot(*zip(*bad), "x", color="red", markersize=9,
+                        label=f"{label}: below zero beyond\nits resolution (measurement problem)")
+    ax_gap.axhline(100 * GAP_TARGET, color="k", ls=":", label="article: gaps < 5%")
+    ax_gap.axvline(1e3 * LONG_KERNEL_MS, color="grey", ls="--", lw=0.8, label="20 us kernels")
+    ax_gap.set_xscale("log")
+    ax_gap.set_yscale("symlog", linthresh=GAP_LINEAR_PCT)
+    ax_gap.axhline(0, color="grey", lw=0.6)
+    ax_gap.xaxis.set_minor_formatter(NullFormatter())
+    left_out = len(gaps["rows"]) - len(drawn)
+    ax_gap.set_title(textwrap.fill(f"kernel time: {duration_used(gaps)}", 70)
+                     + (f"\n{left_out} size(s) not drawn: duration not resolved from zero" if left_out else ""),
+                     fontsize="small")
+    ax_gap.set_xlabel("kernel's own GPU time (us)")
+    ax_gap.set_ylabel("idle gaps, % of kernel time\n(signed, not clamped)")
+    ax_gap.legend(loc="lower left")                 # below the points: the negative gaps are few
+    names = list(tiny["rows"])
+    ax_cost.barh(names, [tiny["rows"][n]["us_per_kernel"] for n in names],
+                 color=["C0" if n.startswith("eager") else "C1" if n.startswith("graph") else "grey"
+                        for n in names])
+    ax_cost.set_xscale("log")
+    ax_cost.set_xlabel(f"us per kernel\n({tiny['kernels']} kernels of {tiny['n']} elements)")
+    return plots.save(fig, "lab08_idle_gaps", figures_dir)
+
+
+def plot_batches(lab, records: dict, figures_dir: Path) -> Path:
+    """Per-call time eager and replayed for each batch size, and the calls a graph takes to pay off."""
+    batches = records["batch_graphs"]
+    fig, (ax,) = plots.new_figure(f"One graph per batch size: {batches['steps']} steps on "
+                                  f"(batch, {batches['features']}) float32", batches)
+    sizes = [r["batch"] for r in batches["rows"]]
+    ax.plot(sizes, [r["eager_ms"] for r in batches["rows"]], "o-", label="eager")
+    ax.plot(sizes, [r["graph_ms"] for r in batches["rows"]], "o-", label="graph replay")
+    for r in batches["rows"]:
+        if r["break_even_calls"]:
+            ax.annotate(f"graph pays off\nafter {r['break_even_calls']:.0f} calls",
+                        (r["batch"], r["eager_ms"]), xytext=(0, 8), textcoords="offset points",
+                        ha="center", fontsize="x-small")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size (rows)")
+    ax.set_ylabel("time per call (ms)")
+    ax.legend(fontsize="small")
+    return plots.save(fig, "lab08_batch_graphs", figures_dir)
