@@ -1,0 +1,223 @@
+"""Lab 01's claims: what the discussion says, each sentence checked against the records (every
+recorded repeat where a claim says so). Lab 03's claims read `per_array_us` too, on the declaration."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernellab.course.claims import Claim, need, repeats_of, row, says, states, target
+
+from experiments.lab01_constants import INSTRUMENT_BUDGET_US
+from experiments.lab01_measure import INSTRUMENTS, one_launch_us
+
+
+def method_us(records: dict, method: str) -> float:
+    return need(records, "launch_methods", "methods", method, "us")
+
+
+def per_array_us(records: dict) -> tuple[float, float]:
+    """(host submit per array argument, with none), the least-squares line through the sweep."""
+    by_count = need(records, "arguments", "by_count")
+    slope, intercept = np.polyfit([r["arrays"] for r in by_count], [r["us"] for r in by_count], 1)
+    return float(slope), float(intercept)
+
+
+def _launch_values(records):
+    host, gpu = method_us(records, "plain, host submit"), method_us(records, "plain, GPU side (queue full)")
+    return {"host": host, "gpu": gpu, "idle": 100 * (1 - gpu / host),
+            "pre": method_us(records, "prebuilt, host submit"),
+            "replay": method_us(records, "graph replay, GPU events"),
+            "sync": method_us(records, "synchronized"), "ratio": host / method_us(records, "graph replay, GPU events"),
+            "host_over_gpu": host / gpu, "pre_pct": 100 * method_us(records, "prebuilt, host submit") / host,
+            "replay_max": need(records, "launch_methods", "targets", "replay_us_max"),
+            "ratio_min": need(records, "launch_methods", "targets", "ratio_min")}
+
+
+def _profile_values(records):
+    """A launch under cProfile against the same launch unprofiled, both of the same recording."""
+    profile = need(records, "launch_profile")
+    host = method_us(records, "plain, host submit")
+    return {"launches": profile["launches"], "profiled": profile["profiled_us_per_launch"], "host": host,
+            "profiled_ratio": profile["profiled_us_per_launch"] / host}
+
+
+def _host_array_values(records):
+    smallest = min(need(records, "arguments", "host_arrays"), key=lambda r: r["bytes"])
+    slope, none = per_array_us(records)
+    return {"per_array": slope, "none": none, "bytes": smallest["bytes"],
+            "host": smallest["host"]["us"], "device": smallest["device"]["us"],
+            "host_over_device": smallest["host"]["us"] / smallest["device"]["us"]}
+
+
+def _slope_values(records):
+    """The fitted lines of every recorded repeat: each repeat's slope differs by more than one
+    fit's error (the host's pace), so the claim prints the range, never one repeat's."""
+    fits = [r["fits"] for r in repeats_of(records, "kernel_count", "01")]
+    eager, graph = [f["eager"]["per_launch_us"] for f in fits], [f["graph"]["per_launch_us"] for f in fits]
+    fixed = [f["eager"]["fixed_us"] for f in fits]
+    return {"repeats": len(fits), "eager_lo": min(eager), "eager_hi": max(eager), "graph_lo": min(graph),
+            "graph_hi": max(graph), "replay_gain": min(eager) / max(graph),
+            "fixed_lo": min(fixed), "fixed_hi": max(fixed)}
+
+
+def _rows_values(records):
+    rows = need(records, "merge_rows")
+    n = min(rows["sizes"])
+    separate, sliced = row(rows, "separate", n), row(rows, "separate_sliced", n)
+    count = separate["launches"]                 # one launch per row: the rows of the recording
+    one = one_launch_us(rows, "merged")          # one launch of the batch, same arguments, same run
+    return {"n": n, "rows": count, "one": one, "model": count * one / 1e3,
+            "gpu_floor": 1e3 * rows["launch_floor_ms"], "sep": separate["median_ms"],
+            "sliced": sliced["median_ms"],
+            "slice_us": 1e3 * (sliced["median_ms"] - separate["median_ms"]) / count,
+            "model_off": max(separate["median_ms"] / (count * one / 1e3), (count * one / 1e3) / separate["median_ms"])}
+
+
+def _merged_values(records):
+    rows = need(records, "merge_rows")
+    one = one_launch_us(rows, "merged")
+    on_floor = [size for size in rows["sizes"] if 1e3 * row(rows, "merged", size)["median_ms"] <= 2 * one]
+    return {"rows": row(rows, "separate", min(rows["sizes"]))["launches"], "one": one,
+            "upto": max(on_floor, default=0)}
+
+
+def _around_values(records):
+    steps = need(records, "python_around_launch", "steps")
+    launch, sliced = steps["launch with a row index"]["us"], steps["launch on slices"]["us"]
+    return {"launch": launch, "slice": steps["slice x[row]"]["us"],
+            "alloc": steps["allocate a row"]["us"], "sliced": sliced, "ratio": sliced / launch}
+
+
+def _wrapper_values(records):
+    """Every repeat's moves against its control (WRAPPER_METHOD); the target on the worst repeat."""
+    repeats = []
+    for record in repeats_of(records, "wrapper_overhead", "01"):
+        before = need(record, "plain_over_control", "before")
+        ratios = need(record, "ratios")
+        repeats.append({"record": 100 * (ratios["after_record_launches"] - 1),
+                        "capture": 100 * (ratios["after_capture"] - 1), "ratio": before["median"],
+                        "spread": 100 * (before["p90"] - before["p10"]) / before["median"]})
+    worst = max(repeats, key=lambda m: max(m["record"], m["capture"]))
+    return {**worst, "repeats": len(repeats), "worst": max(worst["record"], worst["capture"]),
+            "target_pct": 100 * need(records, "wrapper_overhead", "target", "max_overhead")}
+
+
+def _while_on_values(records):
+    """Each instrument's cost to a plain launch while open, the worst repeat's."""
+    repeats = [need(r, "while_on") for r in repeats_of(records, "wrapper_overhead", "01")]
+    costs = {name: max(r[name]["cost_us"] for r in repeats) for name in INSTRUMENTS}
+    return {**costs, "plain": float(np.median([r["none"]["us"] for r in repeats])),
+            "largest": max(costs.values()), "budget": INSTRUMENT_BUDGET_US, "repeats": len(repeats)}
+
+
+CLAIMS = [
+    Claim("host_not_gpu",
+          "A plain Numba launch costs the host {host:.1f} us; with the queue kept full the GPU spends "
+          "{gpu:.2f} us per launch, {host_over_gpu:.0f}x less: between tiny kernels the GPU idles "
+          "{idle:.0f}% of the time, {pace}.",
+          headline="plain Numba launch {host:.1f} us of host time",
+          values=_launch_values,
+          checks=(says("pace", "host_over_gpu", ">", 5, "the host, not the GPU, sets the pace (more than 5x)",
+                       "host and GPU within 5x of each other"),)),
+    Claim("prebuilt_arguments",
+          "Prebuilt arguments cut the host submit to {pre:.1f} us from {host:.1f} us ({pre_pct:.0f}% of it): "
+          "{most}.",
+          values=_launch_values,
+          checks=(says("most", "pre_pct", "<", 50, "most of a launch is preparing its arguments in Python",
+                       "preparing its arguments is less than half of a launch"),)),
+    Claim("synchronized",
+          "A synchronize after every launch costs {sync:.1f} us per launch, {than} the host submit "
+          "({host:.1f} us){so}.",
+          values=_launch_values,
+          checks=(says("than", "sync", ">", "host", "more than", "no more than"),
+                  says("so", "sync", ">", "host", ": the host waits for the GPU, then the GPU for the host",
+                       ": the wait for the GPU hides inside the submit"))),
+    Claim("graph_replay",
+          "Replayed as a graph, a kernel costs {replay:.2f} us of GPU time (target: at most "
+          "{replay_max:.0f} us, {replay_met}): {ratio:.0f}x less than a plain launch's host cost "
+          "(target: at least {ratio_min:.0f}x, {ratio_met}).",
+          headline="graph replay {replay:.2f} us per kernel ({ratio:.0f}x less)",
+          values=_launch_values,
+          checks=(target("replay_met", "replay", "<=", "replay_max"), target("ratio_met", "ratio", ">=", "ratio_min"))),
+    Claim("profiled_launch",
+          "Under cProfile ({launches:,} launches) a plain launch costs the host {profiled:.0f} us, "
+          "{profiled_ratio:.1f}x the {host:.1f} us it costs unprofiled: {slowed}.",
+          values=_profile_values,
+          checks=(says("slowed", "profiled_ratio", ">", 1, "the profile's times are of a slowed-down launch; "
+                       "read its shares, not its microseconds", "cProfile did not slow it down"),),
+          explains="cProfile runs a hook at every Python call and return, and a Numba launch is dozens of "
+                   "small Python calls (the profile's functions_seen), so the hooks cost more than the "
+                   "calls they time; the ratio was first written as ~2x, before a recording measured it"),
+    Claim("per_argument",
+          "Each array argument adds {per_array:.1f} us to the host submit ({none:.1f} us with none), "
+          "{size}: a 1-D array is seven values (5 + 2 per dimension: data, shape and strides among them), "
+          "marshalled in Python at every launch.",
+          values=_host_array_values,
+          checks=(says("size", "per_array", ">", 1, "more than a microsecond each", "under a microsecond each"),)),
+    Claim("host_array_trap",
+          "A {bytes}-byte NumPy host array as an argument costs {host:.0f} us per launch against {device:.0f} us "
+          "for a device array ({host_over_device:.1f}x): {why}.",
+          values=_host_array_values,
+          checks=(says("why", "host_over_device", ">", 3, "more than 3x: an implicit copy each way, and a wait for each",
+                       "under 3x, so the implicit copies cost little here"),)),
+    Claim("kernel_count_slope",
+          "Against the number of tiny kernels, eager launches cost {eager_lo:.1f}-{eager_hi:.1f} us each "
+          "(the fitted slope, in each of {repeats} recorded repeats); replayed as a graph, "
+          "{graph_lo:.2f}-{graph_hi:.2f} us: even the slowest replay is {replay_gain:.0f}x {gain}.",
+          values=_slope_values,
+          checks=(says("gain", "replay_gain", ">", 10, "cheaper than the fastest eager slope (more than 10x)",
+                       "cheaper than the fastest eager slope, less than 10x"),)),
+    Claim("kernel_count_intercept",
+          "The eager line's intercept is {fixed_lo:.0f} to {fixed_hi:.0f} us over the {repeats} repeats: "
+          "{sign}.",
+          values=_slope_values,
+          checks=(says("sign", "fixed_hi", "<", 0, "negative in every repeat, so it is not a fixed cost of "
+                       "starting and synchronizing, only what the fit leaves", "a fixed cost the fit resolves"),),
+          explains="the fit is dominated by the largest counts, where a 1 us change in the cost per launch moves "
+                   "the total of 1,000 launches by 1,000 us; the host's pace drifts that much inside one sweep "
+                   "(per-launch cost at 1,000 kernels above that at 100-200 in the first repeat), while the "
+                   "real fixed cost, one synchronize, is tens of microseconds (the count = 1 row), so the "
+                   "intercept it leaves is noise, below zero here"),
+    Claim("rows_separately",
+          "{rows} launches of one row each take {sep:.3f} ms at {n} elements per row. The model, {rows} "
+          "times one launch of the whole batch in the same run (its fastest, {one:.1f} us), predicts "
+          "{model:.3f} ms, {fit} ({model_off:.2f}x apart); the GPU's own cost of an empty launch is "
+          "{gpu_floor:.1f} us, so the rest of each launch is the host's. Slicing rows instead (`x[row]`, "
+          "`out[row]`) took {sliced:.3f} ms: {slice_us:.0f} us of Python per row, on top of its launch.",
+          values=_rows_values,
+          checks=(says("fit", "model_off", "<=", 1.5, "within 1.5x of the measurement", "more than 1.5x off"),
+                  states("sliced", ">", "sep"), states("gpu_floor", "<", "one"))),
+    Claim("rows_merged_floor",
+          "One 2D launch for all {rows} rows stays within 2x of its fastest call ({one:.1f} us) up to "
+          "{upto:,} elements per row ({reach} 4,096): below the crossover, a batch costs one launch.",
+          values=_merged_values,
+          checks=(says("reach", "upto", ">=", 4096, "at least", "short of"),)),
+    Claim("python_around_launch",
+          "Around a launch that costs the host {launch:.1f} us, slicing a device array costs {slice:.1f} us "
+          "and allocating a row-sized output {alloc:.1f} us: one row launched on slices (`x[row]`, "
+          "`out[row]`) costs {sliced:.1f} us, {ratio:.1f}x the launch with a row index: {advice}.",
+          values=_around_values,
+          checks=(says("advice", "ratio", ">", 1.5, "slicing adds more than half a launch: a launcher that slices or "
+                       "allocates per call pays for it at every launch; pass offsets and preallocate", "slicing costs under half a launch here"),)),
+    Claim("instruments_while_on",
+          "While open, record_launches adds {record_launches:+.1f} us to a plain launch ({plain:.1f} us), a "
+          "Timeline {timeline:+.1f} us and the grader's poisoned allocations {poisoned_allocations:+.1f} us "
+          "(worst of {repeats} repeat(s), each against a bare launch in the same round; the traffic meter "
+          "runs only in the simulator): the costliest adds {largest:+.1f} us, {verdict} the {budget:.0f} us an "
+          "open instrument may add.",
+          values=_while_on_values,
+          checks=(says("verdict", "largest", "<=", "budget", "within", "more than"),),
+          explains="each instrument wraps numba-cuda's launch entry point while it is open and notes the "
+                   "launch (a Timeline also records two CUDA events on its stream), so a launch inside it "
+                   "does more host work; none of them synchronizes"),
+    Claim("instruments_cost_nothing",
+          "Against a control taken in turn with it (the same kernel launched past numba-cuda's dispatcher "
+          "entry point, which the hooks wrap), a plain launch moved {record:+.1f}% after record_launches and "
+          "{capture:+.1f}% after a graph capture, in the worst of {repeats} repeat(s) (worst {worst:+.1f}%; "
+          "target: at most {target_pct:+.0f}%, {met}); before them it cost {ratio:.2f}x its control, and that "
+          "ratio's p10 to p90 spanned {spread:.1f}% of it.",
+          values=_wrapper_values,
+          checks=(target("met", "worst", "<=", "target_pct"),),
+          explains="the dispatcher is restored after the hooks (the record says so), so both sides run "
+                   "the same Python; what an instrument costs while it is open is the claim before this one"),
+]

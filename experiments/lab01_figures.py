@@ -1,0 +1,119 @@
+"""Lab 01's figures: a launch's cost by method and what it pays for, the total time of a chain
+of tiny kernels, the Python around a launch, and time against size beside the launch-floor model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kernellab.show import plots
+
+from experiments.lab01_measure import one_launch_us
+
+
+def draw_launch_methods(lab, records: dict, figures_dir: Path) -> Path:
+    """Launch cost by method: plain, synchronized, graph replay, prebuilt (and the other views)."""
+    methods = records["launch_methods"]
+    fig, (ax,) = plots.new_figure("Cost of one tiny Numba launch, by method", methods, width=8.0)
+    names = list(methods["methods"])
+    values = [methods["methods"][n]["us"] for n in names]
+    family = {"graph": "C1", "prebuilt": "C2", "synchronized": "C3"}
+    bars = ax.barh(names, values, color=[family.get(n.split(" ")[0].rstrip(","), "C0") for n in names])
+    for bar, value in zip(bars, values):
+        ax.annotate(f"{value:.2f} us", (value, bar.get_y() + bar.get_height() / 2), xytext=(3, 0),
+                    textcoords="offset points", va="center", fontsize="small")
+    ax.set_xscale("log")
+    ax.set_xlabel("microseconds per launch (per kernel for graph replay)")
+    ax.invert_yaxis()
+    return plots.save(fig, "lab01_launch_cost_by_method", figures_dir)
+
+
+def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
+    """What a launch pays for: array arguments, host arrays, and the functions on the launch path."""
+    args, profile = records["arguments"], records["launch_profile"]
+    fig, (ax_args, ax_host, ax_prof) = plots.new_figure("What a Numba launch pays for", args, ncols=3)
+    ax_args.plot([r["arrays"] for r in args["by_count"]], [r["us"] for r in args["by_count"]], "o-")
+    ax_args.set_xlabel("array arguments")
+    ax_args.set_ylabel("host submit time (us per launch)")
+    ax_args.set_ylim(bottom=0)
+    labels = [f"{r['bytes']:,} B" for r in args["host_arrays"]]
+    where = np.arange(len(labels))
+    for offset, kind, label in ((-0.2, "device", "device array"), (0.2, "host", "NumPy host array")):
+        ax_host.bar(where + offset, [r[kind]["us"] for r in args["host_arrays"]], 0.4, label=label)
+    ax_host.set_xticks(where, labels)
+    ax_host.set_yscale("log")
+    ax_host.set_ylabel("us per launch")
+    ax_host.legend(fontsize="small")
+    top = profile["top"][:8][::-1]
+    ax_prof.barh([r["function"][:38] for r in top], [r["self_us"] for r in top])
+    ax_prof.set_xlabel(f"self time, us per launch\n(a launch under cProfile: "
+                       f"{profile['profiled_us_per_launch']:.0f} us)")
+    ax_prof.tick_params(axis="y", labelsize="x-small")
+    return plots.save(fig, "lab01_launch_breakdown", figures_dir)
+
+
+def draw_kernel_count(lab, records: dict, figures_dir: Path) -> Path:
+    """Total time against the number of tiny kernels: the slope is the cost per launch."""
+    counts = records["kernel_count"]
+    fig, (ax,) = plots.new_figure("Total time of a chain of tiny kernels, launch to synchronize",
+                                  counts)
+    x = np.array([r["count"] for r in counts["rows"]])
+    for color, name in (("C0", "eager"), ("C1", "graph")):
+        y = [r[f"{name}_us"] for r in counts["rows"]]
+        slope, fixed = lab.per_launch_cost(x, y)
+        ax.plot(x, y, "o", color=color, label=f"{name}: {slope:.2f} us per kernel (fit)")
+        ax.plot(x, fixed + slope * x, "-", color=color, lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("kernels launched")
+    ax.set_ylabel("total time (us)")
+    ax.legend(fontsize="small")
+    return plots.save(fig, "lab01_kernel_count", figures_dir)
+
+
+def draw_python_around_launch(lab, records: dict, figures_dir: Path) -> Path:
+    """Host time of each step around one row's launch, beside the launch itself."""
+    around = records["python_around_launch"]
+    fig, (ax,) = plots.new_figure(f"The Python around a launch (rows of {around['elements_per_row']:,} "
+                                  f"float32)", around, width=7.0, height=3.0)
+    names = list(around["steps"])
+    values = [around["steps"][n]["us"] for n in names]
+    bars = ax.barh(names, values, color=["C0" if n.startswith("launch") else "C3" for n in names])
+    for bar, step in zip(bars, names):
+        ax.annotate(f"{around['steps'][step]['us']:.1f} us", (bar.get_width(), bar.get_y() + 0.4),
+                    xytext=(3, 0), textcoords="offset points", va="center", fontsize="small")
+    ax.set_xlabel("host time, us per call (median)")
+    ax.invert_yaxis()
+    return plots.save(fig, "lab01_python_around_launch", figures_dir)
+
+
+def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
+    """One kernel's time against n beside the floor model; rows per launch against one launch,
+    each beside its model. The model's launch cost is one launch measured in the same run (the
+    fastest call of the sweep); the GPU's own empty launch (dotted) shows how much is the host's."""
+    one, rows = records["scale_one_kernel"], records["merge_rows"]
+    launch_us = one_launch_us(one, "scale")
+    crossover = lab.crossover_size(launch_us, 8, one["copy_gbps"])
+    fig, (ax_one, ax_rows) = plots.new_figure("Time against size: the launch floor and the crossover, "
+                                              "model against measurement", one, ncols=2)
+    plots.time_vs_size(ax_one, one)
+    sizes = np.array(one["sizes"], dtype=np.float64)
+    ax_one.plot(sizes, 1e-3 * lab.predicted_time_us(sizes, launch_us, 8, one["copy_gbps"]), "k--",
+                lw=0.8, label=f"model: max(one launch ({launch_us:.0f} us), bytes / copy bandwidth)")
+    ax_one.axvline(crossover, color="C3", ls=":", label=f"crossover n = {crossover:,}")
+    ax_one.legend()
+    plots.time_vs_size(ax_rows, rows)
+    per_row = np.array(rows["sizes"], dtype=np.float64)
+    first = rows["rows"][0]
+    batch = first["bytes"] // (8 * first["size"])          # rows per batch, from the declared bytes
+    batch_launch_us = one_launch_us(rows, "merged")
+    color = {line.get_label(): line.get_color() for line in ax_rows.get_lines()}   # each model in its variant's
+    ax_rows.plot(per_row, 1e-3 * batch * lab.predicted_time_us(per_row, batch_launch_us, 8, rows["copy_gbps"]),
+                 "--", color=color.get("separate", "k"), lw=0.8,
+                 label=f"model, one launch per row ({batch} x one launch)")
+    ax_rows.plot(per_row, 1e-3 * lab.predicted_time_us(batch * per_row, batch_launch_us, 8, rows["copy_gbps"]),
+                 "--", color=color.get("merged", "k"), lw=0.8, label="model, one launch")
+    ax_rows.axvline(crossover, color="C3", ls=":", label="crossover (one row = one launch)")
+    ax_rows.legend()
+    return plots.save(fig, "lab01_time_vs_size", figures_dir)
