@@ -54,7 +54,8 @@ def past_the_dispatcher(lab, counter):
     entry point, which is what kernellab's hooks wrap. A plain launch against this control, taken in
     turn, moves only if something is left on that entry point; the host's drift moves both."""
     kernel = next(iter(lab.bump_kernel.overloads.values()))     # compiled by the plain launch before
-    return lambda: kernel.launch((counter,), (1, 1, 1), (1, 1, 1), 0, 0)
+    config = lab.bump_kernel[1, 1]        # what the plain launch hands numba-cuda (its stream object too)
+    return lambda: kernel.launch((counter,), config.griddim, config.blockdim, config.stream, config.sharedmem)
 
 
 WRAPPER_METHOD = ("each phase's plain launch and its control (the compiled kernel launched past the "
