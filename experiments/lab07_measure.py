@@ -21,7 +21,7 @@ from kernellab import scheduler
 from kernellab.course import reference
 from kernellab.course import target as course_target
 from kernellab.gpu import checks, device, hooks, timing
-from kernellab.gpu.timeline import Timeline, TimelineData, events_around, reserve_events
+from kernellab.gpu.timeline import Makespan, Timeline, TimelineData, events_around, reserve_events
 from kernellab.kernels import resources
 from kernellab.show.progress import progress_bar
 
@@ -73,33 +73,42 @@ SLOWDOWN_METHOD = ("inside the recorder and bare alike: between two events on th
                    "the call, from the host's first submission to the last op's end; the median over the "
                    "reps of each rep's recorded / bare - 1, the two taken in turn (alternating_windows)")
 OVERLAP_METHOD = ("copies alone, kernels alone and the pipeline taken in turn within each rep "
-                  "(alternating_windows); each rep's hidden share from its own three windows, the median "
-                  "over the reps")
+                  "(alternating_windows), each timed from the GPU's side by timeline.Makespan (an event on "
+                  "each stream before its first op and after its last, none per op: the host's submission "
+                  "before the first op left out); each rep's hidden share from its own three makespans, the "
+                  "median over the reps")
 PIPELINE_REPS = 15
+# The recorder's parts the pipeline is also run inside, each against bare (part_slowdowns): which of
+# its kinds of event, if any, slows the pipeline (with "makespan": the overlap's own instrument).
+RECORDER_PARTS = {"trace_only": (), "kernels_timed": ("kernel",), "copies_timed": ("h2d", "d2h")}
 
 
-def alternating_windows(ways: dict, reps: int, warmup: int = 2) -> dict[str, list[float]]:
-    """Each way's window in ms (SLOWDOWN_METHOD: two events on the default stream around its call),
-    the ways taken in turn within every rep, in an order rotated rep by rep: a host whose speed
-    changes during the run (the H200's did, 26-48 us per launch within one process) changes every
-    way alike, and a figure made from one rep's samples (a hidden share, a slowdown) compares like
-    with like. `ways`: name -> (a context to open around the window, the call). Warm-ups dropped."""
+def alternating_windows(ways: dict, reps: int, warmup: int = 2) -> dict[str, dict[str, list[float]]]:
+    """Each way's window in ms (SLOWDOWN_METHOD: two events on the default stream around its call)
+    and, for a way opened in a timeline.Makespan, its makespan on the GPU too; the ways taken in turn
+    within every rep, in an order rotated rep by rep: a host whose speed changes during the run
+    (the H200's did, 26-48 us per launch within one process) changes every way alike, and a figure
+    made from one rep's samples (a hidden share, a slowdown) compares like with like. `ways`:
+    name -> (a context to open around the window, the call). Warm-ups dropped. Returns name ->
+    {"window": [...], and "makespan": [...] where measured}."""
     cuda = device.cuda()
     names = list(ways)
-    windows = {name: [] for name in names}
+    figures = {name: {"window": []} for name in names}
     for rep in range(warmup + reps):
         for name in names[rep % len(names):] + names[:rep % len(names)]:
             opened, call = ways[name]
             start, end = cuda.event(timing=True), cuda.event(timing=True)   # made outside the window
             cuda.synchronize()
-            with opened():
+            with opened() as instrument:
                 start.record()
                 call()
                 end.record()
             end.synchronize()
             if rep >= warmup:
-                windows[name].append(cuda.event_elapsed_time(start, end))
-    return windows
+                figures[name]["window"].append(cuda.event_elapsed_time(start, end))
+                if isinstance(instrument, Makespan):
+                    figures[name].setdefault("makespan", []).append(instrument.makespan_ms)
+    return figures
 
 
 def paired_ratio(numerators, denominators) -> dict:
@@ -352,22 +361,23 @@ def measure_pipeline(lab, bps: int) -> dict:
     iters = max(1, round(probe * 0.5 * copies.median_ms / probe_time.median_ms))   # kernels ~ half
 
     def without_recorder(host_x, host_out, chunks, used=streams, order="depth_first") -> dict:
-        """The three ways with no recorder open, `chunks` on the streams `used`, issued in `order`
-        (the lab's pipeline is depth first): name -> (context, call)."""
+        """The three ways with no recorder open, each in a Makespan, `chunks` on the streams `used`,
+        issued in `order` (the lab's pipeline is depth first): name -> (context, call)."""
         pipeline = lab.pipeline if order == "depth_first" else functools.partial(breadth_first_pipeline, lab)
-        return {"copies": (contextlib.nullcontext, lambda: copies_only(host_x, host_out, chunks, used, order)),
-                "kernels": (contextlib.nullcontext, lambda: kernels_only(iters, chunks, used)),
-                "pipeline": (contextlib.nullcontext,
-                             lambda: pipeline(host_x, iters, used, chunks, host_out, buffers))}
+        return {"copies": (Makespan, lambda: copies_only(host_x, host_out, chunks, used, order)),
+                "kernels": (Makespan, lambda: kernels_only(iters, chunks, used)),
+                "pipeline": (Makespan, lambda: pipeline(host_x, iters, used, chunks, host_out, buffers))}
 
-    def overlap_without_recorder(windows) -> dict:
-        """Makespans and the hidden share from alternating windows: each rep's share from that rep's
-        three windows, the median over the reps."""
-        shares = [recorder_free_hidden(*parts) for parts in zip(*(windows[k] for k in ("pipeline", "copies", "kernels")))]
-        return {**{f"{name}_ms": timing.Timing(tuple(windows[name])).as_dict()
-                   for name in ("copies", "kernels", "pipeline")},
+    def overlap_without_recorder(figures) -> dict:
+        """Makespans and the hidden share from alternating windows (OVERLAP_METHOD): each rep's share
+        from that rep's three makespans, the median over the reps; beside it, the share the same
+        reps give from the host's windows (which count each way's own first submission)."""
+        parts = ("pipeline", "copies", "kernels")
+        shares = [recorder_free_hidden(*rep) for rep in zip(*(figures[k]["makespan"] for k in parts))]
+        host_shares = [recorder_free_hidden(*rep) for rep in zip(*(figures[k]["window"] for k in parts))]
+        return {**{f"{name}_ms": timing.Timing(tuple(figures[name]["makespan"])).as_dict() for name in parts},
                 "hidden_fraction": float(np.median(shares)), "hidden_fractions": shares,
-                "method": OVERLAP_METHOD}
+                "host_windows_hidden_fraction": float(np.median(host_shares)), "method": OVERLAP_METHOD}
 
     recorder = measure_recorder_cost(lab, streams[0])
     reserve_events(3 * PIPELINE_CHUNKS)         # one run's: each timeline gives its events back
@@ -378,18 +388,24 @@ def measure_pipeline(lab, bps: int) -> dict:
         def recording():
             timelines.append(Timeline())
             return timelines[-1]
+        run = functools.partial(lab.pipeline, host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers)
         ways = {**without_recorder(host_x, host_out, PIPELINE_CHUNKS),
-                "recorded": (recording, lambda: lab.pipeline(host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers))}
-        windows = alternating_windows(ways, PIPELINE_REPS)
-        bare = overlap_without_recorder(windows)
+                "bare": (contextlib.nullcontext, run), "recorded": (recording, run),
+                **{part: (functools.partial(Timeline, timed=kinds), run) for part, kinds in RECORDER_PARTS.items()}}
+        figures = alternating_windows(ways, PIPELINE_REPS)
+        windows = {name: figure["window"] for name, figure in figures.items()}
+        bare = overlap_without_recorder(figures)
         checks.assert_matches(host_out, lab.busy_reference(host_x, iters), rtol=1e-5,
                               what=f"{memory} pipeline")
         runs = timelines[-PIPELINE_REPS:]                   # the warm-ups' timelines dropped
         middle = sorted(zip(windows["recorded"], range(len(runs)), runs))[len(runs) // 2][2]
         fractions = [t.data.hidden_fraction() for t in runs]
         recorded_ms = spread(windows["recorded"])
-        slowdown = paired_ratio(windows["recorded"], windows["pipeline"])
+        slowdown = paired_ratio(windows["recorded"], windows["bare"])
         cases[memory] = {"bare": bare, "pipeline_ms": recorded_ms, "slowdown_method": SLOWDOWN_METHOD,
+                         "bare_window_ms": spread(windows["bare"]),
+                         "part_slowdowns": {part: paired_ratio(windows[way], windows["bare"])
+                                            for part, way in (*((p, p) for p in RECORDER_PARTS), ("makespan", "pipeline"))},
                          "spans_makespan_ms": spread([t.data.makespan_ms for t in runs]),
                          "recorder_slowdown": slowdown["median"], "recorder_slowdowns": slowdown,
                          "hidden_fraction": float(np.median(fractions)), "hidden_fractions": fractions,

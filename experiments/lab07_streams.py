@@ -20,13 +20,16 @@ measure the same configuration whatever the caller's environment says:
   unrelated long kernel on a third stream; the figure is when D's result is ready.
 - pipeline: the chunked copy/compute pipeline on pinned and on pageable host memory; hidden share
   of the smaller of copies and kernels, measured two ways in the same process: without the
-  recorder, (copies alone + kernels alone - pipeline) / the smaller, each makespan between two
-  events on the default stream; and from the pipeline's own events (one timeline per run: time
-  both in flight / the smaller one's total); the four taken in turn within each of PIPELINE_REPS
-  reps (`alternating_windows`), each share the median over the reps. A share outside [0, 1] is
-  reported as a measurement problem, never clamped. Beside it: what the recorder costs (host time
-  per recorded launch and copy over the bare call, and the pipeline's makespan inside it against
-  bare), and each chunk count a student could try (PIPELINE_STEPS), without the recorder.
+  recorder, (copies alone + kernels alone - pipeline) / the smaller, each makespan from the GPU's
+  side (`timeline.Makespan`: an event on each stream before its first op and after its last, none
+  per op), the share the host's windows give beside it; and from the pipeline's own events (one
+  timeline per run: time both in flight / the smaller one's total); all taken in turn within each
+  of PIPELINE_REPS reps (`alternating_windows`), each share the median over the reps. A share
+  outside [0, 1] is reported as a measurement problem, never clamped. Beside it: what the
+  recorder costs (host time per recorded launch and copy over the bare call; the pipeline's
+  window inside it, inside each of its parts and inside the Makespan against bare), and each
+  tuning step a student could try (PIPELINE_STEPS: chunk counts, one stream, breadth-first issue),
+  without the recorder.
 The targets are judged on this run (`kernellab bench --repeat 3`: on the worst repeat); the
 claims read the same records.
 

@@ -161,3 +161,35 @@ def test_a_bracket_among_other_subscriptions_sees_the_launch_around_the_inner_on
         with hooks.subscribe(launch=inner):
             launch(HandleStream(5))
     assert order == [("before", "busy_kernel"), "inner", "after"] and len(ran) == 1
+
+
+def test_a_makespan_records_two_events_per_stream_and_none_per_op(monkeypatch):
+    """Makespan's bookkeeping with a fake driver: a start event on each stream at its first op, an
+    end event when the host synchronizes it (again only if it got ops since) or when the block ends;
+    the makespan is the last end minus the first start."""
+    import contextlib
+    import itertools
+    clock, handles, times, recorded = itertools.count(), itertools.count(100), {}, []
+
+    def record(handle, key):
+        times[handle] = next(clock)
+        recorded.append(key)
+        return 0
+    fake_cuda = types.SimpleNamespace(event=lambda timing: types.SimpleNamespace(handle=next(handles)),
+                                      synchronize=lambda: None,
+                                      event_elapsed_time=lambda a, b: times[b.handle] - times[a.handle])
+    monkeypatch.setattr(timeline, "_event_recorder", lambda: record)
+    monkeypatch.setattr(timeline, "_spare_events", [])
+    monkeypatch.setattr(device, "is_simulator", lambda: False)
+    monkeypatch.setattr(device, "cuda", lambda: fake_cuda)
+    monkeypatch.setattr(timeline.hooks, "subscribe", lambda **handlers: contextlib.nullcontext())
+    with timeline.Makespan() as window:
+        handlers = window._handlers()
+        handlers[hooks.LAUNCH].before("busy_kernel", 11, ((1, 1, 1), (32, 1, 1)), False)
+        handlers["copy_to_device"].before(None, None, stream=11)          # a second op: no event
+        handlers["copy_to_host"].before(None, stream=22)
+        handlers["stream_synchronize"](lambda: None, 11)
+        handlers["stream_synchronize"](lambda: None, 11)                   # nothing since: no event
+        handlers[hooks.LAUNCH].before("busy_kernel", 33, ((1, 1, 1), (32, 1, 1)), True)   # captured
+    assert recorded == [11, 22, 11, 22] and window.streams == 2
+    assert window.makespan_ms == 3                                         # stream 22's end - stream 11's start
