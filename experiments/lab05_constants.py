@@ -16,7 +16,6 @@ VECTOR_BLOCKS = (1024, 512, 256)
 
 STAGED_KERNEL = "softmax_staged_kernel"   # solution side: the starter lacks these two
 VECTOR_KERNEL = "softmax_vector_kernel"
-SOLUTION_SIDE_KERNELS = {STAGED_KERNEL, VECTOR_KERNEL}
 _ROW_BLOCK = "one block per row, row_block(cols) threads (1024 at 8192 columns)"
 KERNELS = (
     *(protocol.Kernel(name, _ROW_BLOCK) for name in (
@@ -28,7 +27,8 @@ KERNELS = (
     protocol.Kernel("softmax_fused_32_kernel", "one block of 256 threads per row, 32 values each in registers",
                     block_size=256),
     protocol.Kernel(STAGED_KERNEL, "one block of 256 threads per row, the row staged in shared memory, "
-                    "bursts of 8 loads", block_size=256),
+                    "bursts of 8 loads", block_size=256, solution_side=True),
     protocol.Kernel(VECTOR_KERNEL, "one block of 512 threads per row, 4 float32x4 each in registers "
-                    "(x and out as 1-D views)", block_size=512),
+                    "(x and out as 1-D views)", block_size=512, solution_side=True),
 )
+SOLUTION_SIDE_KERNELS = {k.name for k in KERNELS if k.solution_side}

@@ -18,8 +18,10 @@ Each lab's experiments module (`experiments/labNN_topic.py`) ends with one decla
 
 What the generic runs do with it (`bench`, `tour`, `validate` below; `kernellab profile` runs
 `benchmarks` under Nsight Compute; `kernellab.course.claims` evaluates `claims`):
-- validate: `validate(lab, seed)` on this device (small sizes in the simulator), then every
-  benchmark's variants against their float64 references (the harness does that).
+- validate: every declared kernel and reference is in the lab module (a starter lacks the
+  kernels marked `solution_side`, on purpose); `validate(lab, seed)` on this device (small sizes
+  in the simulator), then every benchmark's variants against their float64 references (the
+  harness does that).
 - bench (`kernellab bench NN`): validate; on a GPU, run each benchmark over its `sizes` and each
   measurement, saving each record as soon as it is finished (a run cut short keeps what it did),
   then the targets (judged on this run; `--repeat` judges on the worst repeat), then the figures.
@@ -55,6 +57,9 @@ class Kernel:
     name: str                      # e.g. "fused_chain_kernel"
     launch: str                    # the launch shape in words: grid, block, what one thread does
     block_size: int | None = None  # threads per block where the launcher fixes it (None: it varies)
+    solution_side: bool = False    # the solutions' alone (its module's SOLUTION_SIDE): kept out of
+                                   # the starter, where it would answer an exercise, so the labs
+                                   # target skips what runs it (`solution_side_absent`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +115,8 @@ class TourResult:
     ok: bool
     key_figure: str          # one line: the number that matters, or why there is none
     figures: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()                  # lines the tour prints under the lab: what it skipped
+    unfinished: tuple[target.Stub, ...] = ()     # the stubs still in the lab's file, when one stopped it
 
 
 def experiment(lab: str) -> ModuleType:
@@ -147,12 +154,29 @@ def measured(declared: Lab, name: str) -> dict | None:
     return measure_live(declared, declared.module(), name)
 
 
+def solution_side_absent(declared: Lab, lab: ModuleType) -> list[str]:
+    """The declared solution-side kernels a starter module (labs/, or a student's copy) lacks, as
+    it should: what runs them is skipped there. The solutions must define every one."""
+    if lab.__name__.partition(".")[0] == "solutions":
+        return []
+    return [k.name for k in declared.kernels if k.solution_side and not hasattr(lab, k.name)]
+
+
+def skipped_note(declared: Lab, lab: ModuleType) -> str | None:
+    """The one line bench and tour print where a starter module lacks solution-side kernels."""
+    absent = solution_side_absent(declared, lab)
+    return (f"{lab.__name__} has no {', '.join(absent)}: solution side, kept out of the starter "
+            f"(it would answer an exercise), so what runs them is skipped") if absent else None
+
+
 def validate(declared: Lab, seed: int = 0) -> list[str]:
     """Validate the lab's own checks, then every benchmark's variants at its simulator sizes
-    (on a GPU the benchmarks validate themselves before they time)."""
+    (on a GPU the benchmarks validate themselves before they time). A starter lacks the
+    solution-side kernels on purpose; any other declared name it lacks is an error."""
     lab = declared.module()
+    absent = set(solution_side_absent(declared, lab))
     undefined = [name for name in (*(k.name for k in declared.kernels), *declared.references)
-                 if not hasattr(lab, name)]
+                 if not hasattr(lab, name) and name not in absent]
     if undefined:
         raise AssertionError(f"lab {declared.number} declares {', '.join(undefined)}, which "
                              f"{lab.__name__} does not define")
@@ -199,6 +223,9 @@ def bench(declared: Lab, out_dir: Path | None = None, only: tuple[str, ...] | No
     check_selection(declared, only)
     lab = declared.module()
     print(f"validated: {', '.join(declared.validate(lab, 0))}")
+    note = skipped_note(declared, lab)
+    if note:
+        print(note)
     records = {}
     for benchmark in declared.benchmarks(lab, harness.optional_torch()):
         if only is None or benchmark.name in only:
@@ -278,5 +305,6 @@ def tour(declared: Lab, figures_dir: Path) -> TourResult:
         key = f"validated {len(names)} checks; no reference data recorded yet"
     else:
         key = f"{declared.key_figure(lab, records)} ({source})"
-    return TourResult(True, key, tuple(map(str, figures)))
+    note = skipped_note(declared, lab)
+    return TourResult(True, key, tuple(map(str, figures)), notes=(note,) if note else ())
 

@@ -81,6 +81,32 @@ def lab_number(lab: str | int) -> str:
     return number
 
 
+# A stub as the starter writes it: `raise NotImplementedError("Lab NN.M: what to write")`.
+STUB = re.compile(r"""raise NotImplementedError\(["'](Lab \d\d\.\d+: [^"']*)["']\)""")
+
+
+class Stub(typing.NamedTuple):
+    """One stub still in a lab's file: what it asks for (`Lab NN.M: name`), and where."""
+
+    exercise: str
+    file: Path
+    line: int
+
+
+def stubs(module) -> list[Stub]:
+    """Every stub left in a lab module's file, in the file's order (none in the solutions): the
+    exercises not written yet, read from the source, so one stub that stops a run names them all."""
+    file = Path(getattr(module, "__file__", None) or "")
+    text = file.read_text() if file.is_file() else ""
+    return [Stub(found.group(1), file, text.count("\n", 0, found.start()) + 1)
+            for found in STUB.finditer(text)]
+
+
+def shown(file: Path) -> str:
+    """A file as a person reads it: relative to the course where it is inside it."""
+    return str(file.relative_to(ROOT)) if file.is_relative_to(ROOT) else str(file)
+
+
 def module_name(lab: str | int, target: str | None = None) -> str:
     return f"{target or current()}.{labs()[lab_number(lab)]}"
 

@@ -1,12 +1,15 @@
 """`kernellab tour`: run every present lab's solution on this device, validate it, draw its figures.
 
-Labs plug in by shipping `experiments/labNN_topic.py` with a `tour(figures_dir)` function that
-returns a `TourResult`; nothing here lists them by hand. The target (solutions, or the starter
-in labs/) is the caller's: `kernellab tour --target` resolves it as `kernellab bench` does.
+Labs plug in by shipping `experiments/labNN_topic.py` with its declaration `LAB`
+(kernellab.course.protocol runs it); nothing here lists them by hand. The target (solutions, or
+the starter in labs/) is the caller's: `kernellab tour --target` resolves it as `kernellab bench`
+does. On the starter, a lab that a stub stops is "todo", with one line per stub still in its
+file; a finished starter skips the solution-side kernels it lacks, saying so.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 import traceback
@@ -36,6 +39,31 @@ def recorded_tour(number: str, figures_dir: Path) -> TourResult:
                       tuple(map(str, copies)))
 
 
+def stopped_by_a_stub(number: str, exc: BaseException) -> TourResult | None:
+    """A lab stopped by a stub of its own file (its NotImplementedError, or a check that names
+    it): every stub still in that file, one line each, in place of a traceback; None for any
+    other failure. A student's unfinished starter is work to do, not an error."""
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(str(exc))
+        exc = exc.__cause__ or exc.__context__
+    text = "\n".join(chain)
+    if not re.search(r"Lab \d\d\.\d+: ", text):
+        return None
+    left = target.stubs(target.load(number))
+    if not any(stub.exercise in text for stub in left):
+        return None
+    exercises = sorted({stub.exercise.split(":")[0].removeprefix("Lab ") for stub in left})
+    files = sorted({target.shown(stub.file) for stub in left})
+    return TourResult(False, f"unfinished: {len(left)} stubs to write (Lab {', '.join(exercises)}) "
+                             f"in {', '.join(files)}", unfinished=tuple(left))
+
+
+def status(result: TourResult) -> str:
+    return "ok" if result.ok else "todo" if result.unfinished else "FAILED"
+
+
 def run(labs: list[str] | None = None, figures_dir: Path = Path("figures"),
         target_name: str = "solutions", out=print) -> bool:
     """Tour the given labs (default: all) of `target_name`, which the caller has chosen
@@ -52,14 +80,20 @@ def run(labs: list[str] | None = None, figures_dir: Path = Path("figures"),
             result = (recorded_tour(number, Path(figures_dir)) if recorded
                       else lab_tour(number, Path(figures_dir)))
         except Exception as exc:  # one broken lab must not hide the others' results
-            traceback.print_exc()
-            result = TourResult(False, f"error: {type(exc).__name__}: {exc}")
+            result = stopped_by_a_stub(number, exc)
+            if result is None:
+                traceback.print_exc()
+                result = TourResult(False, f"error: {type(exc).__name__}: {exc}")
         seconds = time.perf_counter() - started
         rows.append((number, result, seconds))
-        out(f"  lab {number}: {'ok' if result.ok else 'FAILED'} in {seconds:.1f} s")
+        out(f"  lab {number}: {status(result)} in {seconds:.1f} s")
+        for note in result.notes:
+            out(f"    {note}")
+        for stub in result.unfinished:
+            out(f"    {stub.exercise}: still a stub ({target.shown(stub.file)}, line {stub.line})")
     out("")
     out(f"{'lab':<5} {'result':<7} {'time':>7}  key figure")
     for number, result, seconds in rows:
-        out(f"{number:<5} {'ok' if result.ok else 'FAILED':<7} {seconds:>6.1f}s  {result.key_figure}")
+        out(f"{number:<5} {status(result):<7} {seconds:>6.1f}s  {result.key_figure}")
     out(f"figures in {Path(figures_dir).resolve()}")
     return all(result.ok for _, result, _ in rows)

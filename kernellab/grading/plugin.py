@@ -173,9 +173,6 @@ def pytest_collection_modifyitems(session, config, items):
         Path(manifest).write_text(json.dumps(state.graded))
 
 
-_STUB = re.compile(r"""raise NotImplementedError\(["'](Lab \d\d\.\d+: [^"']*)["']\)""")
-
-
 def stub_behind(kernel) -> str | None:
     """Why a GPU run of `kernel` failed, where the kernel or a function it calls is still a stub:
     the stub's `Lab NN.M: ...` and what a GPU made of it. The simulator raises a stub's own
@@ -196,7 +193,7 @@ def stub_behind(kernel) -> str | None:
         except (OSError, TypeError):
             continue
         text = "".join(lines)
-        found = _STUB.search(text)
+        found = target.STUB.search(text)
         if found:
             line = first + text.count("\n", 0, found.start())
             how = ("is still a stub: on a GPU a kernel's raise is dropped, so it wrote nothing"

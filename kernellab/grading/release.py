@@ -94,6 +94,8 @@ Google Drive (set `KERNELLAB_CLONE`) or download your `labs/` before you leave. 
 3. Check your work: `.venv/bin/kernellab grade NN`. The inputs are random on every run; the seed
    is printed, and `--seed N` replays it. `.venv/bin/python -m pytest tests/labs/test_labNN_topic.py`
    runs the same checks with pytest's full output.
+4. Run the lab on your own code: `.venv/bin/kernellab tour NN --target labs` (`make tour` shows
+   the recorded figures). Until you are done it lists each stub still to write, one a line.
 
 `KERNELLAB_DEVICE=auto|gpu|sim` picks the device (default `auto`); `kernellab info` prints the
 mode, the device and the versions.
