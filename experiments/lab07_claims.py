@@ -365,9 +365,12 @@ CLAIMS = [
           values=_issue_values,
           checks=(says("serial", "hidden_one_stream", "<=", "floor", "nothing overlaps", "something overlaps"),
                   says("order", "order_apart", "<=", "agree", "makes no difference", "makes a difference")),
-          explains="a stream runs its ops in order, so one stream overlaps nothing; with a copy engine for "
-                   "each direction and a hardware queue per stream, no op waits in a queue behind another "
-                   "stream's op, whatever the order the host issued them in"),
+          explains="a stream runs its ops in order, so one stream overlaps nothing. On the GPU no op "
+                   "waits behind another stream's op (a copy engine for each direction, a hardware queue per "
+                   "stream), but the host submits one op at a time: breadth first, the first chunk's copy out "
+                   "is submitted only after every copy in and every kernel, so on a host that takes a good "
+                   "part of a copy's time per submission the copies out start late and no longer overlap the "
+                   "copies in"),
     Claim("pipeline_model",
           "Costed with this run's copy and kernel times and the host's submit gap seen in the recorder "
           "({gap:.3f} ms per operation), the model puts the pinned pipeline at {predicted:.2f} ms against "

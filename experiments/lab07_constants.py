@@ -36,7 +36,8 @@ PIPELINE_STEPS = {
     "breadth_first": (8, 4, "breadth_first",
                       "the lab's 8 chunks issued breadth first: on a GPU with one copy engine and one hardware "
                       "queue, this order kept each copy in from waiting behind the copy out issued before it; "
-                      "the H200 copies each direction on its own engine and gives each stream its own queue"),
+                      "the H200 copies each direction on its own engine and gives each stream its own queue, "
+                      "which leaves the host's order of submission to decide"),
 }
 ISSUE_ORDERS = ("depth_first", "breadth_first")
 ONE_STREAM_OVERLAP_PCT = 10.0          # one stream hides at most this (%): what noise can leave of nothing

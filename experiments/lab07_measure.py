@@ -409,7 +409,7 @@ def measure_pipeline(lab, bps: int) -> dict:
                          "spans_makespan_ms": spread([t.data.makespan_ms for t in runs]),
                          "recorder_slowdown": slowdown["median"], "recorder_slowdowns": slowdown,
                          "hidden_fraction": float(np.median(fractions)), "hidden_fractions": fractions,
-                         "problems": fraction_problems(fractions) + saved_too_much(bare["hidden_fraction"]),
+                         "problems": fraction_problems(fractions) + saved_too_much(bare["hidden_fractions"]),
                          "timeline": middle.data.as_dict()}
         if memory == "pinned":
             cases[memory]["predicted"] = pipeline_prediction(lab, middle, bps, sm_count, iters, buffers,
@@ -467,10 +467,15 @@ def fraction_problems(fractions) -> list[str]:
             if not 0.0 <= f <= 1.0]
 
 
-def saved_too_much(share: float) -> list[str]:
+def saved_too_much(shares) -> list[str]:
     """Without the recorder the share can be negative (a pipeline slower than its copies and kernels
-    one after the other: pageable copies), never above 1 (it saved more than the smaller took)."""
-    return [f"without the recorder: hidden share {share:.3f} is above 1"] if share > 1.0 else []
+    one after the other: pageable copies), never above 1 (it saved more than the smaller took). Each
+    rep's share is a difference of three makespans, each with its own noise, so a pipeline that
+    hides everything reads a little above 1 in some reps: the share is a problem when even its
+    fastest-saving tenth's bound, the reps' p10, is above 1 (the median is reported as measured,
+    never clamped)."""
+    low = float(np.percentile(shares, 10))
+    return [f"without the recorder: hidden share above 1 in 9 of 10 reps (p10 {low:.3f})"] if low > 1.0 else []
 
 
 def pipeline_prediction(lab, tl, bps, sm_count, iters, buffers, host_x, host_out, stream) -> TimelineData:
