@@ -568,10 +568,18 @@ def keep_unrun_records(combined: dict, previous: dict, only: tuple[str, ...]) ->
     repeats = [{**(before_repeats[i] if i < len(before_repeats) else {}), **new}
                for i, new in enumerate(combined["repeats"])]
     return {**combined, "records": {**previous.get("records", {}), **combined["records"]},
-            "repeats": repeats,
-            "records_note": f"{', '.join(only)} (and the targets) are merged over {len(repeats)} repeats "
-                            f"of a partial bench; the other records are the previous file's "
-                            f"({previous.get('records_note', 'one run')})"}
+            "repeats": repeats, "records_note": partial_note(only, len(repeats), previous.get("records_note"))}
+
+
+NOTE_SEPARATOR = " | "
+
+
+def partial_note(only: tuple[str, ...], repeats: int, previous: str | None) -> str:
+    """What a partial bench's file says of its records: this run's clause first, then the previous
+    file's clauses, flat (a clause for the same records as this run's is dropped: it re-ran them)."""
+    clause = f"{', '.join(only)} (and the targets): merged over {repeats} repeats of a partial bench"
+    kept = [c for c in (previous or "one run").split(NOTE_SEPARATOR) if not c.startswith(f"{', '.join(only)} (")]
+    return NOTE_SEPARATOR.join([clause, *kept])
 
 
 def run_repeats(specs: list[tuple[str, tuple[str, ...] | None]], repeat: int, out_dir: Path | None = None,

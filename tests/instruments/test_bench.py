@@ -226,7 +226,9 @@ def test_a_partial_bench_keeps_the_records_it_did_not_run():
     combined = bench.keep_unrun_records(bench.combine_repeats([_repeat(0.004, 3.0, True)] * 2), previous, ("b",))
     assert combined["records"]["other"] == {"kept": 1} and "old" not in combined["records"]["b"]
     assert combined["repeats"][0]["other"] == {"kept": 1} and "other" not in combined["repeats"][1]
-    assert combined["records_note"].startswith("b (and the targets) are merged over 2 repeats")
+    assert combined["records_note"] == "b (and the targets): merged over 2 repeats of a partial bench | one run"
+    again = bench.keep_unrun_records(bench.combine_repeats([_repeat(0.004, 3.0, True)] * 3), combined, ("b",))
+    assert again["records_note"] == "b (and the targets): merged over 3 repeats of a partial bench | one run"
 
 
 def test_repeats_are_combined_after_every_round_over_the_file_as_it_was(tmp_path):
