@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 
 from kernellab import scheduler
+from kernellab.course.claims import repeats_of
 from kernellab.gpu import device
 from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantts
 from kernellab.show import plots
 
 from experiments.lab07_constants import (
-    CONCURRENCY_RECORD, CONNECTIONS, FEW_BLOCKS, KERNEL_MS, NOMINAL, PIPELINE_CHUNKS, PIPELINE_N,
-    PIPELINE_STREAMS, SIM_ITERS, STREAM_COUNTS)
+    CONCURRENCY_RECORD, CONNECTIONS, FEW_BLOCKS, KERNEL_MS, NOMINAL, NUMBER, PIPELINE_CHUNKS, PIPELINE_N,
+    PIPELINE_STEPS, PIPELINE_STREAMS, SIM_ITERS, STREAM_COUNTS, TARGETS)
 from experiments.lab07_measure import busy_blocks_per_sm, predict_sweep
 
 
@@ -128,9 +129,37 @@ def draw_overlap(lab, records: dict, figures_dir: Path) -> Path:
     pipe = records["pipeline"]
     pageable, pinned = (TimelineData.from_dict(pipe["cases"][memory]["timeline"], f"measured, {memory}")
                         for memory in ("pageable", "pinned"))
-    return plot_timelines(pageable, pinned, pipe, f"chunked pipeline: pageable (hides "
+    return plot_timelines(pageable, pinned, pipe, f"chunked pipeline, by its events: pageable (hides "
                           f"{pageable.hidden_fraction():.0%}) vs pinned host memory (hides "
                           f"{pinned.hidden_fraction():.0%})", "lab07_overlap", figures_dir)
+
+
+def draw_pipeline_steps(lab, records: dict, figures_dir: Path) -> Path:
+    """Each tuning step's hidden share without the recorder: a bar for the worst repeat, a dot for
+    every repeat, the steps in the order a student would try them (PIPELINE_STEPS), with the
+    overlap target beside them and each step's pipeline time (the slowest repeat's)."""
+    repeats = [r for r in repeats_of(records, "pipeline", NUMBER) if "steps" in r]
+    names = [name for name in PIPELINE_STEPS if all(name in r["steps"] for r in repeats)]
+    fig, (ax,) = plots.new_figure(f"pipeline tuning steps, no recorder: worst of {len(repeats)} "
+                                  "repeat(s) (bar), each repeat (dot)", records["pipeline"], height=0.55 * len(names) + 2.6)
+    for y, name in enumerate(names):
+        shares = [100 * r["steps"][name]["hidden_fraction"] for r in repeats]
+        ms = max(r["steps"][name]["pipeline_ms"]["median_ms"] for r in repeats)
+        chunks, streams, order, _ = PIPELINE_STEPS[name]
+        ax.barh(y, min(shares), color="tab:blue" if min(shares) >= 0 else "tab:red", height=0.6)
+        ax.plot(shares, [y] * len(shares), "o", color="black", markersize=4)
+        ax.text(max(0.0, max(shares)) + 2, y, f"{min(shares):.0f}%, {ms:.2f} ms", va="center", fontsize="small")
+    ax.set_yticks(range(len(names)), [f"{PIPELINE_STEPS[n][0]} chunks, {PIPELINE_STEPS[n][1]} stream(s), "
+                                      f"{PIPELINE_STEPS[n][2].replace('_', ' ')}" for n in names])
+    ax.set_ylim(len(names) - 0.5, -1.1)
+    ax.axvline(0, color="grey", linewidth=0.8)
+    target_pct = 100 * TARGETS["hidden_fraction"]
+    ax.axvline(target_pct, color="tab:green", linestyle="--")
+    ax.text(target_pct, -0.75, f"target {target_pct:.0f}% (the lab's pipeline)", color="tab:green",
+            ha="center", va="bottom", fontsize="small")
+    ax.set_xlim(min(-5.0, *(100 * min(r["steps"][n]["hidden_fraction"] for r in repeats) - 5 for n in names)), 125)
+    ax.set_xlabel("share of the kernels hidden (%; below 0: slower than copies, then kernels)")
+    return plots.save(fig, "lab07_pipeline_steps", figures_dir)
 
 
 def draw_model_timelines(lab, records: dict, figures_dir: Path) -> Path:

@@ -59,7 +59,7 @@ from experiments.lab07_constants import (
     NUMBER, PIPELINE_CHUNKS, PIPELINE_N, PIPELINE_STEPS, PIPELINE_STEPS_MAIN, PIPELINE_STREAMS, REPS, SIGNATURE,
     SIM_ITERS, STREAM_COUNTS, TARGETS)
 from experiments.lab07_figures import (
-    draw_model_overlap, draw_model_timelines, draw_overlap, draw_speedups, draw_timelines)
+    draw_model_overlap, draw_model_timelines, draw_overlap, draw_pipeline_steps, draw_speedups, draw_timelines)
 from experiments.lab07_measure import in_fresh_process, measure_in_process, model_errors, speedup_at_16
 
 # Read on the experiment (`protocol.experiment("07")`) by tests/instruments and notebook 07.
@@ -214,6 +214,7 @@ LAB = protocol.Lab(
     figures=(protocol.Figure("lab07_timelines", draw_timelines, needs=("concurrency",)),
              protocol.Figure("lab07_speedup", draw_speedups, needs=("concurrency",)),
              protocol.Figure("lab07_overlap", draw_overlap, needs=("pipeline",)),
+             protocol.Figure("lab07_pipeline_steps", draw_pipeline_steps, needs=("pipeline",)),
              protocol.Figure("lab07_timelines_model", draw_model_timelines),
              protocol.Figure("lab07_overlap_model", draw_model_overlap)),
     claims=CLAIMS,
