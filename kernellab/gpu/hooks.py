@@ -90,8 +90,9 @@ class KernelLaunch(NamedTuple):
 class _DispatchedLaunch(tuple):
     """A GPU launch as numba-cuda's dispatcher hands it over, (dispatcher, args, launch
     configuration, captured), read as a KernelLaunch is: each field is worked out when it is read.
-    It is made on every hooked launch; a Timeline reads only name, stream and shape (`recorded`),
-    and building every field up front cost ~0.4 us per launch on this project's 2-core machine."""
+    It is made on every hooked launch that goes through an around handler (record_launches, or
+    several subscriptions at once; a sole Bracket gets no launch object), and building every field
+    up front cost ~0.4 us per launch on this project's 2-core machine."""
 
     __slots__ = ()
     kernel = property(operator.itemgetter(0))

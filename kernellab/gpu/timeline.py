@@ -22,7 +22,11 @@ ends when the work is done. A kernel that waits for free SMs behind another stre
 shows as running while it waits; Nsight Systems sees the blocks, events do not. Recording
 costs the host time per launch and copy, which the measurement includes: `kernellab bench 07`
 measures it against the bare call (`recorder_us_per_op`) and the pipeline's makespan inside the
-recorder against bare (`recorder_slowdown`).
+recorder, and inside each of its parts, against bare (`recorder_slowdown`, `part_slowdowns`).
+On the H200 the timing event before each copy slowed a copy-bound pipeline where the trace alone
+and the events around kernels barely did (data/reference/h200/logs/2026-12-02-session7): where
+that matters, `Timeline(timed=("kernel",))` times the kernels only, and `Makespan()` times a
+whole block from the GPU's side with two events per stream and none per op.
 
 The simulator runs everything serially and has no clock: there the trace exists, the timing
 does not, and `tl.data` raises `timing.NoTiming`. Timelines predicted by `kernellab.scheduler` and
