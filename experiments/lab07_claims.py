@@ -324,10 +324,10 @@ CLAIMS = [
                        "timing the copies costs the pipeline more than timing its kernels",
                        "timing the copies costs the pipeline no more than timing its kernels"),
                   says("makespan_within", "makespan", "<=", "target_slowdown", "within", "beyond")),
-          explains="the host's per-op cost is the trace's and the event records' alike, so a difference "
-                   "between timing copies and timing kernels is on the GPU: an event recorded between two "
-                   "copies on a stream is one more item the copy engine's queue must finish and timestamp "
-                   "before the next copy starts"),
+          explains="timing kernels and timing copies add the same host time per op, so what differs is how "
+                   "the GPU runs the copies; in session 7's diagnostic (data/reference/h200/logs) a timing event "
+                   "recorded before each copy slowed the pipeline, while one recorded after each copy, or one "
+                   "with timing disabled, barely did. Why is not established"),
     Claim("recorder_parts",
           "Measured apart in the same reps (worst of {repeats} repeat(s)), a launch between two of the "
           "recorder's events with no hook costs {events:+.1f} us over bare, and through a hook that only "
