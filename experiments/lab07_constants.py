@@ -14,9 +14,9 @@ PIPELINE_CHUNKS, PIPELINE_STREAMS = 8, 4
 # The tuning steps a student could try, each measured without the recorder: name -> (chunks,
 # streams, issue order, why). Depth first is the lab's order (each chunk's copy in, kernel and copy
 # out, chunk after chunk); breadth first issues every copy in, then every kernel, then every copy
-# out. 8 chunks on 4 streams is the lab's: on the H200's host (2026-12-02) a chunk's 4 slices, 2
-# copies and a launch take ~0.35 ms to submit against ~0.75 ms of copying, so the host stays ahead;
-# at 16 chunks it barely does, and the overlap measured 90% in one session and 20% in the next.
+# out. 8 chunks on 4 streams is the lab's: on the lent H200's slow host a chunk's 4 slices, 2 copies
+# and a launch took 0.35-0.64 ms to submit against ~0.75 ms of copying (2026-12-02, sessions 6 and
+# 7), so the host stays ahead; at 16 chunks it does in some repeats only (-1% to 79% hidden).
 PIPELINE_STEPS = {
     "one_stream": (8, 1, "depth_first",
                    "8 chunks on one stream: every copy and kernel waits for the op before it, so nothing "
@@ -26,7 +26,7 @@ PIPELINE_STEPS = {
                  "each) have nothing to overlap with"),
     "chunks_8": (8, 4, "depth_first",
                  "the lab's pipeline: 8 chunks on 4 streams, an eighth left unhidden at each end, and a host "
-                 "that submits a chunk in half the time the GPU copies it"),
+                 "that submits a chunk faster than the GPU copies it"),
     "chunks_12": (12, 4, "depth_first",
                   "12 chunks: a twelfth unhidden at each end, and 36 submissions, still fewer than the host "
                   "can make while the GPU copies"),
