@@ -523,9 +523,9 @@ class Timeline:
     def _start(self, kind, what, stream, dims=None, captured=False):
         """Note the op (`what`: a kernel's name, a copy's bytes; `dims`: a kernel's (grid, block));
         on a GPU, unless it is captured into a graph (not run: nothing to time yet), record its start
-        event on its stream and return what `_end` needs. With `_end`,
-        this is the hot path of every timed launch and copy (a hooks.Bracket), and what it costs is
-        `kernellab bench 07`'s recorder cost. It keeps plain values only (no launch configuration,
+        event on its stream and return what `_end` needs. With `_end`, this is the hot path of every
+        timed launch and copy (a hooks.Bracket), and what it costs is `kernellab bench 07`'s
+        recorder cost. It keeps plain values only (no launch configuration,
         stream or array per op: holding those made the garbage collector's passes grow with the
         trace, ~1-2 us per op here), works out labels and rows when the trace is read, and times
         with pooled events recorded by the driver directly."""
