@@ -132,8 +132,14 @@ def _slowdown_parts_values(records):
     bare, taken in turn (the worst repeat of each)."""
     repeats = _pipeline_repeats(records)
     parts = [need(r, "cases", "pinned", "part_slowdowns") for r in repeats]
+    for part in parts:
+        need(part, "every_start")         # older records had a start event before every op
     worst = {part: 100 * max(p[part]["median"] for p in parts) for part in parts[0]}
-    return {**worst, "repeats": len(repeats), "target_slowdown": 100 * TARGETS["recorder_slowdown"]}
+    starts = [need(r, "cases", "pinned", "start_sources") for r in repeats]
+    return {**worst, "recorded": 100 * max(r["cases"]["pinned"]["recorder_slowdown"] for r in repeats),
+            **{k: sum(s[k] for s in starts) for k in ("own_event", "inferred", "uncertain")},
+            "uncertain_max_us": max(s["uncertain_max_us"] for s in starts),
+            "repeats": len(repeats), "target_slowdown": 100 * TARGETS["recorder_slowdown"]}
 
 
 def _recorder_parts_values(records):
@@ -286,10 +292,12 @@ CLAIMS = [
           headline="recorder {per_op:+.1f} us per op (target {target_us:.0f} us: {met})",
           values=_recorder_values,
           checks=(target("met", "per_op", "<=", "target_us"),),
-          explains="the recorder notes each op and brackets each launch and copy with two CUDA events on its "
-                   "stream, reused from a pool and recorded through the driver's cuEventRecord; the two "
-                   "parts measured apart are its floor on this host: timing an op needs the two records, "
-                   "and watching it needs the hook. A pipeline whose host submits faster than the GPU "
+          explains="the recorder notes each op and records a CUDA event after each launch and copy on its "
+                   "stream, and one before it where the stream has nothing running (each op here: one small "
+                   "op at a time, so both), reused from a pool and recorded through the driver's "
+                   "cuEventRecord, after asking the driver (cuEventQuery) whether the op before is done; "
+                   "the two parts measured apart are its floor on this host: timing an op on an idle "
+                   "stream needs the two records, and watching it needs the hook. A pipeline whose host submits faster than the GPU "
                    "works hides that cost, so the makespan can stay within its target while the per-op "
                    "cost does not; one whose host falls behind is slowed by all of it"),
     Claim("recorder_trace_only",
@@ -315,19 +323,27 @@ CLAIMS = [
                    "submission it would flatter the recorder, so both are timed from the host's side"),
     Claim("recorder_slowdown_parts",
           "Taken in turn with the same bare run, the trace alone (no event) slows the pinned pipeline "
-          "{trace_only:+.1f}%, events around its kernels only {kernels_timed:+.1f}% and events around its "
-          "copies only {copies_timed:+.1f}% (medians over the reps, worst of {repeats} repeat(s)): {which}. "
-          "The Makespan the overlap is measured with (two events per stream, none per op) slows it "
-          "{makespan:+.1f}%, {makespan_within} the {target_slowdown:.0f}% an instrument may add.",
+          "{trace_only:+.1f}%, timing its kernels only {kernels_timed:+.1f}% and timing its copies only "
+          "{copies_timed:+.1f}% (medians over the reps, worst of {repeats} repeat(s)): {which}. The whole "
+          "recorder, with a start event only where a stream had nothing running ({own_event:.0f} starts "
+          "by their own event, {inferred:.0f} from the end of the op before, {uncertain:.0f} uncertain by at "
+          "most {uncertain_max_us:.0f} us, over all the runs), slows it {recorded:+.1f}%; with a start "
+          "event before every op, {every_start:+.1f}%: {starts_verdict}. The Makespan the overlap is "
+          "measured with (two events per stream, none per op) slows it {makespan:+.1f}%, {makespan_within} "
+          "the {target_slowdown:.0f}% an instrument may add.",
           values=_slowdown_parts_values,
           checks=(says("which", "copies_timed", ">", "kernels_timed",
                        "timing the copies costs the pipeline more than timing its kernels",
                        "timing the copies costs the pipeline no more than timing its kernels"),
+                  says("starts_verdict", "every_start", ">", "recorded",
+                       "the start events in front of busy streams' ops cost the pipeline more",
+                       "leaving out the start events in front of busy streams' ops saved the pipeline nothing"),
                   says("makespan_within", "makespan", "<=", "target_slowdown", "within", "beyond")),
-          explains="timing kernels and timing copies add the same host time per op, so what differs is how "
-                   "the GPU runs the copies; in session 7's diagnostic (data/reference/h200/logs) a timing event "
-                   "recorded before each copy slowed the pipeline, while one recorded after each copy, or one "
-                   "with timing disabled, barely did. Why is not established"),
+          explains="in session 7's diagnostic (data/reference/h200/logs) a timing event recorded before "
+                   "each copy slowed the pipeline, while one recorded after each copy, or one with timing "
+                   "disabled, barely did; in the recorded timelines such a start event fires 1.3-7.5 us "
+                   "after the end of the op before it on its stream, which is when the op starts (the "
+                   "stream runs its work in order). Why the event slows the copies is not established"),
     Claim("recorder_parts",
           "Measured apart in the same reps (worst of {repeats} repeat(s)), a launch between two of the "
           "recorder's events with no hook costs {events:+.1f} us over bare, and through a hook that only "

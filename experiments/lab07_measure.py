@@ -79,8 +79,11 @@ OVERLAP_METHOD = ("copies alone, kernels alone and the pipeline taken in turn wi
                   "median over the reps")
 PIPELINE_REPS = 15
 # The recorder's parts the pipeline is also run inside, each against bare (part_slowdowns): which of
-# its kinds of event, if any, slows the pipeline (with "makespan": the overlap's own instrument).
-RECORDER_PARTS = {"trace_only": (), "kernels_timed": ("kernel",), "copies_timed": ("h2d", "d2h")}
+# its kinds of event, if any, slows the pipeline (with "makespan": the overlap's own instrument), and
+# the recorder with a start event before every op (as it was until session 8) beside the one that
+# infers a start where its stream was busy.
+RECORDER_PARTS = {"trace_only": {"timed": ()}, "kernels_timed": {"timed": ("kernel",)},
+                  "copies_timed": {"timed": ("h2d", "d2h")}, "every_start": {"every_start": True}}
 
 
 def alternating_windows(ways: dict, reps: int, warmup: int = 2) -> dict[str, dict[str, list[float]]]:
@@ -94,20 +97,19 @@ def alternating_windows(ways: dict, reps: int, warmup: int = 2) -> dict[str, dic
     cuda = device.cuda()
     names = list(ways)
     figures = {name: {"window": []} for name in names}
-    for rep in range(warmup + reps):
-        for name in names[rep % len(names):] + names[:rep % len(names)]:
-            opened, call = ways[name]
-            start, end = cuda.event(timing=True), cuda.event(timing=True)   # made outside the window
-            cuda.synchronize()
-            with opened() as instrument:
-                start.record()
-                call()
-                end.record()
-            end.synchronize()
-            if rep >= warmup:
-                figures[name]["window"].append(cuda.event_elapsed_time(start, end))
-                if isinstance(instrument, Makespan):
-                    figures[name].setdefault("makespan", []).append(instrument.makespan_ms)
+    for rep, name in timing.in_turn(names, warmup + reps):
+        opened, call = ways[name]
+        start, end = cuda.event(timing=True), cuda.event(timing=True)   # made outside the window
+        cuda.synchronize()
+        with opened() as instrument:
+            start.record()
+            call()
+            end.record()
+        end.synchronize()
+        if rep >= warmup:
+            figures[name]["window"].append(cuda.event_elapsed_time(start, end))
+            if isinstance(instrument, Makespan):
+                figures[name].setdefault("makespan", []).append(instrument.makespan_ms)
     return figures
 
 
@@ -305,7 +307,8 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     reserve_events(reps * inner + inner)
     passing_on = hooks.Bracket(lambda *args, **kwargs: None)    # the recorder's kind of handler, doing nothing
     ways = {"bare": contextlib.nullcontext, "recorded": Timeline,
-            "trace_only": lambda: Timeline(timed=()), "events_only": contextlib.nullcontext,
+            "trace_only": lambda: Timeline(timed=()), "every_start": lambda: Timeline(every_start=True),
+            "events_only": contextlib.nullcontext,
             "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
     names = list(ways)
     result = {}
@@ -317,7 +320,7 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
         over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
                         **{f"{way}_over_bare_us": float(np.median(over[way]))
-                           for way in ("trace_only", "events_only", "hooks_only")},
+                           for way in ("trace_only", "every_start", "events_only", "hooks_only")},
                         **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
                         "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD}
     return result
@@ -391,7 +394,7 @@ def measure_pipeline(lab, bps: int) -> dict:
         run = functools.partial(lab.pipeline, host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers)
         ways = {**without_recorder(host_x, host_out, PIPELINE_CHUNKS),
                 "bare": (contextlib.nullcontext, run), "recorded": (recording, run),
-                **{part: (functools.partial(Timeline, timed=kinds), run) for part, kinds in RECORDER_PARTS.items()}}
+                **{part: (functools.partial(Timeline, **kwargs), run) for part, kwargs in RECORDER_PARTS.items()}}
         figures = alternating_windows(ways, PIPELINE_REPS)
         windows = {name: figure["window"] for name, figure in figures.items()}
         bare = overlap_without_recorder(figures)
@@ -408,6 +411,7 @@ def measure_pipeline(lab, bps: int) -> dict:
                                             for part, way in (*((p, p) for p in RECORDER_PARTS), ("makespan", "pipeline"))},
                          "spans_makespan_ms": spread([t.data.makespan_ms for t in runs]),
                          "recorder_slowdown": slowdown["median"], "recorder_slowdowns": slowdown,
+                         "start_sources": start_sources(runs),
                          "hidden_fraction": float(np.median(fractions)), "hidden_fractions": fractions,
                          "problems": fraction_problems(fractions) + saved_too_much(bare["hidden_fractions"]),
                          "timeline": middle.data.as_dict()}
@@ -459,6 +463,14 @@ def breadth_first_pipeline(lab, host_x, iters, streams, chunks, host_out, device
     for stream in streams:
         stream.synchronize()
     return host_out
+
+
+def start_sources(runs: list[Timeline]) -> dict:
+    """How the recorded runs' starts were taken (Timeline.start_sources), summed over the runs; the
+    longest submission that left a start uncertain."""
+    each = [tl.start_sources() for tl in runs]
+    return {**{k: sum(s[k] for s in each) for k in ("own_event", "inferred", "uncertain")},
+            "uncertain_max_us": max(s["uncertain_max_us"] for s in each), "runs": len(each)}
 
 
 def fraction_problems(fractions) -> list[str]:

@@ -8,7 +8,8 @@
 Inside the block, every kernel launch, host<->device copy, event record and wait, and
 synchronization is noted in order: that is the trace (`tl.trace`), in both device modes, and it
 knows what must finish before what (`Trace.happens_before`). On a GPU each launch and copy is
-also bracketed by two CUDA events on its own stream, which gives the timing (`tl.data`).
+also timed by CUDA events on its own stream, which gives the timing (`tl.data`): one after it, and
+one before it where the stream had nothing running (else it starts when the op before it ends).
 
 In the simulator, `Timeline(record_uses=True)` also notes what each launch and copy read and wrote
 (`tl.uses`: byte ranges of allocations, a kernel's from the traffic meter run on that launch):
@@ -17,16 +18,17 @@ one of them writing, with no event or synchronization ordering them (a race only
 simulator runs everything in order), and `tl.pageable_copies(pinned)` every copy whose host side is
 not page-locked, which makes the host wait for the copy (the pipeline stops at each chunk).
 
-What events can see: a span starts when its stream reaches the work (the start event fires) and
-ends when the work is done. A kernel that waits for free SMs behind another stream's kernel
+What events can see: a span starts when its stream reaches the work (its start event fires, or
+the op before it on its stream ends) and ends when the work is done. A kernel that waits for free SMs behind another stream's kernel
 shows as running while it waits; Nsight Systems sees the blocks, events do not. Recording
 costs the host time per launch and copy, which the measurement includes: `kernellab bench 07`
 measures it against the bare call (`recorder_us_per_op`) and the pipeline's makespan inside the
 recorder, and inside each of its parts, against bare (`recorder_slowdown`, `part_slowdowns`).
-On the H200 the timing event before each copy slowed a copy-bound pipeline where the trace alone
-and the events around kernels barely did (data/reference/h200/logs/2026-12-02-session7): where
-that matters, `Timeline(timed=("kernel",))` times the kernels only, and `Makespan()` times a
-whole block from the GPU's side with two events per stream and none per op.
+On the H200 a timing event before each copy slowed a copy-bound pipeline where the trace alone
+and the events around kernels barely did (data/reference/h200/logs/2026-12-02-session7): so a
+start event is recorded only where its stream had nothing running (`Timeline(every_start=True)`
+records one before every op), `Timeline(timed=("kernel",))` times the kernels only, and
+`Makespan()` times a whole block from the GPU's side with two events per stream and none per op.
 
 The simulator runs everything serially and has no clock: there the trace exists, the timing
 does not, and `tl.data` raises `timing.NoTiming`. Timelines predicted by `kernellab.scheduler` and
@@ -387,6 +389,23 @@ def _event_recorder():
         return lambda event, stream: int(driver.cuEventRecord(event, stream)[0])
 
 
+_NOT_READY = 600   # CUDA_ERROR_NOT_READY: cuEventQuery's answer while the work before the event runs
+
+
+@functools.cache
+def _event_query():
+    """query(event handle) -> the driver's CUresult (0: the work before it is done; _NOT_READY:
+    still running): cuEventQuery through ctypes, or cuda.bindings' wrapper, as _event_recorder."""
+    import ctypes
+    try:
+        query = ctypes.CDLL("libcuda.so.1").cuEventQuery
+        query.argtypes, query.restype = (ctypes.c_void_p,), ctypes.c_int
+        return query
+    except (OSError, AttributeError):
+        from cuda.bindings import driver
+        return lambda event: int(driver.cuEventQuery(event)[0])
+
+
 def events_around(call, stream):
     """`call` bracketed by two of the recorder's pooled events on `stream`, recorded as the recorder
     records them, with no hook and no trace: what the events alone add to an op, the part of the
@@ -404,23 +423,46 @@ def events_around(call, stream):
     return bracketed
 
 
+class _StreamKeys(dict):
+    """id(stream) -> (its key, the stream): each stream object's key (`Timeline._key`) worked out
+    once; the object is kept beside it, so its id cannot be reused while the dict lives."""
+
+    def of(self, stream):
+        known = self.get(id(stream))
+        return known[0] if known is not None else self.remember(stream)
+
+    def remember(self, stream):
+        key = Timeline._key(stream)
+        self[id(stream)] = (key, stream)
+        return key
+
+
 class Timeline:
     """Record what the code inside the block submits; on a GPU, time each launch and copy.
 
-    `timed` names the kinds that get a pair of events (default: every launch and copy); the
-    others are still in the trace. `tl.events` says in words what was timed, for the record.
+    `timed` names the kinds that are timed (default: every launch and copy); the others are still
+    in the trace. Each timed op gets an end event. Its start is its own start event only where it
+    needs one: where the op before it on its stream (timed, with nothing between them) was still
+    running when the host submitted it, the op starts when that one ends, which is that op's end
+    event (a start event there fires right after it: 1.3-7.5 us later on the H200, in
+    data/reference/h200/lab07.json; and before a copy, that event slowed the pipeline, see the
+    module's docstring). The driver is asked (cuEventQuery) before the op and again after it: an op
+    before that ended while this one was being submitted leaves its start uncertain by at most the
+    host's time to submit it, counted in `start_sources()`. `every_start=True` records a start
+    event before every timed op. `tl.events` says in words what was timed, for the record.
     """
 
     _active = None
 
     def __init__(self, source: str | None = None, record_uses: bool = False,
-                 timed: tuple[str, ...] = TIMED_KINDS):
+                 timed: tuple[str, ...] = TIMED_KINDS, every_start: bool = False):
         if record_uses and not device.is_simulator():
             raise RuntimeError("record_uses meters each kernel, which needs Numba's simulator")
         unknown = set(timed) - set(TIMED_KINDS)
         if unknown:
             raise ValueError(f"timed: no kind {', '.join(sorted(unknown))} (kinds: {', '.join(TIMED_KINDS)})")
         self.timed_kinds = tuple(timed)
+        self.every_start = every_start
         self.record_uses = record_uses
         self.uses: dict[int, list[Use]] = {}   # op index -> what it read and wrote
         self.timed = not device.is_simulator()
@@ -430,10 +472,16 @@ class Timeline:
         self._submitted: list = []    # (kind, label or bytes, stream key, host seconds, extra): the ops
         #                               noted on the hot path, plain values only (see _start)
         self._rows: dict = {}
-        self._stream_keys: dict = {}  # id(stream) -> (its key, the stream): see _key_of
+        self._stream_keys = _StreamKeys()
         self._keep: list = []         # events seen, so their ids stay unique
-        self._events: list = []       # on a GPU: op index, start, end, ... flat; each event an (event, handle)
+        self._events: list = []       # on a GPU: op index, start, end, ... flat; each event an (event, handle),
+        #                               a start taken from the op before's end event: that op's index
+        self._after: dict = {}        # stream key -> (index, end event) of its latest op, while it is
+        #                               timed and nothing else was submitted on that stream since
+        self._uncertain: dict = {}    # op index -> host seconds it took to submit: a start inferred
+        #                               from an op that ended meanwhile is early by at most that
         self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
+        self._start_counts = (0, 0)   # once it has run: (timed ops, of those with their start inferred)
         self._data: TimelineData | None = None
 
     # rows ---------------------------------------------------------------------------------------
@@ -496,9 +544,14 @@ class Timeline:
 
     def _note(self, kind, label, stream=None, event=None) -> None:
         """An op that is not timed (an event record or wait, a synchronization); `stream` None: no
-        row (a device-wide or event synchronize)."""
-        self._submitted.append((kind, label, _NO_ROW if stream is None else self._key_of(stream),
-                                time.perf_counter(), event))
+        row (a device-wide or event synchronize). The next timed op on its stream gets its own start
+        event (an event wait may hold it back past the end of the op before)."""
+        key = _NO_ROW if stream is None else self._stream_keys.of(stream)
+        self._submitted.append((kind, label, key, time.perf_counter(), event))
+        if key in _SPECIAL_ROWS:
+            self._after.clear()
+        else:
+            self._after.pop(key, None)
 
     @property
     def events(self) -> str:
@@ -506,19 +559,13 @@ class Timeline:
         if not self.timed_kinds:
             return "no event on the hot path: every op in the trace with its host submission time, none timed"
         kinds = "launches and copies" if self.timed_kinds == TIMED_KINDS else " and ".join(self.timed_kinds)
-        return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
-                f"through cuEventRecord); every op in the trace")
-
-    def _key_of(self, stream):
-        """The stream's key (`_key`), worked out once per stream object: the object is kept in the
-        dict beside it, so its id cannot be reused while the timeline lives."""
-        known = self._stream_keys.get(id(stream))
-        return known[0] if known is not None else self._remember(stream)
-
-    def _remember(self, stream):
-        key = self._key(stream)
-        self._stream_keys[id(stream)] = (key, stream)
-        return key
+        if self.every_start:
+            return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
+                    f"through cuEventRecord); every op in the trace")
+        return (f"a CUDA event after each of its {kinds}, and one before it only where its stream had "
+                f"nothing running (else it starts at the end of the op before it on its stream, asked "
+                f"of the driver by cuEventQuery); events reused and recorded through cuEventRecord; "
+                f"every op in the trace")
 
     def _start(self, kind, what, stream, dims=None, captured=False):
         """Note the op (`what`: a kernel's name, a copy's bytes; `dims`: a kernel's (grid, block));
@@ -530,25 +577,38 @@ class Timeline:
         trace, ~1-2 us per op here), works out labels and rows when the trace is read, and times
         with pooled events recorded by the driver directly."""
         submitted = self._submitted
-        known = self._stream_keys.get(id(stream))       # _key_of, in this frame
-        key = known[0] if known is not None else self._remember(stream)
+        known = self._stream_keys.get(id(stream))       # _StreamKeys.of, in this frame
+        key = known[0] if known is not None else self._stream_keys.remember(stream)
         submitted.append((kind, what, key, time.perf_counter(), dims))
+        if key in _SPECIAL_ROWS:        # the default streams wait for the others, and they for them:
+            self._after.clear()         # no start is inferred across default-stream work
+        before = self._after.pop(key, None)
         if captured or kind not in self._timing:
             return None
-        start = _spare_events.pop() if _spare_events else _new_event(self._cuda)
         end = _spare_events.pop() if _spare_events else _new_event(self._cuda)
+        if before is not None and self._query(before[1][1]) == _NOT_READY:
+            return len(submitted) - 1, before, end, key    # it starts when `before` ends (see the class)
+        start = _spare_events.pop() if _spare_events else _new_event(self._cuda)
         if self._record(start[1], key):
             raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
         return len(submitted) - 1, start, end, key
 
     def _end(self, started) -> None:
-        """Record the end event of an op `_start` timed (None: it timed none)."""
+        """Record the end event of an op `_start` timed (None: it timed none); where its start is
+        the op before's end, ask again whether that op was still running once this one was in."""
         if started is None:
             return
         index, start, end, key = started
         if self._record(end[1], key):
             raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
-        self._events.extend((index, start, end))   # flat: no tuple kept per op
+        if type(start[0]) is int:       # (index, end event) of the op before: the start inferred
+            if self._query(start[1][1]) != _NOT_READY:
+                self._uncertain[index] = time.perf_counter() - self._submitted[index][3]
+            self._events.extend((index, start[0], end))   # flat: no tuple kept per op
+        else:
+            self._events.extend((index, start, end))
+        if key not in _SPECIAL_ROWS:
+            self._after[key] = index, end
 
     def _event_key(self, event) -> int:
         self._keep.append(event)
@@ -608,6 +668,7 @@ class Timeline:
             if self.timed:
                 self._cuda = cuda = device.cuda()
                 self._record = _event_recorder()
+                self._query = (lambda handle: 0) if self.every_start else _event_query()
                 self._timing = self.timed_kinds
                 self._origin = _spare_events.pop() if _spare_events else _new_event(cuda)
                 self._origin[0].record(cuda.stream())
@@ -634,8 +695,12 @@ class Timeline:
                     device.cuda().synchronize()
                     self._data = self._collect()
             finally:
-                spare = [self._origin, *self._events[1::3], *self._events[2::3]]
+                starts = self._events[1::3]
+                self._start_counts = len(starts), sum(type(start) is int for start in starts)
+                spare = [self._origin, *(e for e in starts if type(e) is not int),
+                         *self._events[2::3]]
                 self._events = []
+                self._after.clear()
                 _spare_events.extend(spare[:max(0, SPARE_EVENTS_KEPT - len(_spare_events))])
         return False
 
@@ -644,8 +709,10 @@ class Timeline:
         times = {}
         origin = self._origin[0]
         events = self._events
-        for index, (start, _), (end, _) in zip(events[0::3], events[1::3], events[2::3]):
-            times[index] = (cuda.event_elapsed_time(origin, start), cuda.event_elapsed_time(origin, end))
+        ends = {index: cuda.event_elapsed_time(origin, end[0]) for index, end in zip(events[0::3], events[2::3])}
+        for index, start in zip(events[0::3], events[1::3]):
+            times[index] = (ends[start] if type(start) is int else cuda.event_elapsed_time(origin, start[0]),
+                            ends[index])
         zero = min((t[0] for t in times.values()), default=0.0)
         spans = tuple(Span(op.label, op.row, op.kind, times[op.index][0] - zero,
                            times[op.index][1] - zero, submit_ms=op.submit_ms)
@@ -755,6 +822,16 @@ class Timeline:
             raise RuntimeError("the timeline has no data until its `with` block has ended")
         return self._data
 
+    def start_sources(self) -> dict:
+        """How each timed op's start was taken: "own_event" (a start event before it),
+        "inferred" (the end of the op before it on its stream, still running after this one was
+        submitted), "uncertain" (that op ended while this one was being submitted: the start is
+        early by at most `uncertain_max_us`, the longest such submission)."""
+        timed, inferred = self._start_counts
+        bound = max(self._uncertain.values(), default=0.0)
+        return {"own_event": timed - inferred, "inferred": inferred - len(self._uncertain),
+                "uncertain": len(self._uncertain), "uncertain_max_us": 1e6 * bound}
+
     def host_ms_per_launch(self) -> float:
         """Median host time between consecutive launch submissions (what launching costs here)."""
         submits = [op.submit_ms for op in self.trace.kernels()]
@@ -787,10 +864,11 @@ class Makespan:
         self._starts: dict = {}       # stream key -> its start event (event, handle)
         self._ends: dict = {}         # stream key -> its latest end event
         self._pending: set = set()    # streams with ops since their latest end event
+        self._keys = _StreamKeys()
         self._makespan_ms: float | None = None
 
     def _first_op(self, stream) -> None:
-        key = Timeline._key(stream)
+        key = self._keys.of(stream)
         if key not in self._starts:
             self._starts[key] = self._recorded(key)
         self._pending.add(key)
@@ -824,7 +902,7 @@ class Makespan:
             self._first_op(stream or getattr(array, "stream", 0))
 
         def stream_sync(proceed, stream):
-            self._close([Timeline._key(stream)])
+            self._close([self._keys.of(stream)])
             return proceed()
 
         def device_sync(proceed):

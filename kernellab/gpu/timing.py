@@ -225,6 +225,14 @@ def time_host_beyond(whole: Callable[[], None], part: Callable[[], None], *, inn
             "rest": Timing(tuple(w - p for w, p in zip(wholes, parts)))}
 
 
+def in_turn(names: list, reps: int):
+    """(rep, name) for every rep, each rep taking every name once, in an order rotated rep by rep
+    (rep r starts at name r mod N): each way comes first equally often."""
+    for rep in range(reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            yield rep, name
+
+
 def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: int = 1) -> dict[str, Timing]:
     """Host time per call of each way, the ways taken in turn within every rep, in an order rotated
     rep by rep: a host whose speed drifts during the run (the H200's lent host did, 26-48 us per
@@ -248,9 +256,8 @@ def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: i
         for _ in range(warmup):
             per_call(name, inner)
     samples = {name: [] for name in names}
-    for rep in range(reps):
-        for name in names[rep % len(names):] + names[:rep % len(names)]:
-            samples[name].append(per_call(name, inner))
+    for _, name in in_turn(names, reps):
+        samples[name].append(per_call(name, inner))
     cuda.synchronize()
     return {name: Timing(tuple(times)) for name, times in samples.items()}
 

@@ -193,3 +193,59 @@ def test_a_makespan_records_two_events_per_stream_and_none_per_op(monkeypatch):
         handlers[hooks.LAUNCH].before("busy_kernel", 33, ((1, 1, 1), (32, 1, 1)), True)   # captured
     assert recorded == [11, 22, 11, 22] and window.streams == 2
     assert window.makespan_ms == 3                                         # stream 22's end - stream 11's start
+
+
+def test_a_timeline_infers_a_start_only_from_an_op_still_running_before_it_on_its_stream(monkeypatch):
+    """The Timeline's events with a fake driver: an op gets its own start event unless the op before
+    it on its stream, timed and with nothing between them, was still running (cuEventQuery) when it
+    was submitted; then it starts at that op's end. An op before that ended while this one was
+    submitted leaves the start uncertain, and is counted so; an event wait or default-stream work
+    between them means a start event."""
+    import contextlib
+    import itertools
+    clock, handles, times, running = itertools.count(), itertools.count(100), {}, set()
+
+    def record(handle, key):              # every op recorded runs until the test says it is done
+        times[handle] = next(clock)
+        running.add(handle)
+        return 0
+    fake_cuda = types.SimpleNamespace(event=lambda timing: types.SimpleNamespace(handle=next(handles)),
+                                      synchronize=lambda: None, stream=lambda: 0,
+                                      event_elapsed_time=lambda a, b: times[b.handle] - times[a.handle])
+    origin = fake_cuda.event(True)
+    origin.record = lambda stream: record(origin.handle, 0)
+    monkeypatch.setattr(timeline, "_event_recorder", lambda: record)
+    monkeypatch.setattr(timeline, "_event_query", lambda: lambda h: timeline._NOT_READY if h in running else 0)
+    monkeypatch.setattr(timeline, "_spare_events", [(origin, origin.handle)])
+    monkeypatch.setattr(device, "is_simulator", lambda: False)
+    monkeypatch.setattr(device, "cuda", lambda: fake_cuda)
+    monkeypatch.setattr(timeline.hooks, "subscribe", lambda **handlers: contextlib.nullcontext())
+    monkeypatch.setattr(timeline.hooks, "launches_replaced", lambda: False)
+    dims = ((1, 1, 1), (32, 1, 1))
+    with timeline.Timeline(source="fake") as tl:
+        handlers = tl._handlers()
+        launch, copy = handlers[hooks.LAUNCH], handlers["copy_to_host"]
+
+        def op(run, *args, **kwargs):
+            run.after(run.before(*args, **kwargs))
+        op(launch, "a", 11, dims, False)                 # nothing before it: its own start
+        op(launch, "b", 11, dims, False)             # a still running: b starts at a's end
+        running.clear()
+        op(copy, None, stream=11)                        # b done: its own start
+        handlers["event_wait"](lambda: None, object(), 11)
+        op(launch, "d", 11, dims, False)                 # c running, but a wait between: its own start
+        op(launch, "e", 0, dims, False)                  # the default stream: its own start...
+        running.add(tl._events[-1][1])
+        op(launch, "f", 11, dims, False)                 # ...and f after it too, d running or not
+        f_end = tl._events[-1][1]
+        token = launch.before("g", 11, dims, False)      # f still running when g is asked about...
+        running.discard(f_end)                           # ...and done before g is in
+        launch.after(token)
+    assert [op.label for op in tl.trace if op.kind == "kernel"] == list("abdefg")
+    spans = {s.label: s for s in tl.data.spans}
+    assert spans["b"].start_ms == spans["a"].end_ms and spans["g"].start_ms == spans["f"].end_ms
+    assert all(s.start_ms < s.end_ms for s in spans.values())
+    assert tl.start_sources() == {"own_event": 5, "inferred": 1, "uncertain": 1,
+                                  "uncertain_max_us": tl._uncertain[tl.trace[-1].index] * 1e6}
+    assert "one before it only where its stream had nothing running" in tl.events
+    assert "a pair of CUDA events" in timeline.Timeline(every_start=True).events

@@ -189,7 +189,7 @@ def test_a_timeline_times_only_the_kinds_asked_and_says_so():
         Timeline(timed=("bogus",))
     assert "launches and copies" in Timeline().events
     kernels_only = Timeline(timed=("kernel",))
-    assert kernels_only.timed_kinds == ("kernel",) and "around each of its kernel" in kernels_only.events
+    assert kernels_only.timed_kinds == ("kernel",) and "after each of its kernel" in kernels_only.events
     x = cuda.to_device(np.zeros(64, dtype=np.float32))
     with kernels_only:                           # the trace keeps every op whatever is timed
         bump_kernel[2, 32](x)
