@@ -607,7 +607,7 @@ class Timeline:
             self._events.extend((index, start[0], end))   # flat: no tuple kept per op
         else:
             self._events.extend((index, start, end))
-        if key not in _SPECIAL_ROWS:
+        if key not in _SPECIAL_ROWS and not self.every_start:
             self._after[key] = index, end
 
     def _event_key(self, event) -> int:
@@ -668,7 +668,7 @@ class Timeline:
             if self.timed:
                 self._cuda = cuda = device.cuda()
                 self._record = _event_recorder()
-                self._query = (lambda handle: 0) if self.every_start else _event_query()
+                self._query = _event_query()
                 self._timing = self.timed_kinds
                 self._origin = _spare_events.pop() if _spare_events else _new_event(cuda)
                 self._origin[0].record(cuda.stream())
