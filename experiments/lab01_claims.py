@@ -208,7 +208,7 @@ CLAIMS = [
           values=_while_on_values,
           checks=(says("verdict", "largest", "<=", "budget", "within", "more than"),),
           explains="each instrument wraps numba-cuda's launch entry point while it is open and notes the "
-                   "launch (a Timeline also records two CUDA events on its stream, one launch at a time), so a launch inside it "
+                   "launch (a Timeline also records two CUDA events on its stream), so a launch inside it "
                    "does more host work; none of them synchronizes"),
     Claim("instruments_cost_nothing",
           "Against a control taken in turn with it (the same kernel launched past numba-cuda's dispatcher "

@@ -80,10 +80,11 @@ OVERLAP_METHOD = ("copies alone, kernels alone and the pipeline taken in turn wi
 PIPELINE_REPS = 15
 # The recorder's parts the pipeline is also run inside, each against bare (part_slowdowns): which of
 # its kinds of event, if any, slows the pipeline (with "makespan": the overlap's own instrument), and
-# the recorder with a start event before every op (as it was until session 8) beside the one that
-# infers a start where its stream was busy.
+# the default Timeline, two events per op, beside the pipeline's recorder (RECORDER: one per op where
+# it can, the starts inferred).
 RECORDER_PARTS = {"trace_only": {"timed": ()}, "kernels_timed": {"timed": ("kernel",)},
-                  "copies_timed": {"timed": ("h2d", "d2h")}, "every_start": {"every_start": True}}
+                  "copies_timed": {"timed": ("h2d", "d2h")}, "two_events_per_op": {}}
+RECORDER = {"infer_starts": True}
 
 
 def alternating_windows(ways: dict, reps: int, warmup: int = 2) -> dict[str, dict[str, list[float]]]:
@@ -293,7 +294,8 @@ RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host tim
 def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict:
     """The host's time per op inside a Timeline over the same call bare (a one-block launch and a
     1 KiB pinned copy on a stream); inside a Timeline that times nothing (`timed=()`: the trace
-    alone, no event on the hot path); and two of the full recorder's parts alone: the call between
+    alone, no event on the hot path); inside the pipeline's recorder (RECORDER: one event per op
+    where it can, here every op after a sample's first); and two of the full recorder's parts alone: the call between
     two of its events with no hook (`events_around`), and the call through a subscription whose
     Bracket does nothing (the hooks, as the recorder reaches them). Each rep times `inner` calls of
     every way in turn (RECORDER_COST_METHOD), so each cost is a paired difference with its own
@@ -307,7 +309,7 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     reserve_events(reps * inner + inner)
     passing_on = hooks.Bracket(lambda *args, **kwargs: None)    # the recorder's kind of handler, doing nothing
     ways = {"bare": contextlib.nullcontext, "recorded": Timeline,
-            "trace_only": lambda: Timeline(timed=()), "every_start": lambda: Timeline(every_start=True),
+            "trace_only": lambda: Timeline(timed=()), "inferred_starts": lambda: Timeline(**RECORDER),
             "events_only": contextlib.nullcontext,
             "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
     names = list(ways)
@@ -320,7 +322,7 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
         over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
                         **{f"{way}_over_bare_us": float(np.median(over[way]))
-                           for way in ("trace_only", "every_start", "events_only", "hooks_only")},
+                           for way in ("trace_only", "inferred_starts", "events_only", "hooks_only")},
                         **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
                         "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD}
     return result
@@ -389,7 +391,7 @@ def measure_pipeline(lab, bps: int) -> dict:
         timelines: list[Timeline] = []
 
         def recording():
-            timelines.append(Timeline())
+            timelines.append(Timeline(**RECORDER))
             return timelines[-1]
         run = functools.partial(lab.pipeline, host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers)
         ways = {**without_recorder(host_x, host_out, PIPELINE_CHUNKS),

@@ -8,8 +8,7 @@
 Inside the block, every kernel launch, host<->device copy, event record and wait, and
 synchronization is noted in order: that is the trace (`tl.trace`), in both device modes, and it
 knows what must finish before what (`Trace.happens_before`). On a GPU each launch and copy is
-also timed by CUDA events on its own stream, which gives the timing (`tl.data`): one after it, and
-one before it where the stream had nothing running (else it starts when the op before it ends).
+also bracketed by two CUDA events on its own stream, which gives the timing (`tl.data`).
 
 In the simulator, `Timeline(record_uses=True)` also notes what each launch and copy read and wrote
 (`tl.uses`: byte ranges of allocations, a kernel's from the traffic meter run on that launch):
@@ -18,17 +17,18 @@ one of them writing, with no event or synchronization ordering them (a race only
 simulator runs everything in order), and `tl.pageable_copies(pinned)` every copy whose host side is
 not page-locked, which makes the host wait for the copy (the pipeline stops at each chunk).
 
-What events can see: a span starts when its stream reaches the work (its start event fires, or
-the op before it on its stream ends) and ends when the work is done. A kernel that waits for free SMs behind another stream's kernel
+What events can see: a span starts when its stream reaches the work (the start event fires) and
+ends when the work is done. A kernel that waits for free SMs behind another stream's kernel
 shows as running while it waits; Nsight Systems sees the blocks, events do not. Recording
 costs the host time per launch and copy, which the measurement includes: `kernellab bench 07`
 measures it against the bare call (`recorder_us_per_op`) and the pipeline's makespan inside the
 recorder, and inside each of its parts, against bare (`recorder_slowdown`, `part_slowdowns`).
-On the H200 a timing event before each copy slowed a copy-bound pipeline where the trace alone
-and the events around kernels barely did (data/reference/h200/logs/2026-12-02-session7): so a
-start event is recorded only where its stream had nothing running (`Timeline(every_start=True)`
-records one before every op), `Timeline(timed=("kernel",))` times the kernels only, and
-`Makespan()` times a whole block from the GPU's side with two events per stream and none per op.
+On the H200 timing each copy slowed a copy-bound pipeline where the trace alone and the events
+around kernels barely did (data/reference/h200/logs/2026-12-02-session7 and -session8): its host
+submits a chunk only a little faster than the copy engine moves one, so each us the host spends
+on a copy can make the engine wait. Where that matters, `Timeline(infer_starts=True)` records one
+event per op where it can, `Timeline(timed=("kernel",))` times the kernels only, and `Makespan()`
+times a whole block from the GPU's side with two events per stream and none per op.
 
 The simulator runs everything serially and has no clock: there the trace exists, the timing
 does not, and `tl.data` raises `timing.NoTiming`. Timelines predicted by `kernellab.scheduler` and
@@ -389,23 +389,6 @@ def _event_recorder():
         return lambda event, stream: int(driver.cuEventRecord(event, stream)[0])
 
 
-_NOT_READY = 600   # CUDA_ERROR_NOT_READY: cuEventQuery's answer while the work before the event runs
-
-
-@functools.cache
-def _event_query():
-    """query(event handle) -> the driver's CUresult (0: the work before it is done; _NOT_READY:
-    still running): cuEventQuery through ctypes, or cuda.bindings' wrapper, as _event_recorder."""
-    import ctypes
-    try:
-        query = ctypes.CDLL("libcuda.so.1").cuEventQuery
-        query.argtypes, query.restype = (ctypes.c_void_p,), ctypes.c_int
-        return query
-    except (OSError, AttributeError):
-        from cuda.bindings import driver
-        return lambda event: int(driver.cuEventQuery(event)[0])
-
-
 def events_around(call, stream):
     """`call` bracketed by two of the recorder's pooled events on `stream`, recorded as the recorder
     records them, with no hook and no trace: what the events alone add to an op, the part of the
@@ -441,28 +424,32 @@ class Timeline:
     """Record what the code inside the block submits; on a GPU, time each launch and copy.
 
     `timed` names the kinds that are timed (default: every launch and copy); the others are still
-    in the trace. Each timed op gets an end event. Its start is its own start event only where it
-    needs one: where the op before it on its stream (timed, with nothing between them) was still
-    running when the host submitted it, the op starts when that one ends, which is that op's end
-    event (a start event there fires right after it: 1.3-7.5 us later on the H200, in
-    data/reference/h200/lab07.json; and before a copy, that event slowed the pipeline, see the
-    module's docstring). The driver is asked (cuEventQuery) before the op and again after it: an op
-    before that ended while this one was being submitted leaves its start uncertain by at most the
-    host's time to submit it, counted in `start_sources()`. `every_start=True` records a start
-    event before every timed op. `tl.events` says in words what was timed, for the record.
+    in the trace. Each timed op gets an event before it and one after it, on its stream.
+
+    `infer_starts=True` records one event per op where it can: an op that follows a timed op on its
+    stream, with nothing between them, gets no start event, and starts when the op before it ended
+    or when it reached the GPU, whichever is later (a stream runs its work in order). Where the
+    stream was busy, that is the op before's end (a start event there fires 1.3-7.5 us after it on
+    the H200, data/reference/h200/lab07.json); where it may have been idle, the start is uncertain
+    by at most how long after the op before's end the host had finished submitting it (its host
+    clock read against the timeline's origin event, which fired after the host recorded it), and
+    `start_sources()` counts such starts and their widest bound. It is for work whose host runs
+    ahead of the GPU, as a pipeline's does, where each op's second event is host time the GPU may
+    wait for: asking the driver whether the op before is done (cuEventQuery) cost ~4.5 us on the
+    H200's host, twice a record. `tl.events` says in words what was timed, for the record.
     """
 
     _active = None
 
     def __init__(self, source: str | None = None, record_uses: bool = False,
-                 timed: tuple[str, ...] = TIMED_KINDS, every_start: bool = False):
+                 timed: tuple[str, ...] = TIMED_KINDS, infer_starts: bool = False):
         if record_uses and not device.is_simulator():
             raise RuntimeError("record_uses meters each kernel, which needs Numba's simulator")
         unknown = set(timed) - set(TIMED_KINDS)
         if unknown:
             raise ValueError(f"timed: no kind {', '.join(sorted(unknown))} (kinds: {', '.join(TIMED_KINDS)})")
         self.timed_kinds = tuple(timed)
-        self.every_start = every_start
+        self.infer_starts = infer_starts
         self.record_uses = record_uses
         self.uses: dict[int, list[Use]] = {}   # op index -> what it read and wrote
         self.timed = not device.is_simulator()
@@ -478,10 +465,9 @@ class Timeline:
         #                               a start taken from the op before's end event: that op's index
         self._after: dict = {}        # stream key -> (index, end event) of its latest op, while it is
         #                               timed and nothing else was submitted on that stream since
-        self._uncertain: dict = {}    # op index -> host seconds it took to submit: a start inferred
-        #                               from an op that ended meanwhile is early by at most that
+        self._returned: dict = {}     # op index -> host seconds when its submission returned (inferred starts)
+        self._starts: dict = {}       # once it has run: start_sources()
         self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
-        self._start_counts = (0, 0)   # once it has run: (timed ops, of those with their start inferred)
         self._data: TimelineData | None = None
 
     # rows ---------------------------------------------------------------------------------------
@@ -559,13 +545,13 @@ class Timeline:
         if not self.timed_kinds:
             return "no event on the hot path: every op in the trace with its host submission time, none timed"
         kinds = "launches and copies" if self.timed_kinds == TIMED_KINDS else " and ".join(self.timed_kinds)
-        if self.every_start:
+        if not self.infer_starts:
             return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
                     f"through cuEventRecord); every op in the trace")
-        return (f"a CUDA event after each of its {kinds}, and one before it only where its stream had "
-                f"nothing running (else it starts at the end of the op before it on its stream, asked "
-                f"of the driver by cuEventQuery); events reused and recorded through cuEventRecord; "
-                f"every op in the trace")
+        return (f"a CUDA event after each of its {kinds}, and one before it only where no timed op "
+                f"came just before it on its stream (else it starts when that op ended or when it "
+                f"reached the GPU, whichever is later; bounded by the host's clock); events reused and "
+                f"recorded through cuEventRecord; every op in the trace")
 
     def _start(self, kind, what, stream, dims=None, captured=False):
         """Note the op (`what`: a kernel's name, a copy's bytes; `dims`: a kernel's (grid, block));
@@ -586,28 +572,27 @@ class Timeline:
         if captured or kind not in self._timing:
             return None
         end = _spare_events.pop() if _spare_events else _new_event(self._cuda)
-        if before is not None and self._query(before[1][1]) == _NOT_READY:
-            return len(submitted) - 1, before, end, key    # it starts when `before` ends (see the class)
+        if before is not None:
+            return len(submitted) - 1, before, end, key    # its start: from `before`'s end (see the class)
         start = _spare_events.pop() if _spare_events else _new_event(self._cuda)
         if self._record(start[1], key):
             raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
         return len(submitted) - 1, start, end, key
 
     def _end(self, started) -> None:
-        """Record the end event of an op `_start` timed (None: it timed none); where its start is
-        the op before's end, ask again whether that op was still running once this one was in."""
+        """Record the end event of an op `_start` timed (None: it timed none); for an inferred start,
+        note when the host's submission returned (what bounds it)."""
         if started is None:
             return
         index, start, end, key = started
         if self._record(end[1], key):
             raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
         if type(start[0]) is int:       # (index, end event) of the op before: the start inferred
-            if self._query(start[1][1]) != _NOT_READY:
-                self._uncertain[index] = time.perf_counter() - self._submitted[index][3]
+            self._returned[index] = time.perf_counter()
             self._events.extend((index, start[0], end))   # flat: no tuple kept per op
         else:
             self._events.extend((index, start, end))
-        if key not in _SPECIAL_ROWS and not self.every_start:
+        if self.infer_starts and key not in _SPECIAL_ROWS:
             self._after[key] = index, end
 
     def _event_key(self, event) -> int:
@@ -668,10 +653,11 @@ class Timeline:
             if self.timed:
                 self._cuda = cuda = device.cuda()
                 self._record = _event_recorder()
-                self._query = _event_query()
                 self._timing = self.timed_kinds
                 self._origin = _spare_events.pop() if _spare_events else _new_event(cuda)
-                self._origin[0].record(cuda.stream())
+                origin_stream = cuda.stream()
+                self._origin_host = time.perf_counter()   # the origin fires after this
+                self._origin[0].record(origin_stream)
             self._subscription = hooks.subscribe(**self._handlers())
             self._subscription.__enter__()
             if self.record_uses:   # inside the timeline's own: each op is noted before its uses
@@ -696,7 +682,6 @@ class Timeline:
                     self._data = self._collect()
             finally:
                 starts = self._events[1::3]
-                self._start_counts = len(starts), sum(type(start) is int for start in starts)
                 spare = [self._origin, *(e for e in starts if type(e) is not int),
                          *self._events[2::3]]
                 self._events = []
@@ -710,9 +695,17 @@ class Timeline:
         origin = self._origin[0]
         events = self._events
         ends = {index: cuda.event_elapsed_time(origin, end[0]) for index, end in zip(events[0::3], events[2::3])}
+        bounds = []      # per inferred start: how much later than the op before's end it may be, ms
         for index, start in zip(events[0::3], events[1::3]):
-            times[index] = (ends[start] if type(start) is int else cuda.event_elapsed_time(origin, start[0]),
-                            ends[index])
+            if type(start) is int:      # the op before's end, or (idle stream) up to its submission's return
+                latest = min(ends[index], (self._returned[index] - self._origin_host) * 1e3)
+                bounds.append(max(0.0, latest - ends[start]))
+                times[index] = (ends[start], ends[index])
+            else:
+                times[index] = (cuda.event_elapsed_time(origin, start[0]), ends[index])
+        uncertain = [b for b in bounds if b > 0]
+        self._starts = {"own_event": len(times) - len(bounds), "inferred": len(bounds) - len(uncertain),
+                        "uncertain": len(uncertain), "uncertain_max_us": 1e3 * max(uncertain, default=0.0)}
         zero = min((t[0] for t in times.values()), default=0.0)
         spans = tuple(Span(op.label, op.row, op.kind, times[op.index][0] - zero,
                            times[op.index][1] - zero, submit_ms=op.submit_ms)
@@ -823,14 +816,12 @@ class Timeline:
         return self._data
 
     def start_sources(self) -> dict:
-        """How each timed op's start was taken: "own_event" (a start event before it),
-        "inferred" (the end of the op before it on its stream, still running after this one was
-        submitted), "uncertain" (that op ended while this one was being submitted: the start is
-        early by at most `uncertain_max_us`, the longest such submission)."""
-        timed, inferred = self._start_counts
-        bound = max(self._uncertain.values(), default=0.0)
-        return {"own_event": timed - inferred, "inferred": inferred - len(self._uncertain),
-                "uncertain": len(self._uncertain), "uncertain_max_us": 1e6 * bound}
+        """How each timed op's start was taken: "own_event" (a start event before it), "inferred"
+        (the end of the op before it on its stream, which ended after the host had submitted this
+        one), "uncertain" (the op before may have ended before this one reached the GPU: its start
+        may be later than shown, by at most `uncertain_max_us` for the widest)."""
+        self.data                      # raises where nothing was timed
+        return dict(self._starts)
 
     def host_ms_per_launch(self) -> float:
         """Median host time between consecutive launch submissions (what launching costs here)."""

@@ -195,57 +195,54 @@ def test_a_makespan_records_two_events_per_stream_and_none_per_op(monkeypatch):
     assert window.makespan_ms == 3                                         # stream 22's end - stream 11's start
 
 
-def test_a_timeline_infers_a_start_only_from_an_op_still_running_before_it_on_its_stream(monkeypatch):
-    """The Timeline's events with a fake driver: an op gets its own start event unless the op before
-    it on its stream, timed and with nothing between them, was still running (cuEventQuery) when it
-    was submitted; then it starts at that op's end. An op before that ended while this one was
-    submitted leaves the start uncertain, and is counted so; an event wait or default-stream work
-    between them means a start event."""
+def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_may_have_idled(monkeypatch):
+    """Timeline(infer_starts=True) with a fake driver and a fake host clock: an op after a timed op
+    on its stream, nothing between them, gets no start event and starts at that op's end; if that
+    end came before the host had finished submitting it (the host's clock read against the origin
+    event), the start is counted uncertain, bounded by that gap. An event wait or default-stream
+    work between them, or no op before, means a start event of its own."""
     import contextlib
-    import itertools
-    clock, handles, times, running = itertools.count(), itertools.count(100), {}, set()
+    now, handles, times, recorded = {"host": 0.0, "gpu": 0.0}, iter(range(100, 200)), {}, []
 
-    def record(handle, key):              # every op recorded runs until the test says it is done
-        times[handle] = next(clock)
-        running.add(handle)
+    def record(handle, key):
+        times[handle] = now["gpu"]
+        recorded.append(key)
         return 0
-    fake_cuda = types.SimpleNamespace(event=lambda timing: types.SimpleNamespace(handle=next(handles)),
-                                      synchronize=lambda: None, stream=lambda: 0,
+
+    def new_event(timing):
+        event = types.SimpleNamespace(handle=next(handles))
+        event.record = lambda stream: record(event.handle, 0)
+        return event
+    fake_cuda = types.SimpleNamespace(event=new_event, synchronize=lambda: None, stream=lambda: 0,
                                       event_elapsed_time=lambda a, b: times[b.handle] - times[a.handle])
-    origin = fake_cuda.event(True)
-    origin.record = lambda stream: record(origin.handle, 0)
+    monkeypatch.setattr(timeline, "time", types.SimpleNamespace(perf_counter=lambda: now["host"]))
     monkeypatch.setattr(timeline, "_event_recorder", lambda: record)
-    monkeypatch.setattr(timeline, "_event_query", lambda: lambda h: timeline._NOT_READY if h in running else 0)
-    monkeypatch.setattr(timeline, "_spare_events", [(origin, origin.handle)])
+    monkeypatch.setattr(timeline, "_spare_events", [])
     monkeypatch.setattr(device, "is_simulator", lambda: False)
     monkeypatch.setattr(device, "cuda", lambda: fake_cuda)
     monkeypatch.setattr(timeline.hooks, "subscribe", lambda **handlers: contextlib.nullcontext())
     monkeypatch.setattr(timeline.hooks, "launches_replaced", lambda: False)
     dims = ((1, 1, 1), (32, 1, 1))
-    with timeline.Timeline(source="fake") as tl:
-        handlers = tl._handlers()
-        launch, copy = handlers[hooks.LAUNCH], handlers["copy_to_host"]
+    with timeline.Timeline(source="fake", infer_starts=True) as tl:     # origin: host 0, GPU 0
+        launch = tl._handlers()[hooks.LAUNCH]
 
-        def op(run, *args, **kwargs):
-            run.after(run.before(*args, **kwargs))
-        op(launch, "a", 11, dims, False)                 # nothing before it: its own start
-        op(launch, "b", 11, dims, False)             # a still running: b starts at a's end
-        running.clear()
-        op(copy, None, stream=11)                        # b done: its own start
-        handlers["event_wait"](lambda: None, object(), 11)
-        op(launch, "d", 11, dims, False)                 # c running, but a wait between: its own start
-        op(launch, "e", 0, dims, False)                  # the default stream: its own start...
-        running.add(tl._events[-1][1])
-        op(launch, "f", 11, dims, False)                 # ...and f after it too, d running or not
-        f_end = tl._events[-1][1]
-        token = launch.before("g", 11, dims, False)      # f still running when g is asked about...
-        running.discard(f_end)                           # ...and done before g is in
-        launch.after(token)
-    assert [op.label for op in tl.trace if op.kind == "kernel"] == list("abdefg")
+        def op(name, stream, submitted_ms, returned_ms, start_ms, end_ms):
+            now["host"], now["gpu"] = submitted_ms / 1e3, start_ms
+            token = launch.before(name, stream, dims, False)
+            now["host"], now["gpu"] = returned_ms / 1e3, end_ms
+            launch.after(token)
+        op("a", 11, 0.0, 0.1, 0.1, 0.5)          # nothing before it: its own start event
+        op("b", 11, 0.2, 0.3, None, 0.9)         # in before a ended (0.5): starts at a's end, for sure
+        tl._handlers()["event_wait"](lambda: None, object(), 11)
+        op("c", 11, 0.4, 0.5, 0.95, 1.2)         # a wait between: its own start event
+        op("e", 0, 0.6, 0.7, 1.3, 1.5)           # the default stream: its own...
+        op("f", 11, 0.8, 0.9, 1.6, 2.0)          # ...and f after it, on 11
+        op("g", 11, 2.2, 2.5, None, 3.0)         # in at 2.5, after f ended (2.0): uncertain by 0.5 ms
     spans = {s.label: s for s in tl.data.spans}
     assert spans["b"].start_ms == spans["a"].end_ms and spans["g"].start_ms == spans["f"].end_ms
-    assert all(s.start_ms < s.end_ms for s in spans.values())
-    assert tl.start_sources() == {"own_event": 5, "inferred": 1, "uncertain": 1,
-                                  "uncertain_max_us": tl._uncertain[tl.trace[-1].index] * 1e6}
-    assert "one before it only where its stream had nothing running" in tl.events
-    assert "a pair of CUDA events" in timeline.Timeline(every_start=True).events
+    assert spans["c"].start_ms == 0.95 - 0.1                       # from the first span's start
+    assert None not in times.values() and len(recorded) == 1 + 2 * 4 + 2   # origin; 4 own starts; b, g
+    assert tl.start_sources() == {"own_event": 4, "inferred": 1, "uncertain": 1,
+                                  "uncertain_max_us": pytest.approx(500.0)}
+    assert "one before it only where no timed op came just before it" in tl.events
+    assert "a pair of CUDA events" in timeline.Timeline().events
