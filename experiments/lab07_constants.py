@@ -52,3 +52,6 @@ SIM_ITERS = 3
 # Nominal H200-like figures for model-only pictures (no measurement): 50 GB/s copies of a 16 MB
 # chunk, a chunk's kernel half as long, ~15 us of host time per Numba launch.
 NOMINAL = {"copy_ms": 0.32, "chunk_kernel_ms": 0.16, "host_launch_ms": 0.015}
+# Two slowdowns of the pinned pipeline closer than this (percentage points) are not told apart: one
+# repeat's paired slowdowns span more than that between their p10 and p90 (session 8, call C).
+CLEAR_DIFFERENCE_POINTS = 3.0
