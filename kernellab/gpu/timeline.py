@@ -523,7 +523,8 @@ class Timeline:
             if kind == "kernel":        # what: its name; extra: (grid, block)
                 op = Op(index, kind, what, row, submit_ms, grid=extra[0], block=extra[1])
             elif kind in TIMED_KINDS:   # a copy; what: its bytes
-                op = Op(index, kind, _size_label(kind.upper(), what), row, submit_ms, nbytes=what)
+                nbytes = int(what or 0)
+                op = Op(index, kind, _size_label(kind.upper(), nbytes), row, submit_ms, nbytes=nbytes)
             else:                       # what: its label; extra: its event's key, if any
                 op = Op(index, kind, what, row, submit_ms, event=extra)
             trace.append(op)
@@ -606,15 +607,16 @@ class Timeline:
 
         launch = functools.partial(start, "kernel")   # (name, stream, dims, captured): no frame of its own
 
+        # A copy's bytes are noted as the array gives them (made an int when the trace is read).
         def to_device(obj, stream=0, copy=True, to=None):
-            return start("h2d", _nbytes(obj), stream) if copy else None
+            return start("h2d", getattr(obj, "nbytes", 0), stream) if copy else None
 
         def copy_to_device(array, source, stream=0):
-            kind = "d2d" if hasattr(source, "copy_to_host") else "h2d"
-            return start(kind, _nbytes(source), stream or getattr(array, "stream", 0))
+            return start("d2d" if hasattr(source, "copy_to_host") else "h2d", getattr(source, "nbytes", 0),
+                         stream or getattr(array, "stream", 0))
 
         def copy_to_host(array, ary=None, stream=0):
-            return start("d2h", _nbytes(array), stream or getattr(array, "stream", 0))
+            return start("d2h", getattr(array, "nbytes", 0), stream or getattr(array, "stream", 0))
 
         def record(proceed, event, stream=0):
             self._note("record", "event record", stream or 0, self._event_key(event))
@@ -938,14 +940,6 @@ class Makespan:
         if self._makespan_ms is None:
             raise RuntimeError("the makespan exists once its `with` block has ended, with a launch or copy in it")
         return self._makespan_ms
-
-
-def _nbytes(array) -> int:
-    return int(getattr(array, "nbytes", 0) or 0)
-
-
-def _copy_label(direction: str, array) -> str:
-    return _size_label(direction, _nbytes(array))
 
 
 @functools.lru_cache(maxsize=256)
