@@ -24,11 +24,12 @@ costs the host time per launch and copy, which the measurement includes: `kernel
 measures it against the bare call (`recorder_us_per_op`) and the pipeline's makespan inside the
 recorder, and inside each of its parts, against bare (`recorder_slowdown`, `part_slowdowns`).
 On the H200 timing each copy slowed a copy-bound pipeline where the trace alone and the events
-around kernels barely did (data/reference/h200/logs/2026-12-02-session7 and -session8): its host
-submits a chunk only a little faster than the copy engine moves one, so each us the host spends
-on a copy can make the engine wait. Where that matters, `Timeline(infer_starts=True)` records one
-event per op where it can, `Timeline(timed=("kernel",))` times the kernels only, and `Makespan()`
-times a whole block from the GPU's side with two events per stream and none per op.
+around kernels barely did (data/reference/h200/logs/2026-12-02-session7 and -session8). The
+host's time is not why (15 us of spinning before each copy cost nothing); a timing event in front
+of a copy in cost +15% in one round and +0.7% in the next, events after copies at most 1%; why is
+not established. `Timeline(infer_starts=True)` records one event per op where it can (it did not
+keep that pipeline within 5% either), `Timeline(timed=("kernel",))` times the kernels only, and
+`Makespan()` times a whole block from the GPU's side with two events per stream and none per op.
 
 The simulator runs everything serially and has no clock: there the trace exists, the timing
 does not, and `tl.data` raises `timing.NoTiming`. Timelines predicted by `kernellab.scheduler` and
@@ -429,14 +430,15 @@ class Timeline:
     `infer_starts=True` records one event per op where it can: an op that follows a timed op on its
     stream, with nothing between them, gets no start event, and starts when the op before it ended
     or when it reached the GPU, whichever is later (a stream runs its work in order). Where the
-    stream was busy, that is the op before's end (a start event there fires 1.3-7.5 us after it on
-    the H200, data/reference/h200/lab07.json); where it may have been idle, the start is uncertain
-    by at most how long after the op before's end the host had finished submitting it (its host
-    clock read against the timeline's origin event, which fired after the host recorded it), and
+    stream was busy, that is the op before's end (a start event there fired 1.3-7.5 us after it in
+    session 7's recorded H200 pipelines); where it may have been idle, the start is uncertain by at
+    most how long after the op before's end the host had finished submitting it (its host clock
+    read against the timeline's origin event, which fired after the host recorded it), and
     `start_sources()` counts such starts and their widest bound. It is for work whose host runs
-    ahead of the GPU, as a pipeline's does, where each op's second event is host time the GPU may
-    wait for: asking the driver whether the op before is done (cuEventQuery) cost ~4.5 us on the
-    H200's host, twice a record. `tl.events` says in words what was timed, for the record.
+    ahead of the GPU, as a pipeline's does, where the starts are sure and half the events and their
+    host time are saved. Whether the op before is done is not asked of the driver on the way:
+    cuEventQuery cost ~4.5 us on the H200's host, twice a record (session 8, call A). `tl.events`
+    says in words what was timed, for the record.
     """
 
     _active = None
