@@ -47,20 +47,19 @@ def events(op, where, timing=True):
     return lambda: hooks.subscribe(**{op: hooks.Bracket(key_of, after)})
 
 
-if __name__ == "__main__":    # (guarded after call C, for diag_bimodal.py to import its setup)
-    ways = {"bare": (contextlib.nullcontext, run),
-            "timing event after each H2D": (events("copy_to_device", "after"), run),
-            "timing event after each kernel": (events(hooks.LAUNCH, "after"), run),
-            "timing event after each D2H": (events("copy_to_host", "after"), run),
-            "timing event before each H2D": (events("copy_to_device", "before"), run),
-            "timing event before each D2H": (events("copy_to_host", "before"), run),
-            "untimed event after each D2H": (events("copy_to_host", "after", timing=False), run)}
-    for round_ in range(2):
-        figures = alternating_windows(ways, 15)
-        bare = figures["bare"]["window"]
-        print(f"round {round_ + 1}: bare window {np.median(bare):.3f} ms (median of {len(bare)})")
-        for name, figure in figures.items():
-            if name != "bare":
-                r = paired_ratio(figure["window"], bare)
-                print(f"  {name:32s} {np.median(figure['window']):7.3f} ms  {100 * r['median']:+6.1f}%  "
-                      f"(p10 {100 * r['p10']:+.1f}%, p90 {100 * r['p90']:+.1f}%)")
+ways = {"bare": (contextlib.nullcontext, run),
+        "timing event after each H2D": (events("copy_to_device", "after"), run),
+        "timing event after each kernel": (events(hooks.LAUNCH, "after"), run),
+        "timing event after each D2H": (events("copy_to_host", "after"), run),
+        "timing event before each H2D": (events("copy_to_device", "before"), run),
+        "timing event before each D2H": (events("copy_to_host", "before"), run),
+        "untimed event after each D2H": (events("copy_to_host", "after", timing=False), run)}
+for round_ in range(2):
+    figures = alternating_windows(ways, 15)
+    bare = figures["bare"]["window"]
+    print(f"round {round_ + 1}: bare window {np.median(bare):.3f} ms (median of {len(bare)})")
+    for name, figure in figures.items():
+        if name != "bare":
+            r = paired_ratio(figure["window"], bare)
+            print(f"  {name:32s} {np.median(figure['window']):7.3f} ms  {100 * r['median']:+6.1f}%  "
+                  f"(p10 {100 * r['p10']:+.1f}%, p90 {100 * r['p90']:+.1f}%)")
