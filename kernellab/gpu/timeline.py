@@ -534,10 +534,11 @@ class Timeline:
     def _note(self, kind, label, stream=None, event=None) -> None:
         """An op that is not timed (an event record or wait, a synchronization); `stream` None: no
         row (a device-wide or event synchronize). The next timed op on its stream gets its own start
-        event (an event wait may hold it back past the end of the op before)."""
+        event (an event wait may hold it back past the end of the op before; after a synchronize
+        its stream is idle), on every stream after a device-wide or event synchronize."""
         key = _NO_ROW if stream is None else self._stream_keys.of(stream)
         self._submitted.append((kind, label, key, time.perf_counter(), event))
-        if key in _SPECIAL_ROWS:
+        if key is _NO_ROW or key in _SPECIAL_ROWS:
             self._after.clear()
         else:
             self._after.pop(key, None)

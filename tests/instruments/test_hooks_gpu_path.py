@@ -199,8 +199,8 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
     """Timeline(infer_starts=True) with a fake driver and a fake host clock: an op after a timed op
     on its stream, nothing between them, gets no start event and starts at that op's end; if that
     end came before the host had finished submitting it (the host's clock read against the origin
-    event), the start is counted uncertain, bounded by that gap. An event wait or default-stream
-    work between them, or no op before, means a start event of its own."""
+    event), the start is counted uncertain, bounded by that gap. An event wait, a synchronize or
+    default-stream work between them, or no op before, means a start event of its own."""
     import contextlib
     now, handles, times, recorded = {"host": 0.0, "gpu": 0.0}, iter(range(100, 200)), {}, []
 
@@ -238,11 +238,14 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
         op("e", 0, 0.6, 0.7, 1.3, 1.5)           # the default stream: its own...
         op("f", 11, 0.8, 0.9, 1.6, 2.0)          # ...and f after it, on 11
         op("g", 11, 2.2, 2.5, None, 3.0)         # in at 2.5, after f ended (2.0): uncertain by 0.5 ms
+        tl._handlers()["synchronize"](lambda: None)
+        op("h", 11, 3.1, 3.2, 3.3, 3.4)          # after a device-wide synchronize: its own start event
     spans = {s.label: s for s in tl.data.spans}
     assert spans["b"].start_ms == spans["a"].end_ms and spans["g"].start_ms == spans["f"].end_ms
     assert spans["c"].start_ms == 0.95 - 0.1                       # from the first span's start
-    assert None not in times.values() and len(recorded) == 1 + 2 * 4 + 2   # origin; 4 own starts; b, g
-    assert tl.start_sources() == {"own_event": 4, "inferred": 1, "uncertain": 1,
+    assert spans["h"].start_ms == 3.3 - 0.1
+    assert None not in times.values() and len(recorded) == 1 + 2 * 5 + 2   # origin; 5 own starts; b, g
+    assert tl.start_sources() == {"own_event": 5, "inferred": 1, "uncertain": 1,
                                   "uncertain_max_us": pytest.approx(500.0)}
     assert "one before it only where no timed op came just before it" in tl.events
     assert "a pair of CUDA events" in timeline.Timeline().events
