@@ -354,8 +354,9 @@ CLAIMS = [
                    "host spinning 15 us before each copy, with no event, cost the pipeline nothing, while "
                    "one raw timing event before each copy in (between a stream's copy out and its next "
                    "copy in) cost +15% in one round of 15 reps and +0.7% in the next; one after each copy or "
-                   "kernel cost at most 1.2%. Why a timing event there sometimes holds the copies back is "
-                   "not established"),
+                   "kernel cost at most 1.2%. In the slow repeats' timelines a stream's first copy in starts "
+                   "only when another stream's first copy out ends, ~2 ms after it was submitted, as if the "
+                   "two shared one copy queue; why a timing event brings that about is not established"),
     Claim("recorder_parts",
           "Measured apart in the same reps (worst of {repeats} repeat(s)), a launch between two of the "
           "recorder's events with no hook costs {events:+.1f} us over bare, and through a hook that only "
