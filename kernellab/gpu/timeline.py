@@ -226,6 +226,7 @@ class Span:
     end_ms: float
     first_block_ms: float | None = None   # models only: when the first block (or byte) moved
     submit_ms: float | None = None        # host time of the submission
+    start_uncertain_ms: float | None = None   # an inferred start: it may have begun up to this much later
 
     @property
     def duration_ms(self) -> float:
@@ -700,20 +701,21 @@ class Timeline:
         origin = self._origin[0]
         events = self._events
         ends = {index: cuda.event_elapsed_time(origin, end[0]) for index, end in zip(events[0::3], events[2::3])}
-        bounds = []      # per inferred start: how much later than the op before's end it may be, ms
+        bounds = {}      # per inferred start: how much later than the op before's end it may be, ms
         for index, start in zip(events[0::3], events[1::3]):
             if type(start) is int:      # the op before's end, or (idle stream) up to its submission's return
                 latest = min(ends[index], (self._returned[index] - self._origin_host) * 1e3)
-                bounds.append(max(0.0, latest - ends[start]))
+                bounds[index] = max(0.0, latest - ends[start])
                 times[index] = (ends[start], ends[index])
             else:
                 times[index] = (cuda.event_elapsed_time(origin, start[0]), ends[index])
-        uncertain = [b for b in bounds if b > 0]
+        uncertain = [b for b in bounds.values() if b > 0]
         self._starts = {"own_event": len(times) - len(bounds), "inferred": len(bounds) - len(uncertain),
                         "uncertain": len(uncertain), "uncertain_max_us": 1e3 * max(uncertain, default=0.0)}
         zero = min((t[0] for t in times.values()), default=0.0)
         spans = tuple(Span(op.label, op.row, op.kind, times[op.index][0] - zero,
-                           times[op.index][1] - zero, submit_ms=op.submit_ms)
+                           times[op.index][1] - zero, submit_ms=op.submit_ms,
+                           start_uncertain_ms=bounds.get(op.index) or None)
                       for op in self.trace if op.index in times)
         source = self.source or f"measured on {device.facts().name}"
         return TimelineData(spans, tuple(dict.fromkeys(s.row for s in spans)), source)
@@ -953,7 +955,9 @@ def _size_label(direction: str, nbytes: int) -> str:   # formatted once per size
 # --- the picture -----------------------------------------------------------------------------------
 
 def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_spans: bool = True):
-    """One row per stream, one bar per span, coloured by kind; a model's wait for SMs is hatched."""
+    """One row per stream, one bar per span, coloured by kind; a model's wait for SMs is hatched, and
+    where a recorded start is uncertain (Timeline(infer_starts=True)) the time it may not yet have
+    begun is dotted."""
     from kernellab.show import plots
     from matplotlib.patches import Patch
 
@@ -964,9 +968,13 @@ def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_span
     for span in data.spans:
         colour = KIND_COLORS.get(span.kind, "tab:gray")
         running = span.first_block_ms if span.first_block_ms is not None else span.start_ms
+        uncertain = min(span.start_uncertain_ms or 0.0, span.duration_ms)
+        if uncertain:
+            running = span.start_ms + uncertain
         if running > span.start_ms:
             ax.broken_barh([(span.start_ms - origin, running - span.start_ms)], (y[span.row] - 0.35, 0.7),
-                           facecolor="white", edgecolor=colour, hatch="///", linewidth=0.5)
+                           facecolor="white", edgecolor=colour, hatch="..." if uncertain else "///",
+                           linewidth=0.5)
         ax.broken_barh([(running - origin, span.end_ms - running)], (y[span.row] - 0.35, 0.7),
                        facecolor=colour, edgecolor="white", linewidth=0.5)
         if label_spans and span.duration_ms > 0.08 * max(data.makespan_ms, 1e-12):
@@ -976,8 +984,10 @@ def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_span
     ax.set_ylim(len(data.rows) - 0.5, -0.5)
     ax.set_xlabel("time (ms)")
     kinds = dict.fromkeys(s.kind for s in data.spans)
-    ax.legend(handles=[Patch(color=KIND_COLORS.get(k, "tab:gray"), label=k) for k in kinds],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0))      # beside the bars, not over the last ones
+    handles = [Patch(color=KIND_COLORS.get(k, "tab:gray"), label=k) for k in kinds]
+    if any(s.start_uncertain_ms for s in data.spans):
+        handles.append(Patch(facecolor="white", edgecolor="gray", hatch="...", label="start uncertain"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside the bars, not over the last ones
     ax.set_title(title or f"{data.source}: {data.makespan_ms:.3g} ms")
     return ax
 

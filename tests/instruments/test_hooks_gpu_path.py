@@ -244,6 +244,7 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
     assert spans["b"].start_ms == spans["a"].end_ms and spans["g"].start_ms == spans["f"].end_ms
     assert spans["c"].start_ms == 0.95 - 0.1                       # from the first span's start
     assert spans["h"].start_ms == 3.3 - 0.1
+    assert spans["g"].start_uncertain_ms == pytest.approx(0.5) and spans["b"].start_uncertain_ms is None
     assert None not in times.values() and len(recorded) == 1 + 2 * 5 + 2   # origin; 5 own starts; b, g
     assert tl.start_sources() == {"own_event": 5, "inferred": 1, "uncertain": 1,
                                   "uncertain_max_us": pytest.approx(500.0)}

@@ -123,10 +123,14 @@ def test_gantt_draws_every_span():
     import matplotlib.pyplot as plt
     d = data(("a", "s1", "kernel", 0.0, 4.0), ("c", "s2", "h2d", 2.0, 7.0))
     waiting = TimelineData((Span("w", "s1", "kernel", 0.0, 3.0, first_block_ms=1.0),), ("s1",), "model")
-    fig, (left, right) = plt.subplots(1, 2)
+    unsure = TimelineData((Span("u", "s1", "h2d", 0.0, 3.0, start_uncertain_ms=0.5),), ("s1",), "measured")
+    fig, (left, middle, right) = plt.subplots(1, 3)
     plot_gantt(d, left)
-    plot_gantt(waiting, right)
-    assert len(left.collections) == 2 and len(right.collections) == 2   # waiting part + running part
+    plot_gantt(waiting, middle)
+    plot_gantt(unsure, right)
+    assert len(left.collections) == 2 and len(middle.collections) == 2   # waiting part + running part
+    assert len(right.collections) == 2 and right.collections[0].get_hatch() == "..."
+    assert "start uncertain" in [t.get_text() for t in right.get_legend().get_texts()]
     assert [t.get_text() for t in left.get_yticklabels()] == ["s1", "s2"]
     plt.close(fig)
 
@@ -197,6 +201,27 @@ def test_a_timeline_times_only_the_kinds_asked_and_says_so():
         bump_kernel[2, 32](x)
         x.copy_to_host()
     assert [op.kind for op in kernels_only.trace] == ["kernel", "d2h"]
+
+
+def test_a_timeline_that_infers_starts_keeps_the_same_trace_and_says_so():
+    """Timeline(infer_starts=True) changes which events are recorded, never what the trace holds;
+    where nothing is timed (the simulator) it has no start sources to give."""
+    x = cuda.to_device(np.zeros(64, dtype=np.float32))
+    stream = cuda.stream()
+    traces = []
+    for tl in (Timeline(), Timeline(infer_starts=True)):
+        with tl:
+            bump_kernel[2, 32, stream](x)
+            bump_kernel[2, 32, stream](x)
+            x.copy_to_host(stream=stream)
+        traces.append([(op.kind, op.label, op.row) for op in tl.trace])
+    assert traces[0] == traces[1] and len(traces[0]) == 3
+    assert "one before it only where no timed op came just before it" in tl.events
+    if not tl.timed:
+        with pytest.raises(NoTiming):
+            tl.start_sources()
+    else:
+        assert sum(tl.start_sources()[k] for k in ("own_event", "inferred", "uncertain")) == 3
 
 
 def test_reserved_events_are_kept_for_the_next_timeline():
