@@ -26,8 +26,10 @@ measure the same configuration whatever the caller's environment says:
   timeline per run: time both in flight / the smaller one's total); all taken in turn within each
   of PIPELINE_REPS reps (`alternating_windows`), each share the median over the reps. A share
   outside [0, 1] is reported as a measurement problem, never clamped. Beside it: what the
-  recorder costs (host time per recorded launch and copy over the bare call; the pipeline's
-  window inside it, inside each of its parts and inside the Makespan against bare), and each
+  recorder costs (host time per recorded launch and copy over the bare call, in the default
+  Timeline and in the pipeline's, `infer_starts=True`, whose events `recorder.events` and each
+  case's `events` say; the pipeline's window inside it, inside each of its parts and inside the
+  Makespan against bare), and each
   tuning step a student could try (PIPELINE_STEPS: chunk counts, one stream, breadth-first issue),
   without the recorder.
 The targets are judged on this run (`kernellab bench --repeat 3`: on the worst repeat); the
@@ -60,7 +62,8 @@ from experiments.lab07_constants import (
     SIM_ITERS, STREAM_COUNTS, TARGETS)
 from experiments.lab07_figures import (
     draw_model_overlap, draw_model_timelines, draw_overlap, draw_pipeline_steps, draw_speedups, draw_timelines)
-from experiments.lab07_measure import in_fresh_process, measure_in_process, model_errors, speedup_at_16
+from experiments.lab07_measure import (
+    OVERLAP_METHOD, RECORDER_COST_METHOD, SLOWDOWN_METHOD, in_fresh_process, measure_in_process, model_errors, speedup_at_16)
 
 # Read on the experiment (`protocol.experiment("07")`) by tests/instruments and notebook 07.
 from experiments.lab07_claims import _sweep
@@ -158,8 +161,7 @@ def targets(lab, records: dict) -> dict:
             "problems": pinned["problems"],
             "method": f"the smaller of two measures of the share of the smaller of copies and kernels "
                       f"hidden: without the recorder, (copies alone + kernels alone - pipeline) / the "
-                      f"smaller, each makespan between events on the default stream with host submission "
-                      f"inside, median of {REPS}; and from the pipeline's own events (a timeline per run: "
+                      f"smaller ({OVERLAP_METHOD}); and from the pipeline's own events (a timeline per run: "
                       f"time both in flight / the smaller one's total), median of "
                       f"{len(pinned['hidden_fractions'])} runs; 2^26 float32 from pinned memory in "
                       f"{PIPELINE_CHUNKS} chunks over {PIPELINE_STREAMS} streams; a share outside [0, 1] "
@@ -172,13 +174,14 @@ def targets(lab, records: dict) -> dict:
         "recorder_us_per_op": {
             "value": recorder_us, "target": TARGETS["recorder_us_per_op"],
             "met": recorder_us <= TARGETS["recorder_us_per_op"],
-            "method": "host time per call inside a Timeline - the same call bare (median of 3 interleaved "
-                      "rounds of 30 x 100 calls each), the worse of a one-block launch and a 1 KiB pinned "
-                      f"copy on a stream; events reserved before; {pipeline['recorder']['events']}"},
+            "method": f"host time per call inside a Timeline() (a pair of CUDA events per op) over the same "
+                      f"call bare, the worse of a one-block launch and a 1 KiB pinned copy on a stream: "
+                      f"{RECORDER_COST_METHOD}; events reserved before"},
         "recorder_slowdown": {
             "value": pinned["recorder_slowdown"], "target": TARGETS["recorder_slowdown"],
             "met": pinned["recorder_slowdown"] <= TARGETS["recorder_slowdown"],
-            "method": "the pinned pipeline's median makespan inside the recorder / without it - 1"},
+            "method": f"the pinned pipeline inside its recorder (Timeline(infer_starts=True)) against "
+                      f"bare: {SLOWDOWN_METHOD}"},
     }
 
 
