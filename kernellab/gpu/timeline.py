@@ -539,6 +539,8 @@ class Timeline:
         its stream is idle), on every stream after a device-wide or event synchronize."""
         key = _NO_ROW if stream is None else self._stream_keys.of(stream)
         self._submitted.append((kind, label, key, time.perf_counter(), event))
+        if not self._after:
+            return
         if key is _NO_ROW or key in _SPECIAL_ROWS:
             self._after.clear()
         else:
@@ -571,9 +573,12 @@ class Timeline:
         known = self._stream_keys.get(id(stream))       # _StreamKeys.of, in this frame
         key = known[0] if known is not None else self._stream_keys.remember(stream)
         submitted.append((kind, what, key, time.perf_counter(), dims))
-        if key in _SPECIAL_ROWS:        # the default streams wait for the others, and they for them:
-            self._after.clear()         # no start is inferred across default-stream work
-        before = self._after.pop(key, None)
+        before, after = None, self._after   # empty unless the timeline infers starts
+        if after:
+            if key in _SPECIAL_ROWS:    # the default streams wait for the others, and they for them:
+                after.clear()           # no start is inferred across default-stream work
+            else:
+                before = after.pop(key, None)
         if captured or kind not in self._timing:
             return None
         end = _spare_events.pop() if _spare_events else _new_event(self._cuda)
