@@ -74,20 +74,30 @@ SLOWDOWN_METHOD = ("inside the recorder and bare alike: between two events on th
                    "reps of each rep's recorded / bare - 1, the two taken in turn (alternating_windows)")
 OVERLAP_METHOD = ("copies alone, kernels alone and the pipeline taken in turn within each rep "
                   "(alternating_windows), each timed from the GPU's side by timeline.Makespan (an event on "
-                  "each stream before its first op and after its last, none per op: the host's submission "
+                  "the block's first op and one on each stream after its last, none per op: the host's submission "
                   "before the first op left out); each rep's hidden share from its own three makespans, the "
                   "median over the reps")
 PIPELINE_REPS = 15
 # The recorder's parts the pipeline is also run inside, each against bare (part_slowdowns): which of
 # its kinds of event, if any, slows the pipeline (with "makespan": the overlap's own instrument), and
 # the default Timeline, two events per op, beside the pipeline's recorder (RECORDER: one per op where
-# it can, the starts inferred). From pageable memory each copy makes the host wait, so the streams
+# it can, the starts inferred, the pipeline's streams opened with an event each as it opens, so none
+# is timed on a stream that may be idle: session 9, call A). From pageable memory each copy makes the host wait, so the streams
 # idle between ops, every inferred start would be uncertain by up to a copy (call B: 300 of 300, up
 # to 47 ms), and the pipeline is the host's anyway: there the recorder keeps two events per op.
+# "first_ops_own_event" is the pipeline's recorder with its streams not opened: each stream's first
+# op then gets a start event of its own, recorded while other streams' copies run.
 RECORDER_PARTS = {"trace_only": {"timed": ()}, "kernels_timed": {"timed": ("kernel",)},
-                  "copies_timed": {"timed": ("h2d", "d2h")}, "two_events_per_op": {}}
+                  "copies_timed": {"timed": ("h2d", "d2h")}, "two_events_per_op": {},
+                  "first_ops_own_event": {"infer_starts": True}}
 RECORDER = {"infer_starts": True}
 RECORDER_OF = {"pinned": RECORDER, "pageable": {}}
+
+
+def recorder_of(memory: str, streams) -> Timeline:
+    """The recorder the pipeline from `memory` is recorded in (RECORDER_OF), on `streams`."""
+    kwargs = RECORDER_OF[memory]
+    return Timeline(**kwargs, streams=streams) if kwargs.get("infer_starts") else Timeline(**kwargs)
 
 
 def alternating_windows(ways: dict, reps: int, warmup: int = 2) -> dict[str, dict[str, list[float]]]:
@@ -298,7 +308,7 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     """The host's time per op inside a Timeline over the same call bare (a one-block launch and a
     1 KiB pinned copy on a stream); inside a Timeline that times nothing (`timed=()`: the trace
     alone, no event on the hot path); inside the pipeline's recorder (RECORDER: one event per op
-    where it can, here every op after a sample's first); and two of the full recorder's parts alone: the call between
+    where it can, here every op: the stream is opened with an event); and two of the full recorder's parts alone: the call between
     two of its events with no hook (`events_around`), and the call through a subscription whose
     Bracket does nothing (the hooks, as the recorder reaches them). Each rep times `inner` calls of
     every way in turn (RECORDER_COST_METHOD), so each cost is a paired difference with its own
@@ -312,7 +322,7 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     reserve_events(reps * inner + inner)
     passing_on = hooks.Bracket(lambda *args, **kwargs: None)    # the recorder's kind of handler, doing nothing
     ways = {"bare": contextlib.nullcontext, "recorded": Timeline,
-            "trace_only": lambda: Timeline(timed=()), "inferred_starts": lambda: Timeline(**RECORDER),
+            "trace_only": lambda: Timeline(timed=()), "inferred_starts": lambda: Timeline(**RECORDER, streams=(stream,)),
             "events_only": contextlib.nullcontext,
             "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
     names = list(ways)
@@ -394,7 +404,7 @@ def measure_pipeline(lab, bps: int) -> dict:
         timelines: list[Timeline] = []
 
         def recording():
-            timelines.append(Timeline(**RECORDER_OF[memory]))
+            timelines.append(recorder_of(memory, streams))
             return timelines[-1]
         run = functools.partial(lab.pipeline, host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers)
         ways = {**without_recorder(host_x, host_out, PIPELINE_CHUNKS),

@@ -21,13 +21,13 @@ measure the same configuration whatever the caller's environment says:
 - pipeline: the chunked copy/compute pipeline on pinned and on pageable host memory; hidden share
   of the smaller of copies and kernels, measured two ways in the same process: without the
   recorder, (copies alone + kernels alone - pipeline) / the smaller, each makespan from the GPU's
-  side (`timeline.Makespan`: an event on each stream before its first op and after its last, none
-  per op), the share the host's windows give beside it; and from the pipeline's own events (one
+  side (`timeline.Makespan`: an event before the block's first op and one on each stream after its
+  last, none per op), the share the host's windows give beside it; and from the pipeline's own events (one
   timeline per run: time both in flight / the smaller one's total); all taken in turn within each
   of PIPELINE_REPS reps (`alternating_windows`), each share the median over the reps. A share
   outside [0, 1] is reported as a measurement problem, never clamped. Beside it: what the
   recorder costs (host time per recorded launch and copy over the bare call, in the default
-  Timeline and in the pipeline's, `infer_starts=True`, whose events `recorder.events` and each
+  Timeline and in the pipeline's, `infer_starts=True` with its streams opened, whose events `recorder.events` and each
   case's `events` say; the pipeline's window inside it, inside each of its parts and inside the
   Makespan against bare), and each
   tuning step a student could try (PIPELINE_STEPS: chunk counts, one stream, breadth-first issue),

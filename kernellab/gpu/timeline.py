@@ -23,13 +23,16 @@ shows as running while it waits; Nsight Systems sees the blocks, events do not. 
 costs the host time per launch and copy, which the measurement includes: `kernellab bench 07`
 measures it against the bare call (`recorder_us_per_op`) and the pipeline's makespan inside the
 recorder, and inside each of its parts, against bare (`recorder_slowdown`, `part_slowdowns`).
-On the H200 timing each copy slowed a copy-bound pipeline where the trace alone and the events
-around kernels barely did (data/reference/h200/logs/2026-12-02-session7 and -session8). The
-host's time is not why (15 us of spinning before each copy cost nothing); a timing event in front
-of a copy in cost +15% in one round and +0.7% in the next, events after copies at most 1%; why is
-not established. `Timeline(infer_starts=True)` records one event per op where it can (it did not
-keep that pipeline within 5% either), `Timeline(timed=("kernel",))` times the kernels only, and
-`Makespan()` times a whole block from the GPU's side with two events per stream and none per op.
+On the H200 timing each copy slowed a copy-bound pipeline (Lab 07's, +15-17%) where the trace
+alone and the events around kernels barely did (data/reference/h200/logs/2026-12-02-session7 to
+-session9). The host's time is not why (15 us of spinning before each copy cost nothing). A timing
+event recorded on a stream that is idle while other streams' copies are in flight is: in about
+half the reps it held that stream's next copy back until another stream's copy out had ended;
+the same events recorded before the work, untimed ones, and events after each op (+1.4-1.9% in
+all) did not (session 9, call A). So `Timeline(infer_starts=True, streams=...)` records one event
+after each op and one on each stream as it opens, and no start event while the work runs;
+`Timeline(timed=("kernel",))` times the kernels only; and `Makespan()` times a whole block from
+the GPU's side with one event before its first op and one per stream after its last.
 
 The simulator runs everything serially and has no clock: there the trace exists, the timing
 does not, and `tl.data` raises `timing.NoTiming`. Timelines predicted by `kernellab.scheduler` and
@@ -438,21 +441,36 @@ class Timeline:
     `start_sources()` counts such starts and their widest bound. It is for work whose host runs
     ahead of the GPU, as a pipeline's does, where the starts are sure and half the events and their
     host time are saved. Whether the op before is done is not asked of the driver on the way:
-    cuEventQuery cost ~4.5 us on the H200's host, twice a record (session 8, call A). `tl.events`
-    says in words what was timed, for the record.
+    cuEventQuery cost ~4.5 us on the H200's host, twice a record (session 8, call A).
+
+    `streams` (with infer_starts): the timeline records an event on each of them as it opens, before
+    the measured work, and each one's first op starts from it as from an op before, so no timing
+    event is recorded on a stream that may be idle while the work runs. On the H200 such an event (a
+    stream's first op's start event, submitted while other streams' copies were in flight) held that
+    stream's copy in back in about half the reps, +15-17% on Lab 07's pipeline; the same events
+    recorded as the timeline opened, untimed events there, and events after ops did not (session 9,
+    call A). An idle stream's first op is then uncertain by up to when the host submitted it.
+    `tl.events` says in words what was timed, for the record.
     """
 
     _active = None
 
     def __init__(self, source: str | None = None, record_uses: bool = False,
-                 timed: tuple[str, ...] = TIMED_KINDS, infer_starts: bool = False):
+                 timed: tuple[str, ...] = TIMED_KINDS, infer_starts: bool = False, streams=()):
         if record_uses and not device.is_simulator():
             raise RuntimeError("record_uses meters each kernel, which needs Numba's simulator")
         unknown = set(timed) - set(TIMED_KINDS)
         if unknown:
             raise ValueError(f"timed: no kind {', '.join(sorted(unknown))} (kinds: {', '.join(TIMED_KINDS)})")
+        if streams and not infer_starts:
+            raise ValueError("streams: an event on each as the timeline opens is what their first ops' "
+                             "starts are inferred from; give it with infer_starts=True")
+        if any(self._key(stream) in _SPECIAL_ROWS for stream in streams):
+            raise ValueError("streams: streams made with cuda.stream(), not the default stream (its work "
+                             "orders the others', so no start is inferred across it)")
         self.timed_kinds = tuple(timed)
         self.infer_starts = infer_starts
+        self.opening_streams = tuple(streams)
         self.record_uses = record_uses
         self.uses: dict[int, list[Use]] = {}   # op index -> what it read and wrote
         self.timed = not device.is_simulator()
@@ -467,7 +485,9 @@ class Timeline:
         self._events: list = []       # on a GPU: op index, start, end, ... flat; each event an (event, handle),
         #                               a start taken from the op before's end event: that op's index
         self._after: dict = {}        # stream key -> (index, end event) of its latest op, while it is
-        #                               timed and nothing else was submitted on that stream since
+        #                               timed and nothing else was submitted on that stream since; a
+        #                               stream given in `streams`: (a negative index, its opening event)
+        self._opened: list = []       # the opening events of `streams`: op index -1, -2, ...
         self._returned: dict = {}     # op index -> host seconds when its submission returned (inferred starts)
         self._starts: dict = {}       # once it has run: start_sources()
         self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
@@ -555,10 +575,12 @@ class Timeline:
         if not self.infer_starts:
             return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
                     f"through cuEventRecord); every op in the trace")
+        opening = (f"; one on each of the {len(self.opening_streams)} streams given, as it opened, which their "
+                   f"first ops start from" if self.opening_streams else "")
         return (f"a CUDA event after each of its {kinds}, and one before it only where no timed op "
                 f"came just before it on its stream (else it starts when that op ended or when it "
-                f"reached the GPU, whichever is later; bounded by the host's clock); events reused and "
-                f"recorded through cuEventRecord; every op in the trace")
+                f"reached the GPU, whichever is later; bounded by the host's clock){opening}; events "
+                f"reused and recorded through cuEventRecord; every op in the trace")
 
     def _start(self, kind, what, stream, dims=None, captured=False):
         """Note the op (`what`: a kernel's name, a copy's bytes; `dims`: a kernel's (grid, block));
@@ -669,6 +691,7 @@ class Timeline:
                 origin_stream = cuda.stream()
                 self._origin_host = time.perf_counter()   # the origin fires after this
                 self._origin[0].record(origin_stream)
+                self._open_streams(cuda)
             self._subscription = hooks.subscribe(**self._handlers())
             self._subscription.__enter__()
             if self.record_uses:   # inside the timeline's own: each op is noted before its uses
@@ -678,6 +701,19 @@ class Timeline:
             Timeline._active = None
             raise
         return self
+
+    def _open_streams(self, cuda) -> None:
+        """An event on each of `streams` now, before the measured work: the op before each one's
+        first op (see the class)."""
+        for stream in self.opening_streams:
+            key = self._stream_keys.of(stream)
+            if key in self._after:      # given twice
+                continue
+            opened = _spare_events.pop() if _spare_events else _new_event(cuda)
+            if self._record(opened[1], key):
+                raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
+            self._opened.append(opened)
+            self._after[key] = -len(self._opened), opened
 
     def __exit__(self, *exc):
         try:
@@ -693,9 +729,9 @@ class Timeline:
                     self._data = self._collect()
             finally:
                 starts = self._events[1::3]
-                spare = [self._origin, *(e for e in starts if type(e) is not int),
+                spare = [self._origin, *self._opened, *(e for e in starts if type(e) is not int),
                          *self._events[2::3]]
-                self._events = []
+                self._events, self._opened = [], []
                 self._after.clear()
                 _spare_events.extend(spare[:max(0, SPARE_EVENTS_KEPT - len(_spare_events))])
         return False
@@ -706,6 +742,8 @@ class Timeline:
         origin = self._origin[0]
         events = self._events
         ends = {index: cuda.event_elapsed_time(origin, end[0]) for index, end in zip(events[0::3], events[2::3])}
+        ends.update({-1 - number: cuda.event_elapsed_time(origin, opened[0])     # `streams`' opening events
+                     for number, opened in enumerate(self._opened)})
         bounds = {}      # per inferred start: how much later than the op before's end it may be, ms
         for index, start in zip(events[0::3], events[1::3]):
             if type(start) is int:      # the op before's end, or (idle stream) up to its submission's return
@@ -853,27 +891,31 @@ class Timeline:
 
 class Makespan:
     """The GPU's makespan of the launches and copies made inside the block, from when the first
-    op's stream reached it to when the last op ended, with two events per stream and none per op:
-    one on each stream before the first op it gets, one after its last (recorded just before the
-    host synchronizes that stream or the device, or when the block ends). The host's time before
-    the first op is left out, and copies run with no event between them: a Timeline's events
-    around each copy slowed Lab 07's pipeline by ~14% on the H200 (2026-12-02, session 7 logs),
-    and a window opened on the host before the call counts the host's first submission in each of
-    the ways it compares (`kernellab bench 07`). GPU only: `makespan_ms` raises NoTiming in the
-    simulator."""
+    op's stream reached it to when the last op ended, with one event before the block's first op
+    and one per stream after its last (recorded just before the host synchronizes that stream or
+    the device, or when the block ends), none per op. The host's time before the first op is left
+    out, and copies run with no event between them: a Timeline's events around each copy slowed Lab
+    07's pipeline by ~14% on the H200 (2026-12-02, session 7 logs), and a window opened on the host
+    before the call counts the host's first submission in each of the ways it compares (`kernellab
+    bench 07`). Only the first op gets a start event, submitted while nothing of the block runs: a
+    timing event on another stream's first op, submitted while the block's copies were in flight,
+    held that stream's copy back in some reps (session 9, call A). An op on another stream starts
+    after the host submitted it, after the first op; so the first op's start is the block's, unless
+    its stream was still busy with work from before the block. GPU only: `makespan_ms` raises
+    NoTiming in the simulator."""
 
     def __init__(self):
         self.timed = not device.is_simulator()
-        self._starts: dict = {}       # stream key -> its start event (event, handle)
+        self._start = None            # (event, handle) before the block's first op, on its stream
         self._ends: dict = {}         # stream key -> its latest end event
         self._pending: set = set()    # streams with ops since their latest end event
         self._keys = _StreamKeys()
         self._makespan_ms: float | None = None
 
-    def _first_op(self, stream) -> None:
+    def _op(self, stream) -> None:
         key = self._keys.of(stream)
-        if key not in self._starts:
-            self._starts[key] = self._recorded(key)
+        if self._start is None:
+            self._start = self._recorded(key)
         self._pending.add(key)
 
     def _recorded(self, key):
@@ -892,17 +934,17 @@ class Makespan:
     def _handlers(self) -> dict:
         def launch(name, stream, dims, captured):
             if not captured:            # recorded into a graph, not run
-                self._first_op(stream)
+                self._op(stream)
 
         def to_device(obj, stream=0, copy=True, to=None):
             if copy:
-                self._first_op(stream)
+                self._op(stream)
 
         def copy_to_device(array, source, stream=0):
-            self._first_op(stream or getattr(array, "stream", 0))
+            self._op(stream or getattr(array, "stream", 0))
 
         def copy_to_host(array, ary=None, stream=0):
-            self._first_op(stream or getattr(array, "stream", 0))
+            self._op(stream or getattr(array, "stream", 0))
 
         def stream_sync(proceed, stream):
             self._close([self._keys.of(stream)])
@@ -927,21 +969,20 @@ class Makespan:
             return False
         self._subscription.__exit__(*exc)
         try:
-            if exc[0] is None and self._starts:
+            if exc[0] is None and self._start is not None:
                 self._close(list(self._pending))
                 self._cuda.synchronize()
-                origin = next(iter(self._starts.values()))[0]
-                starts = [self._cuda.event_elapsed_time(origin, e[0]) for e in self._starts.values()]
-                ends = [self._cuda.event_elapsed_time(origin, e[0]) for e in self._ends.values()]
-                self._makespan_ms = max(ends) - min(starts)
+                self._makespan_ms = max(self._cuda.event_elapsed_time(self._start[0], e[0])
+                                        for e in self._ends.values())
         finally:
-            events = [*self._starts.values(), *self._ends.values()]
+            events = [*([self._start] if self._start else []), *self._ends.values()]
             _spare_events.extend(events[:max(0, SPARE_EVENTS_KEPT - len(_spare_events))])
         return False
 
     @property
     def streams(self) -> int:
-        return len(self._starts)
+        """How many streams got ops inside the block."""
+        return len(self._pending.union(self._ends))
 
     @property
     def makespan_ms(self) -> float:

@@ -163,10 +163,11 @@ def test_a_bracket_among_other_subscriptions_sees_the_launch_around_the_inner_on
     assert order == [("before", "busy_kernel"), "inner", "after"] and len(ran) == 1
 
 
-def test_a_makespan_records_two_events_per_stream_and_none_per_op(monkeypatch):
-    """Makespan's bookkeeping with a fake driver: a start event on each stream at its first op, an
-    end event when the host synchronizes it (again only if it got ops since) or when the block ends;
-    the makespan is the last end minus the first start."""
+def test_a_makespan_records_one_start_event_an_end_per_stream_and_none_per_op(monkeypatch):
+    """Makespan's bookkeeping with a fake driver: a start event at the block's first op only (none on
+    another stream's first op, which may be idle while the block's copies run), an end event on a
+    stream when the host synchronizes it (again only if it got ops since) or when the block ends;
+    the makespan is the last end minus the start."""
     import contextlib
     import itertools
     clock, handles, times, recorded = itertools.count(), itertools.count(100), {}, []
@@ -191,8 +192,8 @@ def test_a_makespan_records_two_events_per_stream_and_none_per_op(monkeypatch):
         handlers["stream_synchronize"](lambda: None, 11)
         handlers["stream_synchronize"](lambda: None, 11)                   # nothing since: no event
         handlers[hooks.LAUNCH].before("busy_kernel", 33, ((1, 1, 1), (32, 1, 1)), True)   # captured
-    assert recorded == [11, 22, 11, 22] and window.streams == 2
-    assert window.makespan_ms == 3                                         # stream 22's end - stream 11's start
+    assert recorded == [11, 11, 22] and window.streams == 2
+    assert window.makespan_ms == 2                                         # stream 22's end - the start
 
 
 def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_may_have_idled(monkeypatch):
@@ -250,3 +251,22 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
                                   "uncertain_max_us": pytest.approx(500.0)}
     assert "one before it only where no timed op came just before it" in tl.events
     assert "a pair of CUDA events" in timeline.Timeline().events
+    with pytest.raises(ValueError, match="give it with infer_starts=True"):
+        timeline.Timeline(streams=(11,))
+    with pytest.raises(ValueError, match="not the default stream"):
+        timeline.Timeline(infer_starts=True, streams=(11, 0))
+    now["host"], now["gpu"] = 4.0, 4.0
+    del recorded[:]
+    with timeline.Timeline(source="fake", infer_starts=True, streams=(11, 22)) as opened:
+        launch = opened._handlers()[hooks.LAUNCH]      # 11 and 22 opened at GPU 4.0
+        op("i", 22, 4000.1, 4000.2, None, 4.5)   # in at 0.2 ms after 22's opening: uncertain by 0.2
+        op("j", 11, 4000.3, 4000.4, None, 4.9)   # in at 0.4 ms: uncertain by 0.4
+        op("k", 11, 4000.5, 4000.6, None, 5.2)   # in before j ended (4.9): j's end, for sure
+        op("l", 0, 4000.7, 4000.8, 5.3, 5.6)     # the default stream: its own start event
+    spans = {s.label: s for s in opened.data.spans}
+    assert spans["i"].start_ms == spans["j"].start_ms == 0.0 and spans["k"].start_ms == spans["j"].end_ms
+    assert spans["i"].start_uncertain_ms == pytest.approx(0.2) and spans["j"].start_uncertain_ms == pytest.approx(0.4)
+    assert recorded == [0, 11, 22, 22, 11, 11, 0, 0]      # origin, the openings, no start event for i, j, k
+    assert opened.start_sources() == {"own_event": 1, "inferred": 1, "uncertain": 2,
+                                      "uncertain_max_us": pytest.approx(400.0)}
+    assert "one on each of the 2 streams given" in opened.events
