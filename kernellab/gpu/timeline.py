@@ -575,7 +575,7 @@ class Timeline:
         if not self.infer_starts:
             return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
                     f"through cuEventRecord); every op in the trace")
-        opening = (f"; one on each of the {len(self.opening_streams)} streams given, as it opened, which their "
+        opening = (f"; one on each of the {len(self.opening_streams)} stream(s) given, as it opened, which their "
                    f"first ops start from" if self.opening_streams else "")
         return (f"a CUDA event after each of its {kinds}, and one before it only where no timed op "
                 f"came just before it on its stream (else it starts when that op ended or when it "

@@ -269,4 +269,4 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
     assert recorded == [0, 11, 22, 22, 11, 11, 0, 0]      # origin, the openings, no start event for i, j, k
     assert opened.start_sources() == {"own_event": 1, "inferred": 1, "uncertain": 2,
                                       "uncertain_max_us": pytest.approx(400.0)}
-    assert "one on each of the 2 streams given" in opened.events
+    assert "one on each of the 2 stream(s) given" in opened.events

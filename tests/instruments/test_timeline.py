@@ -205,24 +205,27 @@ def test_a_timeline_times_only_the_kinds_asked_and_says_so():
 
 
 def test_a_timeline_that_infers_starts_keeps_the_same_trace_and_says_so():
-    """Timeline(infer_starts=True) changes which events are recorded, never what the trace holds;
-    where nothing is timed (the simulator) it has no start sources to give."""
+    """Timeline(infer_starts=True), its stream opened or not, changes which events are recorded,
+    never what the trace holds; where nothing is timed (the simulator) it has no start sources to
+    give; on a GPU, with the stream opened, no op has a start event of its own."""
     x = cuda.to_device(np.zeros(64, dtype=np.float32))
     stream = cuda.stream()
     traces = []
-    for tl in (Timeline(), Timeline(infer_starts=True)):
+    for tl in (Timeline(), Timeline(infer_starts=True), Timeline(infer_starts=True, streams=(stream,))):
         with tl:
             bump_kernel[2, 32, stream](x)
             bump_kernel[2, 32, stream](x)
             x.copy_to_host(stream=stream)
         traces.append([(op.kind, op.label, op.row) for op in tl.trace])
-    assert traces[0] == traces[1] and len(traces[0]) == 3
+    assert traces[0] == traces[1] == traces[2] and len(traces[0]) == 3
     assert "one before it only where no timed op came just before it" in tl.events
+    assert "one on each of the 1 stream(s) given" in tl.events
     if not tl.timed:
         with pytest.raises(NoTiming):
             tl.start_sources()
     else:
         assert sum(tl.start_sources()[k] for k in ("own_event", "inferred", "uncertain")) == 3
+        assert tl.start_sources()["own_event"] == 0
 
 
 def test_reserved_events_are_kept_for_the_next_timeline():
