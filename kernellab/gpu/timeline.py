@@ -26,10 +26,11 @@ recorder, and inside each of its parts, against bare (`recorder_slowdown`, `part
 On the H200 timing each copy slowed a copy-bound pipeline (Lab 07's, +15-17%) where the trace
 alone and the events around kernels barely did (data/reference/h200/logs/2026-12-02-session7 to
 -session9). The host's time is not why (15 us of spinning before each copy cost nothing). A timing
-event recorded on a stream that is idle while other streams' copies are in flight is: in 89 of
-300 reps it held that stream's next copy back until another stream's copy out had ended;
-the same events recorded before the work, untimed ones, and events after each op (+1.4-1.9% in
-all) did not (session 9, call A). So `Timeline(infer_starts=True, streams=...)` records one event
+event recorded on a stream that is idle while other streams' copies are in flight is: one before
+each stream's first op made the pipeline over 10% slower in 89 of 300 reps (in session 8's
+timelines such a stream's copy in waited for another stream's copy out), where the same events
+recorded before the work, untimed ones, and events after each op (+1.3-1.9%) did not (session 9,
+call A). So `Timeline(infer_starts=True, streams=...)` records one event
 after each op and one on each stream as it opens, and no start event while the work runs;
 `Timeline(timed=("kernel",))` times the kernels only; and `Makespan()` times a whole block from
 the GPU's side with one event before its first op and one per stream after its last.
@@ -446,11 +447,10 @@ class Timeline:
     `streams` (with infer_starts): the timeline records an event on each of them as it opens, before
     the measured work, and each one's first op starts from it as from an op before, so no timing
     event is recorded on a stream that may be idle while the work runs. On the H200 such an event (a
-    stream's first op's start event, submitted while other streams' copies were in flight) held that
-    stream's copy in back: Lab 07's pipeline took over 10% longer in 89 of 300 reps (+15-17% at
-    most) and under 5% longer in 180; the same events
-    recorded as the timeline opened, untimed events there, and events after ops did not (session 9,
-    call A). An idle stream's first op is then uncertain by up to when the host submitted it.
+    stream's first op's start event, submitted while other streams' copies were in flight) made Lab
+    07's pipeline over 10% slower in 89 of 300 reps and under 5% in 180; the same events recorded
+    as the timeline opened, untimed events there, and events after ops did not (session 9, call A).
+    An idle stream's first op is then uncertain by up to when the host submitted it.
     `tl.events` says in words what was timed, for the record.
     """
 
