@@ -201,7 +201,9 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
     on its stream, nothing between them, gets no start event and starts at that op's end; if that
     end came before the host had finished submitting it (the host's clock read against the origin
     event), the start is counted uncertain, bounded by that gap. An event wait, a synchronize or
-    default-stream work between them, or no op before, means a start event of its own."""
+    default-stream work between them, or no op before, means a start event of its own; an event
+    record (even on the default stream) does not. A stream opened with the timeline (`streams`)
+    starts its first op from its opening event."""
     import contextlib
     now, handles, times, recorded = {"host": 0.0, "gpu": 0.0}, iter(range(100, 200)), {}, []
 
@@ -259,6 +261,7 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
     del recorded[:]
     with timeline.Timeline(source="fake", infer_starts=True, streams=(11, 22)) as opened:
         launch = opened._handlers()[hooks.LAUNCH]      # 11 and 22 opened at GPU 4.0
+        opened._handlers()["event_record"](lambda: None, object(), 0)   # holds nothing back
         op("i", 22, 4000.1, 4000.2, None, 4.5)   # in at 0.2 ms after 22's opening: uncertain by 0.2
         op("j", 11, 4000.3, 4000.4, None, 4.9)   # in at 0.4 ms: uncertain by 0.4
         op("k", 11, 4000.5, 4000.6, None, 5.2)   # in before j ended (4.9): j's end, for sure
