@@ -230,7 +230,7 @@ class Span:
     end_ms: float
     first_block_ms: float | None = None   # models only: when the first block (or byte) moved
     submit_ms: float | None = None        # host time of the submission
-    start_uncertain_ms: float | None = None   # an inferred start: it may have begun up to this much later
+    start_uncertain_ms: float | None = None   # an inferred start: it may have begun up to this much earlier
 
     @property
     def duration_ms(self) -> float:
@@ -436,10 +436,11 @@ class Timeline:
     stream, with nothing between them, gets no start event, and starts when the op before it ended
     or when it reached the GPU, whichever is later (a stream runs its work in order). Where the
     stream was busy, that is the op before's end (a start event there fired 1.3-7.5 us after it in
-    session 7's recorded H200 pipelines); where it may have been idle, the start is uncertain by at
-    most how long after the op before's end the host had finished submitting it (its host clock
-    read against the timeline's origin event, which fired after the host recorded it), and
-    `start_sources()` counts such starts and their widest bound. It is for work whose host runs
+    session 7's recorded H200 pipelines); where it may have been idle, it starts when the host had
+    finished submitting it (its host clock read against the timeline's origin event, which fired
+    after the host recorded it), and may have begun as early as the op before's end: that much is
+    its uncertainty (`Span.start_uncertain_ms`), and `start_sources()` counts such starts and their
+    widest bound. It is for work whose host runs
     ahead of the GPU, as a pipeline's does, where the starts are sure and half the events and their
     host time are saved. Whether the op before is done is not asked of the driver on the way:
     cuEventQuery cost ~4.5 us on the H200's host, twice a record (session 8, call A).
@@ -450,7 +451,8 @@ class Timeline:
     stream's first op's start event, submitted while other streams' copies were in flight) made Lab
     07's pipeline over 10% slower in 89 of 300 reps and under 5% in 180; the same events recorded
     as the timeline opened, untimed events there, and events after ops did not (session 9, call A).
-    An idle stream's first op is then uncertain by up to when the host submitted it.
+    An idle stream's first op then starts when the host had submitted it, uncertain back to the
+    opening event.
     `tl.events` says in words what was timed, for the record.
     """
 
@@ -747,12 +749,12 @@ class Timeline:
         ends = {index: cuda.event_elapsed_time(origin, end[0]) for index, end in zip(events[0::3], events[2::3])}
         ends.update({-1 - number: cuda.event_elapsed_time(origin, opened[0])     # `streams`' opening events
                      for number, opened in enumerate(self._opened)})
-        bounds = {}      # per inferred start: how much later than the op before's end it may be, ms
+        bounds = {}      # per inferred start: how much earlier it may have been, back to the op before's end, ms
         for index, start in zip(events[0::3], events[1::3]):
-            if type(start) is int:      # the op before's end, or (idle stream) up to its submission's return
+            if type(start) is int:      # the op before's end, or (idle stream) its submission's return
                 latest = min(ends[index], (self._returned[index] - self._origin_host) * 1e3)
                 bounds[index] = max(0.0, latest - ends[start])
-                times[index] = (ends[start], ends[index])
+                times[index] = (ends[start] + bounds[index], ends[index])
             else:
                 times[index] = (cuda.event_elapsed_time(origin, start[0]), ends[index])
         uncertain = [b for b in bounds.values() if b > 0]
@@ -871,8 +873,9 @@ class Timeline:
     def start_sources(self) -> dict:
         """How each timed op's start was taken: "own_event" (a start event before it), "inferred"
         (the end of the op before it on its stream, which ended after the host had submitted this
-        one), "uncertain" (the op before may have ended before this one reached the GPU: its start
-        may be later than shown, by at most `uncertain_max_us` for the widest)."""
+        one), "uncertain" (the op before may have ended before this one reached the GPU: it is shown
+        starting when the host had submitted it, and may have begun earlier, back to the op before's
+        end, by at most `uncertain_max_us` for the widest)."""
         self.data                      # raises where nothing was timed
         return dict(self._starts)
 
@@ -1005,8 +1008,8 @@ def _size_label(direction: str, nbytes: int) -> str:   # formatted once per size
 
 def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_spans: bool = True):
     """One row per stream, one bar per span, coloured by kind; a model's wait for SMs is hatched, and
-    where a recorded start is uncertain (Timeline(infer_starts=True)) the time it may not yet have
-    begun is dotted."""
+    where a recorded start is uncertain (Timeline(infer_starts=True)) the time before it in which it
+    may already have begun is dotted."""
     from kernellab.show import plots
     from matplotlib.patches import Patch
 
@@ -1017,13 +1020,13 @@ def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_span
     for span in data.spans:
         colour = KIND_COLORS.get(span.kind, "tab:gray")
         running = span.first_block_ms if span.first_block_ms is not None else span.start_ms
-        uncertain = min(span.start_uncertain_ms or 0.0, span.duration_ms)
-        if uncertain:
-            running = span.start_ms + uncertain
-        if running > span.start_ms:
+        if span.start_uncertain_ms:       # it may have begun this much before its start
+            earliest = max(span.start_ms - span.start_uncertain_ms, origin)
+            ax.broken_barh([(earliest - origin, span.start_ms - earliest)], (y[span.row] - 0.35, 0.7),
+                           facecolor="white", edgecolor=colour, hatch="...", linewidth=0.5)
+        if running > span.start_ms:       # a model's wait for SMs
             ax.broken_barh([(span.start_ms - origin, running - span.start_ms)], (y[span.row] - 0.35, 0.7),
-                           facecolor="white", edgecolor=colour, hatch="..." if uncertain else "///",
-                           linewidth=0.5)
+                           facecolor="white", edgecolor=colour, hatch="///", linewidth=0.5)
         ax.broken_barh([(running - origin, span.end_ms - running)], (y[span.row] - 0.35, 0.7),
                        facecolor=colour, edgecolor="white", linewidth=0.5)
         if label_spans and span.duration_ms > 0.08 * max(data.makespan_ms, 1e-12):

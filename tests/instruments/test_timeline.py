@@ -123,13 +123,15 @@ def test_gantt_draws_every_span():
     import matplotlib.pyplot as plt
     d = data(("a", "s1", "kernel", 0.0, 4.0), ("c", "s2", "h2d", 2.0, 7.0))
     waiting = TimelineData((Span("w", "s1", "kernel", 0.0, 3.0, first_block_ms=1.0),), ("s1",), "model")
-    unsure = TimelineData((Span("u", "s1", "h2d", 0.0, 3.0, start_uncertain_ms=0.5),), ("s1",), "measured")
+    unsure = TimelineData((Span("t", "s1", "h2d", 0.0, 1.0), Span("u", "s1", "h2d", 1.5, 3.0, start_uncertain_ms=0.5)),
+                          ("s1",), "measured")      # u may have begun as early as 1.0: dotted from there
     fig, (left, middle, right) = plt.subplots(1, 3)
     plot_gantt(d, left)
     plot_gantt(waiting, middle)
     plot_gantt(unsure, right)
     assert len(left.collections) == 2 and len(middle.collections) == 2   # waiting part + running part
-    assert len(right.collections) == 2 and right.collections[0].get_hatch() == "..."
+    assert len(right.collections) == 3 and right.collections[1].get_hatch() == "..."
+    assert right.collections[1].get_paths()[0].get_extents().x0 == pytest.approx(1.0)
     assert "start uncertain" in [t.get_text() for t in right.get_legend().get_texts()]
     assert [t.get_text() for t in left.get_yticklabels()] == ["s1", "s2"]
     plt.close(fig)
