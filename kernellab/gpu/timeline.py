@@ -372,6 +372,11 @@ def _new_event(cuda) -> tuple:
     return event, int(getattr(event, "handle", 0) or 0)   # the simulator's events have no handle
 
 
+def _spare_event(cuda) -> tuple:
+    """A spare event, or a new one if none is left (off the hot path, which inlines this)."""
+    return _spare_events.pop() if _spare_events else _new_event(cuda)
+
+
 def reserve_events(ops: int) -> None:
     """Create the timing events `ops` timed launches or copies will need, now, so that a Timeline
     opened afterwards creates none while the measured code runs."""
@@ -692,7 +697,7 @@ class Timeline:
                 self._cuda = cuda = device.cuda()
                 self._record = _event_recorder()
                 self._timing = self.timed_kinds
-                self._origin = _spare_events.pop() if _spare_events else _new_event(cuda)
+                self._origin = _spare_event(cuda)
                 origin_stream = cuda.stream()
                 self._origin_host = time.perf_counter()   # the origin fires after this
                 self._origin[0].record(origin_stream)
@@ -714,7 +719,7 @@ class Timeline:
             key = self._stream_keys.of(stream)
             if key in self._after:      # given twice
                 continue
-            opened = _spare_events.pop() if _spare_events else _new_event(cuda)
+            opened = _spare_event(cuda)
             if self._record(opened[1], key):
                 raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
             self._opened.append(opened)
@@ -925,7 +930,7 @@ class Makespan:
         self._pending.add(key)
 
     def _recorded(self, key):
-        event = _spare_events.pop() if _spare_events else _new_event(self._cuda)
+        event = _spare_event(self._cuda)
         if self._record(event[1], key):
             raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
         return event
