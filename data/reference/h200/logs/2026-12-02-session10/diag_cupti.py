@@ -45,7 +45,7 @@ for library in glob.glob(os.path.join(os.environ.get("CUPTI_SITE", "/tmp/site"),
     ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)   # the wheel's libcupti, where the module can find it
 import cupti  # noqa: E402  (after the bare figures: loading CUPTI may change the driver's paths)
 
-print("cupti", getattr(cupti, "__version__", "?"), "CUPTI version", cupti.get_version(), flush=True)
+print("cupti imported from", cupti.__file__, flush=True)
 records = []
 KINDS = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY)
 
