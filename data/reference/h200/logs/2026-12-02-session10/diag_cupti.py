@@ -43,7 +43,7 @@ import ctypes  # noqa: E402
 import glob  # noqa: E402
 for library in glob.glob(os.path.join(os.environ.get("CUPTI_SITE", "/tmp/site"), "nvidia/cu13/lib/libcupti.so*")):
     ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)   # the wheel's libcupti, where the module can find it
-import cupti  # noqa: E402  (after the bare figures: loading CUPTI may change the driver's paths)
+from cupti import cupti  # noqa: E402  (after the bare figures: loading CUPTI may change the driver's paths)
 
 print("cupti imported from", cupti.__file__, flush=True)
 records = []
