@@ -296,6 +296,10 @@ class TimelineData:
     def _covered(self, spans) -> list[tuple[float, float]]:
         return _union_intervals((s.start_ms, s.end_ms) for s in spans)
 
+    def covered_ms(self, *kinds: str) -> float:
+        """The time at least one span of these kinds was in flight (their overlaps counted once)."""
+        return _length(self._covered(s for s in self.spans if s.kind in kinds))
+
     @property
     def idle_fraction(self) -> float:
         """Share of the makespan with no span open on any stream."""
