@@ -370,7 +370,10 @@ CLAIMS = [
                    "and watching it needs the hook; with its starts inferred, an op after another on its "
                    "stream needs one record. A pipeline whose host submits faster than the GPU "
                    "works hides that cost, so the makespan can stay within its target while the per-op "
-                   "cost does not; one whose host falls behind is slowed by all of it"),
+                   "cost does not; one whose host falls behind is slowed by all of it. CUPTI's activity "
+                   "trace, which times each op on the GPU's side with no event on its stream, cost more "
+                   "on this host: +13.7 us per launch and +13.9 us per copy, and it slowed the pipeline "
+                   "+21-23% (session 10, call A, data/reference/h200/logs)"),
     Claim("recorder_trace_only",
           "With no event on the hot path (`Timeline(timed=())`: every op in the trace, none timed), a "
           "launch costs the host {launch:+.1f} us and a copy {copy:+.1f} us over the bare call (worst of "

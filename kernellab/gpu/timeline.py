@@ -452,7 +452,10 @@ class Timeline:
     widest bound. It is for work whose host runs
     ahead of the GPU, as a pipeline's does, where the starts are sure and half the events and their
     host time are saved. Whether the op before is done is not asked of the driver on the way:
-    cuEventQuery cost ~4.5 us on the H200's host, twice a record (session 8, call A).
+    cuEventQuery cost ~4.5 us on the H200's host, twice a record (session 8, call A). Nor does it
+    time through CUPTI's activity trace (GPU-side timestamps, no event on the stream): on the same
+    host that cost +13.7 us per launch and +13.9 us per copy, and made Lab 07's pipeline 21-23%
+    slower (session 10, call A).
 
     `streams` (with infer_starts): the timeline records an event on each of them as it opens, before
     the measured work, and each one's first op starts from it as from an op before, so no timing

@@ -25,6 +25,19 @@ def test_a_recorder_free_share_above_1_is_a_problem_only_beyond_its_reps_noise()
         "without the recorder: hidden share above 1 in 9 of 10 reps (p10 1.040)"]
 
 
+def test_the_copy_outs_wait_is_from_the_first_copy_in_to_the_first_copy_out():
+    """The copy-out engine's wait for the first kernel, read off a recorded pipeline: from the end of
+    the first copy in to the start of the first copy out, whichever stream they ran on, as a share
+    of the kernels' time (their overlaps counted once)."""
+    from experiments.lab07_claims import _copy_out_wait
+    from kernellab.gpu.timeline import Span, TimelineData
+    spans = (Span("in", "s2", "h2d", 0.6, 1.2), Span("in", "s1", "h2d", 0.0, 0.5),
+             Span("k", "s1", "kernel", 0.5, 0.9), Span("k", "s2", "kernel", 1.2, 1.6),
+             Span("out", "s1", "d2h", 0.9, 1.6), Span("out", "s2", "d2h", 1.6, 2.1))
+    wait = _copy_out_wait(TimelineData(spans, ("s1", "s2"), "test").as_dict())
+    assert wait == pytest.approx({"wait_ms": 0.4, "wait": 50.0, "copy_in_ms": 0.5, "copy_out_ms": 0.6})
+
+
 def _concurrency(connections, speedups_16=16.0) -> dict:
     rows = [{"streams": s, "speedup": min(s, speedups_16) if s == 16 else s, "model_error": 0.01 * s}
             for s in (1, 2, 4, 8, 16)]

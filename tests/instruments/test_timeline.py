@@ -115,6 +115,7 @@ def test_metrics():
     assert d.row_idle_fractions() == pytest.approx({"s1": 0.4, "s2": 0.5, "s3": 0.9})
     assert d.gap_ratio == pytest.approx(2.0 / 12.0)          # s1 idles 4..6 between its spans
     assert d.hidden_fraction() == pytest.approx(3.0 / 5.0)   # the copy overlaps kernels 2..4, 6..7
+    assert d.covered_ms("kernel") == pytest.approx(7.0) and d.covered_ms("kernel", "h2d") == pytest.approx(9.0)
     assert TimelineData.from_dict(d.as_dict()) == d
     assert "makespan 10.000 ms" in d.summary()
 
