@@ -9,7 +9,7 @@ from kernellab.course.claims import Claim, Compare, Missing, need, repeats_of, s
 from kernellab.gpu.timeline import TimelineData
 
 from experiments.lab07_constants import (
-    CLEAR_DIFFERENCE_POINTS, CONCURRENCY_RECORD, MAIN_CONNECTIONS, NUMBER, ONE_STREAM_OVERLAP_PCT,
+    CLEAR_DIFFERENCE_POINTS, CONCURRENCY_RECORD, COPY_ENGINES_RATIO, MAIN_CONNECTIONS, NUMBER, ONE_STREAM_OVERLAP_PCT,
     PIPELINE_STEPS_MAIN, TARGETS)
 from experiments.lab07_measure import model_errors
 
@@ -238,6 +238,19 @@ def _issue_values(records):
     return {**_step_keys(hidden, ms), "repeats": len(repeats), "agree": TARGETS["methods_agree_points"],
             "order_apart": abs(hidden["breadth_first"] - hidden[PIPELINE_STEPS_MAIN]),
             "floor": ONE_STREAM_OVERLAP_PCT}
+
+
+def _copy_engines_values(records):
+    """Every copy on one stream against the lab's pipeline (8 chunks, 4 streams): the pipelines'
+    times (the slowest repeat's), and the copies alone on one stream over the same copies on four
+    (the smallest ratio over the repeats, each from one repeat's medians)."""
+    repeats, hidden, ms = _steps_of(records, (PIPELINE_STEPS_MAIN, "one_copy_stream"))
+    ratios = [r["steps"]["one_copy_stream"]["copies_ms"]["median_ms"]
+              / r["steps"][PIPELINE_STEPS_MAIN]["copies_ms"]["median_ms"] for r in repeats]
+    return {**_step_keys(hidden, ms), "repeats": len(repeats), "ratio": min(ratios),
+            "threshold": COPY_ENGINES_RATIO,
+            "copies_one": max(r["steps"]["one_copy_stream"]["copies_ms"]["median_ms"] for r in repeats),
+            "copies_four": max(r["steps"][PIPELINE_STEPS_MAIN]["copies_ms"]["median_ms"] for r in repeats)}
 
 
 def _pipeline_model_values(records):
@@ -479,6 +492,23 @@ CLAIMS = [
                    "is submitted only after every copy in and every kernel, so on a host that takes a good "
                    "part of a copy's time per submission the copies out start late and no longer overlap the "
                    "copies in"),
+    Claim("pipeline_copy_engines",
+          "With every copy on one stream and the kernels on the other three, ordered by events, the lab's "
+          "8 chunks take {ms_one_copy_stream:.2f} ms against {ms_chunks_8:.2f} ms with each stream copying "
+          "its own chunks (hiding {hidden_one_copy_stream:.0f}% of the kernels behind its own copies). Their "
+          "copies alone take {copies_one:.2f} ms on one stream and {copies_four:.2f} ms on four, "
+          "{ratio:.2f}x at least over {repeats} repeat(s): {engines} (above {threshold:.2f}x; without the "
+          "recorder).",
+          values=_copy_engines_values,
+          checks=(says("engines", "ratio", ">", "threshold",
+                       "on four streams the copies in and out ran at once, each direction on its own copy "
+                       "engine, and on one stream they take turns",
+                       "no second copy engine is seen: on four streams the copies in and out did not run "
+                       "at once"),),
+          explains="a stream runs its work in order, so the copies on one stream never overlap each other, "
+                   "whichever direction they go; on different streams a copy in and a copy out can run at "
+                   "the same time, on the GPU's two copy directions' engines, and the pipeline's copies take "
+                   "about as long as the slower direction's alone"),
     Claim("pipeline_model",
           "Costed with this run's copy and kernel times and the host's submit gap seen in the recorder "
           "({gap:.3f} ms per operation), the model puts the pinned pipeline at {predicted:.2f} ms against "

@@ -38,8 +38,13 @@ PIPELINE_STEPS = {
                       "queue, this order kept each copy in from waiting behind the copy out issued before it; "
                       "the H200 copies each direction on its own engine and gives each stream its own queue, "
                       "which leaves the host's order of submission to decide"),
+    "one_copy_stream": (8, 4, "one_copy_stream",
+                        "the lab's 8 chunks with every copy on one stream and the kernels on the other three, "
+                        "ordered by events: a stream runs in order, so the copies in and out take turns and "
+                        "the second copy engine waits"),
 }
-ISSUE_ORDERS = ("depth_first", "breadth_first")
+ISSUE_ORDERS = ("depth_first", "breadth_first", "one_copy_stream")
+COPY_ENGINES_RATIO = 1.25   # copies alone on one stream over the same copies on 4: above it, two engines were seen
 ONE_STREAM_OVERLAP_PCT = 10.0          # one stream hides at most this (%): what noise can leave of nothing
 PIPELINE_STEPS_MAIN = "chunks_8"       # the step that is the lab's own pipeline
 TARGETS = {"speedup_16_streams": 10.0, "model_error": 0.20, "hidden_fraction": 0.80,

@@ -381,9 +381,10 @@ def measure_pipeline(lab, bps: int) -> dict:
     def without_recorder(host_x, host_out, chunks, used=streams, order="depth_first") -> dict:
         """The three ways with no recorder open, each in a Makespan, `chunks` on the streams `used`,
         issued in `order` (the lab's pipeline is depth first): name -> (context, call)."""
-        pipeline = lab.pipeline if order == "depth_first" else functools.partial(breadth_first_pipeline, lab)
+        pipeline = PIPELINES_BY_ORDER[order](lab)
+        kernel_streams = used[1:] if order == "one_copy_stream" else used   # as that pipeline has them
         return {"copies": (Makespan, lambda: copies_only(host_x, host_out, chunks, used, order)),
-                "kernels": (Makespan, lambda: kernels_only(iters, chunks, used)),
+                "kernels": (Makespan, lambda: kernels_only(iters, chunks, kernel_streams)),
                 "pipeline": (Makespan, lambda: pipeline(host_x, iters, used, chunks, host_out, buffers))}
 
     def overlap_without_recorder(figures) -> dict:
@@ -453,7 +454,10 @@ def measure_pipeline(lab, bps: int) -> dict:
 def issue_in_order(order: str, bounds, streams, *submits) -> None:
     """Each of `submits` (a function of lo, hi, stream) for every chunk, chunk c on streams[c % S]:
     depth first, a chunk's submits one after the other, then the next chunk's; breadth first, the
-    first submit for every chunk, then the second for every chunk, and so on."""
+    first submit for every chunk, then the second for every chunk, and so on; one copy stream,
+    depth first on streams[0] alone (the copies alone of `one_copy_stream_pipeline`)."""
+    if order == "one_copy_stream":
+        order, streams = "depth_first", streams[:1]
     chunks = [(lo, hi, streams[c % len(streams)]) for c, (lo, hi) in enumerate(bounds)]
     if order == "depth_first":
         for chunk in chunks:
@@ -479,6 +483,54 @@ def breadth_first_pipeline(lab, host_x, iters, streams, chunks, host_out, device
     for stream in streams:
         stream.synchronize()
     return host_out
+
+
+def one_copy_stream_pipeline(lab, host_x, iters, streams, chunks, host_out, device_buffers):
+    """The lab's chunks with every copy on streams[0] and the kernels on the others, ordered by
+    events: chunk c's kernel waits for its copy in, its copy out for its kernel. The copy stream
+    takes chunk c+1's copy in before chunk c's copy out, so each kernel has a copy beside it; but a
+    stream runs its work in order, so the copies in and out take turns, and the copy engine of one
+    direction waits while the other's works."""
+    if len(streams) < 2:
+        raise ValueError("one_copy_stream_pipeline needs a copy stream and at least one kernel stream")
+    cuda = device.cuda()
+    copier, kernel_streams = streams[0], streams[1:]
+    d_in, d_out = device_buffers
+    bounds = lab.chunk_bounds(host_x.size, chunks)
+    copied, computed = [], []
+
+    def done_on(stream):
+        event = cuda.event(timing=False)
+        event.record(stream)
+        return event
+
+    def copy_in_and_compute(c):
+        lo, hi = bounds[c]
+        stream = kernel_streams[c % len(kernel_streams)]
+        d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=copier)
+        copied.append(done_on(copier))
+        copied[c].wait(stream)
+        lab.busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream)
+        computed.append(done_on(stream))
+
+    def copy_out(c):
+        lo, hi = bounds[c]
+        computed[c].wait(copier)
+        d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=copier)
+
+    copy_in_and_compute(0)
+    for c in range(1, len(bounds)):
+        copy_in_and_compute(c)
+        copy_out(c - 1)
+    copy_out(len(bounds) - 1)
+    for stream in streams:
+        stream.synchronize()
+    return host_out
+
+
+PIPELINES_BY_ORDER = {"depth_first": lambda lab: lab.pipeline,
+                      "breadth_first": lambda lab: functools.partial(breadth_first_pipeline, lab),
+                      "one_copy_stream": lambda lab: functools.partial(one_copy_stream_pipeline, lab)}
 
 
 def start_sources(runs: list[Timeline]) -> dict:

@@ -30,7 +30,8 @@ measure the same configuration whatever the caller's environment says:
   Timeline and in the pipeline's, `infer_starts=True` with its streams opened, whose events `recorder.events` and each
   case's `events` say; the pipeline's window inside it, inside each of its parts and inside the
   Makespan against bare), and each
-  tuning step a student could try (PIPELINE_STEPS: chunk counts, one stream, breadth-first issue),
+  tuning step a student could try (PIPELINE_STEPS: chunk counts, one stream, breadth-first issue,
+  every copy on one stream),
   without the recorder.
 The targets are judged on this run (`kernellab bench --repeat 3`: on the worst repeat); the
 claims read the same records.

@@ -373,15 +373,19 @@ def test_an_issue_order_submits_depth_first_or_breadth_first_and_names_a_bad_one
     issue_in_order("breadth_first", [(0, 2), (2, 4), (4, 5)], ["a", "b"], *submits)
     assert seen == [("in", 0, "a"), ("in", 2, "b"), ("in", 4, "a"), ("kernel", 0, "a"), ("kernel", 2, "b"),
                     ("kernel", 4, "a"), ("out", 0, "a"), ("out", 2, "b"), ("out", 4, "a")]
+    seen.clear()
+    issue_in_order("one_copy_stream", [(0, 2), (2, 4)], ["a", "b"], *submits[::2])   # its copies alone
+    assert seen == [("in", 0, "a"), ("out", 0, "a"), ("in", 2, "a"), ("out", 2, "a")]
     with pytest.raises(ValueError, match="no issue order 'sideways'"):
         issue_in_order("sideways", [(0, 1)], ["a"], *submits)
 
 
-def test_the_breadth_first_pipeline_gives_the_labs_result():
-    """The tuning step's given pipeline computes what the lab's does (the simulator, 37 elements)."""
+@pytest.mark.parametrize("given", ["breadth_first_pipeline", "one_copy_stream_pipeline"])
+def test_the_tuning_steps_given_pipelines_give_the_labs_result(given):
+    """A tuning step's given pipeline computes what the lab's does (the simulator, 37 elements)."""
     from numba import cuda
     import numpy as np
-    from experiments.lab07_measure import breadth_first_pipeline
+    from experiments import lab07_measure
     from kernellab.course import target
     lab = target.load("07", "solutions")
     host_x = cuda.pinned_array(37, dtype=np.float32)
@@ -391,6 +395,52 @@ def test_the_breadth_first_pipeline_gives_the_labs_result():
     depth = lab.pipeline(host_x, 2, streams, 5, cuda.pinned_array_like(host_x), buffers).copy()
     out = cuda.pinned_array_like(host_x)
     out[:] = np.nan
-    assert breadth_first_pipeline(lab, host_x, 2, streams, 5, out, buffers) is out
+    assert getattr(lab07_measure, given)(lab, host_x, 2, streams, 5, out, buffers) is out
     np.testing.assert_array_equal(out, depth)
     np.testing.assert_allclose(out, lab.busy_reference(host_x, 2), rtol=1e-6)
+
+
+def test_one_copy_stream_puts_every_copy_on_its_first_stream_and_orders_by_events():
+    """Every copy on the first stream, each chunk's kernel on one of the others after an event wait,
+    and chunk c+1's copy in submitted before chunk c's copy out (the simulator's trace)."""
+    from numba import cuda
+    import numpy as np
+    from experiments.lab07_measure import one_copy_stream_pipeline
+    from kernellab.course import target
+    from kernellab.gpu.timeline import Timeline
+    lab = target.load("07", "solutions")
+    host_x = cuda.pinned_array(12, dtype=np.float32)
+    host_x[:] = 1.0
+    streams = [cuda.stream() for _ in range(3)]
+    buffers = (cuda.device_array(12, dtype=np.float32), cuda.device_array(12, dtype=np.float32))
+    with Timeline() as tl:
+        one_copy_stream_pipeline(lab, host_x, 1, streams, 3, cuda.pinned_array_like(host_x), buffers)
+    ops = [(op.kind, op.row) for op in tl.trace if op.kind in ("h2d", "kernel", "d2h", "wait")]
+    copier, first, second = (tl.row(s) for s in streams)
+    assert ops == [("h2d", copier), ("wait", first), ("kernel", first),
+                   ("h2d", copier), ("wait", second), ("kernel", second), ("wait", copier), ("d2h", copier),
+                   ("h2d", copier), ("wait", first), ("kernel", first), ("wait", copier), ("d2h", copier),
+                   ("wait", copier), ("d2h", copier)]
+    with pytest.raises(ValueError, match="needs a copy stream and at least one kernel stream"):
+        one_copy_stream_pipeline(lab, host_x, 1, streams[:1], 3, cuda.pinned_array_like(host_x), buffers)
+
+
+def _with_one_copy_stream(copies_over_four: float) -> dict:
+    """Lab 07's reference pipeline record, read alone as a live one, given a one_copy_stream step: the
+    lab's step with its copies alone `copies_over_four` times as long."""
+    import copy
+    from kernellab.course import claims
+    record = copy.deepcopy(claims.sources("07", live=False)["pipeline"])
+    step = copy.deepcopy(record["steps"]["chunks_8"])
+    step["copies_ms"]["median_ms"] *= copies_over_four
+    record["steps"]["one_copy_stream"] = step
+    return {"pipeline": {**record, "live": True}}
+
+
+def test_the_copy_engines_claim_sees_two_engines_only_when_one_stream_is_clearly_slower():
+    from kernellab.course import claims
+    engines = next(c for c in LAB07.CLAIMS if c.name == "pipeline_copy_engines")
+    seen = claims.evaluate(engines, _with_one_copy_stream(1.7)).text
+    assert "1.70x at least over 1 repeat(s): on four streams the copies in and out ran at once" in seen
+    unseen = claims.evaluate(engines, _with_one_copy_stream(1.1)).text
+    assert "1.10x at least over 1 repeat(s): no second copy engine is seen" in unseen
