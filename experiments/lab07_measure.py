@@ -382,7 +382,7 @@ def measure_pipeline(lab, bps: int) -> dict:
         """The three ways with no recorder open, each in a Makespan, `chunks` on the streams `used`,
         issued in `order` (the lab's pipeline is depth first): name -> (context, call)."""
         pipeline = PIPELINES_BY_ORDER[order](lab)
-        kernel_streams = used[1:] if order == "one_copy_stream" else used   # as that pipeline has them
+        kernel_streams = order_streams(order, used)[1]
         return {"copies": (Makespan, lambda: copies_only(host_x, host_out, chunks, used, order)),
                 "kernels": (Makespan, lambda: kernels_only(iters, chunks, kernel_streams)),
                 "pipeline": (Makespan, lambda: pipeline(host_x, iters, used, chunks, host_out, buffers))}
@@ -451,13 +451,23 @@ def measure_pipeline(lab, bps: int) -> dict:
             "cases": cases, "steps": steps}
 
 
+def order_streams(order: str, streams) -> tuple[list, list]:
+    """(the streams an order's copies go on, the streams its kernels go on): every stream for both,
+    except one copy stream, whose copies all go on the first and its kernels on the others."""
+    if order == "one_copy_stream":
+        if len(streams) < 2:
+            raise ValueError("one_copy_stream_pipeline needs a copy stream and at least one kernel stream")
+        return streams[:1], streams[1:]
+    return streams, streams
+
+
 def issue_in_order(order: str, bounds, streams, *submits) -> None:
     """Each of `submits` (a function of lo, hi, stream) for every chunk, chunk c on streams[c % S]:
     depth first, a chunk's submits one after the other, then the next chunk's; breadth first, the
     first submit for every chunk, then the second for every chunk, and so on; one copy stream,
     depth first on streams[0] alone (the copies alone of `one_copy_stream_pipeline`)."""
     if order == "one_copy_stream":
-        order, streams = "depth_first", streams[:1]
+        order, streams = "depth_first", order_streams(order, streams)[0]
     chunks = [(lo, hi, streams[c % len(streams)]) for c, (lo, hi) in enumerate(bounds)]
     if order == "depth_first":
         for chunk in chunks:
@@ -491,10 +501,8 @@ def one_copy_stream_pipeline(lab, host_x, iters, streams, chunks, host_out, devi
     takes chunk c+1's copy in before chunk c's copy out, so each kernel has a copy beside it; but a
     stream runs its work in order, so the copies in and out take turns, and the copy engine of one
     direction waits while the other's works."""
-    if len(streams) < 2:
-        raise ValueError("one_copy_stream_pipeline needs a copy stream and at least one kernel stream")
+    (copier,), kernel_streams = order_streams("one_copy_stream", streams)
     cuda = device.cuda()
-    copier, kernel_streams = streams[0], streams[1:]
     d_in, d_out = device_buffers
     bounds = lab.chunk_bounds(host_x.size, chunks)
     copied, computed = [], []
