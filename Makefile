@@ -4,7 +4,8 @@ PYTHON     ?= python3
 PY         := $(VENV)/bin/python
 KL         := $(VENV)/bin/kernellab
 STAMP      := $(VENV)/.kernellab-installed
-# The tests run in Numba's simulator unless told otherwise (KERNELLAB_DEVICE=auto|gpu).
+# The tests run in Numba's simulator unless told otherwise (KERNELLAB_DEVICE=auto|gpu), one
+# pytest-xdist worker per core there (`-n auto`); on a GPU in one process (kernellab's plugin).
 # TEST_DEVICE=auto (CI's route, .ci/run) runs pytest with no KERNELLAB_* variable set, as
 # `pytest` in a fresh clone does: the suite must not depend on its launcher.
 TEST_DEVICE ?= sim
@@ -29,7 +30,7 @@ tour: install
 	$(KL) tour
 
 test: install
-	$(PYTEST_ENV) $(PY) -m pytest --target solutions -q --ignore=tests/instruments/browser
+	$(PYTEST_ENV) $(PY) -m pytest --target solutions -q -n auto --ignore=tests/instruments/browser
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) check
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(PY) -m kernellab.course.notebooks --check-clean --execute
 

@@ -149,8 +149,11 @@ def draw_pipeline_steps(lab, records: dict, figures_dir: Path) -> Path:
         ax.barh(y, min(shares), color="tab:blue" if min(shares) >= 0 else "tab:red", height=0.6)
         ax.plot(shares, [y] * len(shares), "o", color="black", markersize=4)
         ax.text(max(0.0, max(shares)) + 2, y, f"{min(shares):.0f}%, {ms:.2f} ms", va="center", fontsize="small")
+    # A step's share is of its own copies alone: one copy stream's take turns on that one stream.
     ax.set_yticks(range(len(names)), [f"{PIPELINE_STEPS[n][0]} chunks, {PIPELINE_STEPS[n][1]} stream(s), "
-                                      f"{PIPELINE_STEPS[n][2].replace('_', ' ')}" for n in names])
+                                      f"{PIPELINE_STEPS[n][2].replace('_', ' ')}"
+                                      + ("\n(hidden behind its copies on 1 stream)" if n == "one_copy_stream" else "")
+                                      for n in names])
     ax.set_ylim(len(names) - 0.5, -1.1)
     ax.axvline(0, color="grey", linewidth=0.8)
     target_pct = 100 * TARGETS["hidden_fraction"]

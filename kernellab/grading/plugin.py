@@ -12,6 +12,8 @@ Registered through the `pytest11` entry point, so plain `pytest` uses it:
 - `--seed N` (else KERNELLAB_SEED) replays the random inputs of an earlier run (the seed is
   printed in the header);
 - `--results PATH` is where the Gradescope-format report goes (always written);
+- `-n auto` (pytest-xdist) spreads the tests over one worker per core in the simulator, all on the
+  run's one seed, and none on a GPU, where a timing test must have the device to itself;
 - the `lab` fixture imports the lab a test file is named after (tests/labs/test_lab02_*.py -> lab 02);
 - the `rng` fixture gives each test its own reproducible numpy Generator.
 `kernellab grade` runs this plugin in child processes (see kernellab.grading.runner) and watches the
@@ -24,6 +26,7 @@ import argparse
 import contextlib
 import inspect
 import json
+import os
 import re
 import secrets
 import time
@@ -86,12 +89,42 @@ def pytest_configure(config):
     config.stash[_SETTINGS] = contextlib.ExitStack()   # --target holds for the session
     config.stash[_SETTINGS].enter_context(settings.using(target=config.getoption("target")))
     seed = settings.seed(config.getoption("seed"))
+    if hasattr(config, "workerinput"):   # a pytest-xdist worker: the controller's seed
+        seed = config.workerinput["kernellab_seed"]
     config.stash[_SEED] = new_seed() if seed is None else seed
     config.stash[_STATE] = GradeState(config)
     config.pluginmanager.register(config.stash[_STATE], "kernellab-grade-state")
     device.setup()
     if config.getoption("stress") and device.is_simulator():
         stress.enable(config.stash[_SEED])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: a worker per core (at most 8) in the simulator, where each test is CPU-bound and
+    on its own; none on a GPU, where the timing tests must not share the device."""
+    try:
+        on_gpu = device.mode() == "gpu"
+    except (device.DeviceModeError, ValueError):
+        return 0          # pytest_configure names the problem
+    return 0 if on_gpu else min(os.cpu_count() or 1, 8)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Every pytest-xdist worker grades on the controller's seed: one run, one seed to replay."""
+    node.workerinput["kernellab_seed"] = session_seed(node.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """A worker's graded tests (collected there, not here) join the controller's results.json."""
+    state = node.config.stash[_STATE]
+    state.graded.update(node.workeroutput.get("kernellab_graded", {}))
+    for nodeid in node.workeroutput.get("kernellab_elsewhere", ()):
+        entry = state.outcomes.get(nodeid)
+        if entry is not None and entry["outcome"] == "skipped":
+            entry["outcome"] = "elsewhere"
 
 
 def pytest_unconfigure(config):
@@ -459,6 +492,10 @@ def pytest_sessionfinish(session, exitstatus):
         state.progress.close()
     if session.config.getoption("kl_progress"):
         return  # the isolating grader assembles the report itself
+    if hasattr(session.config, "workeroutput"):   # a pytest-xdist worker: the controller writes it
+        session.config.workeroutput["kernellab_graded"] = state.graded
+        session.config.workeroutput["kernellab_elsewhere"] = sorted(state.elsewhere)
+        return
     document = results_document(state.graded, state.outcomes,
                                 run_header(session_seed(session.config)))
     Path(session.config.getoption("results")).write_text(json.dumps(document, indent=2))

@@ -6,6 +6,7 @@ Graded on Lab 00 (the quickest lab) and Lab 06 (whose stubs have namesakes in ke
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,31 @@ def test_a_gpu_test_with_points_is_refused(tmp_path):
                           cwd=tmp_path, env={**os.environ, "KERNELLAB_DEVICE": "sim"})
     assert proc.returncode != 0
     assert "a test marked gpu may not carry points" in proc.stdout + proc.stderr
+
+
+def test_pytest_n_grades_on_one_seed_and_reports_every_workers_tests(tmp_path):
+    """`pytest -n 2` (make test's way in the simulator): each worker draws its inputs from the
+    seed the header prints, and results.json holds every graded test, whichever worker ran it."""
+    body = "".join(f"@pytest.mark.points({k + 1})\ndef test_{k}(rng):\n    assert {k} != 3\n\n\n"
+                   for k in range(6))
+    path = write_test_file(tmp_path, body)
+    results = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", str(path), "-p",
+                           "no:cacheprovider", f"--results={results}"], capture_output=True,
+                          text=True, cwd=tmp_path, env={**os.environ, "KERNELLAB_DEVICE": "sim"})
+    assert "bringing up nodes" in proc.stdout, proc.stdout + proc.stderr   # distributed
+    document = json.loads(results.read_text())
+    seed = re.search(r"seed=(\d+)", document["output"]).group(1)
+    assert sorted(t["number"].rsplit("::", 1)[1] for t in document["tests"]) == [f"test_{k}" for k in range(6)]
+    assert all(f"seed {seed} " in t["output"] for t in document["tests"]), document["tests"]
+    assert (document["score"], document["max_score"]) == (21 - 4, 21)
+
+
+def test_pytest_n_auto_keeps_a_gpu_to_one_process(monkeypatch):
+    """The timing tests must have the GPU to themselves: `-n auto` runs no worker there."""
+    for mode, workers in (("gpu", 0), ("sim", min(os.cpu_count() or 1, 8))):
+        monkeypatch.setattr(device, "mode", lambda: mode)
+        assert plugin.pytest_xdist_auto_num_workers(None) == workers
 
 
 def test_plain_pytest_on_a_gpu_does_not_call_simulator_tests_lost():

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call E (prepared in session 10, not run: no device time left): Lab 07's pipeline x3 with the new
+# Call E (prepared in session 10; run in session 11 at b880f51): Lab 07's pipeline x3 with the new
 # tuning step one_copy_stream (claim pipeline_copy_engines awaits it), then diag_overlap_gap.py
 # (what parts the two overlap shares, per rep). COMMIT: the local commit it runs.
 set -u
@@ -14,5 +14,5 @@ step() { local name=$1; shift; local s=$SECONDS; timeout "$(left)" "$@" > $R/log
 step bench07 python3 -m kernellab.cli bench 07:pipeline --repeat 3 --out $R/reference
 grep -E "missed in some|MISSED|met" $R/logs/bench07.txt | tail -8
 tar czf $OUT/reference.tgz -C $R reference
-CUDA_DEVICE_MAX_CONNECTIONS=32 step gap python3 data/reference/h200/logs/2026-12-02-session10/diag_overlap_gap.py
+CUDA_DEVICE_MAX_CONNECTIONS=32 step gap python3 data/reference/h200/logs/2026-12-02-session11/diag_overlap_gap.py
 tail -n 4 $R/logs/gap.txt
