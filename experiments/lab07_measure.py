@@ -308,9 +308,11 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     """The host's time per op inside a Timeline over the same call bare (a one-block launch and a
     1 KiB pinned copy on a stream); inside a Timeline that times nothing (`timed=()`: the trace
     alone, no event on the hot path); inside the pipeline's recorder (RECORDER: one event per op
-    where it can, here every op: the stream is opened with an event); and two of the full recorder's parts alone: the call between
-    two of its events with no hook (`events_around`), and the call through a subscription whose
-    Bracket does nothing (the hooks, as the recorder reaches them). Each rep times `inner` calls of
+    where it can, here every op: the stream is opened with an event); inside the Makespan the
+    overlap is measured with (no event per op: one before the block's first op, one per stream at
+    its end); and two of the full recorder's parts alone: the call between two of its events with
+    no hook (`events_around`), and the call through a subscription whose Bracket does nothing (the
+    hooks, as the recorder reaches them). Each rep times `inner` calls of
     every way in turn (RECORDER_COST_METHOD), so each cost is a paired difference with its own
     spread. Events are reserved before, as the pipeline's are."""
     cuda = device.cuda()
@@ -323,7 +325,7 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     passing_on = hooks.Bracket(lambda *args, **kwargs: None)    # the recorder's kind of handler, doing nothing
     ways = {"bare": contextlib.nullcontext, "recorded": Timeline,
             "trace_only": lambda: Timeline(timed=()), "inferred_starts": lambda: Timeline(**RECORDER, streams=(stream,)),
-            "events_only": contextlib.nullcontext,
+            "makespan": Makespan, "events_only": contextlib.nullcontext,
             "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
     names = list(ways)
     result = {}
@@ -335,7 +337,7 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
         over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
                         **{f"{way}_over_bare_us": float(np.median(over[way]))
-                           for way in ("trace_only", "inferred_starts", "events_only", "hooks_only")},
+                           for way in ("trace_only", "inferred_starts", "makespan", "events_only", "hooks_only")},
                         **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
                         "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD}
     return result

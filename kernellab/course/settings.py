@@ -117,6 +117,28 @@ def using(**options):
         _chosen.update(before)
 
 
+CGROUP_QUOTAS = (Path("/sys/fs/cgroup/cpu.max"),                                  # cgroup v2: "quota period"
+                 (Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")))
+
+
+def usable_cores(quotas=CGROUP_QUOTAS) -> int:
+    """The cores this process may run on: its CPU affinity, capped by the container's CPU quota
+    (cgroup v2 or v1). os.cpu_count() counts the host's cores, which in a container limited to two
+    would start a worker per host core on those two."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    for quota in quotas:
+        try:
+            if isinstance(quota, Path):
+                limit, period = quota.read_text().split()[:2]
+            else:
+                limit, period = (path.read_text().strip() for path in quota)
+            if limit not in ("max", "-1") and int(period) > 0:
+                cores = min(cores, max(1, -(-int(limit) // int(period))))
+        except (OSError, ValueError):
+            continue
+    return max(1, cores)
+
+
 def child_env(base: Mapping | None = None, **values) -> dict[str, str]:
     """The environment for a child process: `base` (default: this one's) with each given setting
     written to its variable (True writes 1, False removes it). Settings not given pass through,

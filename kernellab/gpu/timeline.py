@@ -930,12 +930,6 @@ class Makespan:
         self._keys = _StreamKeys()
         self._makespan_ms: float | None = None
 
-    def _op(self, stream) -> None:
-        key = self._keys.of(stream)
-        if self._start is None:
-            self._start = self._recorded(key)
-        self._pending.add(key)
-
     def _recorded(self, key):
         event = _spare_event(self._cuda)
         if self._record(event[1], key):
@@ -950,19 +944,28 @@ class Makespan:
             self._ends[key] = self._recorded(key)
 
     def _handlers(self) -> dict:
+        keys, pending = self._keys, self._pending
+
+        def op(stream) -> None:       # every op's one frame of its own: it is what the block costs per op
+            known = keys.get(id(stream))                   # _StreamKeys.of, in this frame
+            key = known[0] if known is not None else keys.remember(stream)
+            if self._start is None:
+                self._start = self._recorded(key)
+            pending.add(key)
+
         def launch(name, stream, dims, captured):
             if not captured:            # recorded into a graph, not run
-                self._op(stream)
+                op(stream)
 
         def to_device(obj, stream=0, copy=True, to=None):
             if copy:
-                self._op(stream)
+                op(stream)
 
         def copy_to_device(array, source, stream=0):
-            self._op(stream or getattr(array, "stream", 0))
+            op(stream or getattr(array, "stream", 0))
 
         def copy_to_host(array, ary=None, stream=0):
-            self._op(stream or getattr(array, "stream", 0))
+            op(stream or getattr(array, "stream", 0))
 
         def stream_sync(proceed, stream):
             self._close([self._keys.of(stream)])

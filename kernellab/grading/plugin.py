@@ -101,13 +101,13 @@ def pytest_configure(config):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: a worker per core (at most 8) in the simulator, where each test is CPU-bound and
-    on its own; none on a GPU, where the timing tests must not share the device."""
+    """`-n auto`: a worker per usable core (at most 8) in the simulator, where each test is CPU-bound
+    and on its own; none on a GPU, where the timing tests must not share the device."""
     try:
         on_gpu = device.mode() == "gpu"
     except (device.DeviceModeError, ValueError):
         return 0          # pytest_configure names the problem
-    return 0 if on_gpu else min(os.cpu_count() or 1, 8)
+    return 0 if on_gpu else min(settings.usable_cores(), 8)
 
 
 @pytest.hookimpl(optionalhook=True)

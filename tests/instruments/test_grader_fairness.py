@@ -121,9 +121,20 @@ def test_pytest_n_grades_on_one_seed_and_reports_every_workers_tests(tmp_path):
 
 def test_pytest_n_auto_keeps_a_gpu_to_one_process(monkeypatch):
     """The timing tests must have the GPU to themselves: `-n auto` runs no worker there."""
-    for mode, workers in (("gpu", 0), ("sim", min(os.cpu_count() or 1, 8))):
+    for mode, workers in (("gpu", 0), ("sim", min(settings.usable_cores(), 8))):
         monkeypatch.setattr(device, "mode", lambda: mode)
         assert plugin.pytest_xdist_auto_num_workers(None) == workers
+
+
+def test_usable_cores_are_capped_by_the_containers_cpu_quota(tmp_path):
+    """A container limited to 2 CPUs on a bigger host: os.cpu_count() counts the host's cores."""
+    v2, quota, period = tmp_path / "cpu.max", tmp_path / "quota", tmp_path / "period"
+    v2.write_text("150000 100000\n")
+    assert settings.usable_cores((v2,)) == min(2, settings.usable_cores(()))
+    quota.write_text("100000\n"), period.write_text("100000\n")
+    assert settings.usable_cores(((quota, period),)) == 1
+    v2.write_text("max 100000\n")
+    assert settings.usable_cores((v2, tmp_path / "absent")) == settings.usable_cores(())
 
 
 def test_plain_pytest_on_a_gpu_does_not_call_simulator_tests_lost():
