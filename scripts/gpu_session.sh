@@ -4,7 +4,7 @@
 #   STAGES="tests grade notebooks tour bench profile" bash scripts/gpu_session.sh OUTDIR
 # Stages (default: all but mutants and sanitize, in this order; install and provenance always run
 # first):
-#   tests      the full pytest suite on the GPU (--target solutions)
+#   tests      the full pytest suite on the GPU (--target solutions; -n auto as make test: one process there)
 #   grade      `kernellab grade` of the solutions (copied into a temp --root) and of the starter
 #   notebooks  every notebook executed live (python3 -m kernellab.course.notebooks --execute)
 #   tour       `kernellab tour`, live figures
@@ -128,7 +128,7 @@ sanitize() {   # memcheck and racecheck over the solutions' GPU tests (children 
 
 for name in $stages; do
   case $name in
-    tests) stage tests python3 -m pytest --target solutions -q -p no:cacheprovider \
+    tests) stage tests python3 -m pytest --target solutions -q -n auto -p no:cacheprovider \
              --results "$out/logs/results-gpu.json" ;;
     grade) stage grade grade_both ;;
     notebooks) stage notebooks python3 -m kernellab.course.notebooks --execute ;;

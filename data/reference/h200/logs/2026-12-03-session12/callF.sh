@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Call F (session 12): Lab 07's pipeline x3 with the overlap's Makespan measured per op beside the
+# recorders (claim makespan_costs) and the sole Bracket run in the hook's frame; then the GPU test
+# suite with `-n auto` (0 workers on a GPU) and the grade of both targets (gpu_session.sh stages).
+# COMMIT: the local commit it runs.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+export PYTHONPATH=/tmp/site:$PWD KERNELLAB_DEVICE=gpu KERNELLAB_TARGET=solutions PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+R=$OUT/R; mkdir -p $R/reference $R/logs
+{ date -u; echo "commit ${COMMIT:-?}"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; nproc; python3 --version; } > $R/logs/provenance.txt 2>&1
+cp data/reference/h200/lab07.json $R/reference/   # the subset keeps the other records
+left() { echo $((${BUDGET_S:-560} - SECONDS)); }
+step() { local name=$1; shift; local s=$SECONDS; timeout "$(left)" "$@" > $R/logs/$name.txt 2>&1; echo "$name rc=$? $((SECONDS-s)) s (at $SECONDS s)" | tee -a $R/logs/stages.txt; }
+step bench07 python3 -m kernellab.cli bench 07:pipeline --repeat 3 --out $R/reference
+grep -E "us_per_op|MISSED|met" $R/logs/bench07.txt | tail -12
+tar czf $OUT/reference.tgz -C $R reference
+SKIP_INSTALL=1 STAGES="tests grade" step session bash scripts/gpu_session.sh $R/session
+tail -n 30 $R/logs/session.txt
+cp $R/session/logs/*.txt $R/session/logs/*.tsv $R/logs/ 2>/dev/null
