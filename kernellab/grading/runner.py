@@ -541,7 +541,8 @@ def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None 
           timeout: float | None = None, stress: bool = True, out=print) -> bool:
     """Solutions must score 100% and the untouched starter exactly 0, both with complete reports.
 
-    The two targets are graded side by side (each grade runs in child processes), on one seed."""
+    The two targets are graded side by side, on one seed, each in a child process per usable core
+    (the starter's grade ends long before the solutions', whose tests all run)."""
     import concurrent.futures
     wants = {"solutions": "full", "labs": "zero"}
     seed = plugin.new_seed() if seed is None else seed
@@ -550,7 +551,7 @@ def check(labs=None, out_dir: Path = Path(".kernellab/check"), seed: int | None 
     def one(target_name):
         results = Path(out_dir) / f"results-{target_name}.json"
         return target_name, results, grade(labs, target_name, results, seed, timeout,
-                                           stress=stress, out=None)
+                                           jobs=settings.usable_cores(), stress=stress, out=None)
 
     ok = True
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
