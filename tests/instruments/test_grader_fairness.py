@@ -119,11 +119,13 @@ def test_pytest_n_grades_on_one_seed_and_reports_every_workers_tests(tmp_path):
     assert (document["score"], document["max_score"]) == (21 - 4, 21)
 
 
-def test_pytest_n_auto_keeps_a_gpu_to_one_process(monkeypatch):
-    """The timing tests must have the GPU to themselves: `-n auto` runs no worker there."""
+def test_pytest_n_auto_keeps_a_gpu_to_one_process(monkeypatch, pytestconfig):
+    """The timing tests must have the GPU to themselves: `-n auto` runs no worker there. Asked as
+    xdist asks, through the hook (the first answer wins: xdist's own counted 16 cores on a GPU)."""
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     for mode, workers in (("gpu", 0), ("sim", min(settings.usable_cores(), 8))):
         monkeypatch.setattr(device, "mode", lambda: mode)
-        assert plugin.pytest_xdist_auto_num_workers(None) == workers
+        assert pytestconfig.hook.pytest_xdist_auto_num_workers(config=pytestconfig) == workers
 
 
 def test_usable_cores_are_capped_by_the_containers_cpu_quota(tmp_path):

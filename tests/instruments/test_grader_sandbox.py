@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -90,10 +91,17 @@ def test_hostile_submissions_change_nothing_outside_their_copy(tmp_path):
         submission(batch, name, lab00)
     before = checksums(course, batch)
     env = {key: value for key, value in os.environ.items() if not key.startswith("KERNELLAB_")}
-    done = subprocess.run([sys.executable, "-m", "kernellab.cli", "grade", "00", "--batch",
-                           str(batch), "--out", str(tmp_path / "reports"), "--seed", "11"],
-                          cwd=course, env={**env, "KERNELLAB_DEVICE": "sim"},
-                          capture_output=True, text=True, timeout=600)
+    # the grade's workspaces in a temp folder of its own, beside the system's and as far from the
+    # course: another pytest-xdist worker's grade has its workspaces in the system's meanwhile
+    workspaces = Path(tempfile.mkdtemp(prefix="kernellab-test-workspaces-"))
+    try:
+        done = subprocess.run([sys.executable, "-m", "kernellab.cli", "grade", "00", "--batch",
+                               str(batch), "--out", str(tmp_path / "reports"), "--seed", "11"],
+                              cwd=course, env={**env, "KERNELLAB_DEVICE": "sim", "TMPDIR": str(workspaces)},
+                              capture_output=True, text=True, timeout=600)
+        outlived = list(workspaces.glob("kernellab-workspace-*/submission"))
+    finally:
+        shutil.rmtree(workspaces, ignore_errors=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert checksums(course, batch) == before, f"protection: {protection.describe()}"
     rows = {row["submission"]: row for row in csv.DictReader(open(tmp_path / "reports" / "gradebook.csv"))}
@@ -101,8 +109,7 @@ def test_hostile_submissions_change_nothing_outside_their_copy(tmp_path):
         report = json.loads((tmp_path / "reports" / f"{neighbour}.results.json").read_text())
         assert float(rows[neighbour]["score"]) == float(rows[neighbour]["max_score"]) == 14, report
         assert f"protection: {protection.kind}" in report["output"]
-    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("kernellab-workspace-*/submission")
-                    ), "a workspace outlived its grade"
+    assert not outlived, "a workspace outlived its grade"
 
 
 def test_the_workspace_holds_copies_only_and_is_deleted(tmp_path):
