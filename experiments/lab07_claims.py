@@ -342,7 +342,8 @@ CLAIMS = [
           "{worst:.0f}% (target: at least {target:.0f}%, {met}). From pageable memory the pipeline takes "
           "{pageable_ms:.1f} ms against {pageable_serial:.1f} ms for its copies and kernels one after the "
           "other (a share of {pageable:.0f}%): {pageable_verdict}.",
-          headline="pinned copy/compute overlap {worst:.0f}% (target {target:.0f}%: {met})",
+          headline="pinned copy/compute overlap {worst:.0f}% (target {target:.0f}%: {met}), its two "
+                   "measures {apart:.0f} points apart (target {agree:.0f}: {agree_met})",
           values=_overlap_values,
           checks=(target("met", "worst", ">=", "target"),
                   target("agree_met", "apart", "<=", "agree"), Compare("problems", "<=", 0),
