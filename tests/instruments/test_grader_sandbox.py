@@ -94,6 +94,7 @@ def test_hostile_submissions_change_nothing_outside_their_copy(tmp_path):
     # the grade's workspaces in a temp folder of its own, beside the system's and as far from the
     # course: another pytest-xdist worker's grade has its workspaces in the system's meanwhile
     workspaces = Path(tempfile.mkdtemp(prefix="kernellab-test-workspaces-"))
+    workspaces.chmod(0o1777)     # as /tmp is: a workspace's own uid (protection "user") reaches into it
     try:
         done = subprocess.run([sys.executable, "-m", "kernellab.cli", "grade", "00", "--batch",
                                str(batch), "--out", str(tmp_path / "reports"), "--seed", "11"],
