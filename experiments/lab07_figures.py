@@ -16,7 +16,7 @@ from kernellab.show import plots
 from experiments.lab07_constants import (
     CONCURRENCY_RECORD, CONNECTIONS, FEW_BLOCKS, KERNEL_MS, NOMINAL, NUMBER, PIPELINE_CHUNKS, PIPELINE_N,
     PIPELINE_STEPS, PIPELINE_STREAMS, SIM_ITERS, STREAM_COUNTS, TARGETS)
-from experiments.lab07_measure import busy_blocks_per_sm, predict_sweep
+from experiments.lab07_measure import busy_blocks_per_sm, hidden_by_events, predict_sweep
 
 
 def predicted_pipeline(lab, bps: int, sm_count: int, streams: int = PIPELINE_STREAMS) -> TimelineData:
@@ -125,13 +125,13 @@ def draw_speedups(lab, records: dict, figures_dir: Path) -> Path:
 
 def draw_overlap(lab, records: dict, figures_dir: Path) -> Path:
     """Measured: the chunked pipeline from pageable and from pinned memory, with the hidden share
-    each timeline shows (copies and kernels both in flight / the smaller one's total)."""
+    each timeline shows (lab07_measure.hidden_by_events: as the makespans count it)."""
     pipe = records["pipeline"]
     pageable, pinned = (TimelineData.from_dict(pipe["cases"][memory]["timeline"], f"measured, {memory}")
                         for memory in ("pageable", "pinned"))
     return plot_timelines(pageable, pinned, pipe, f"chunked pipeline, by its events: pageable (hides "
-                          f"{pageable.hidden_fraction():.0%}) vs pinned host memory (hides "
-                          f"{pinned.hidden_fraction():.0%})", "lab07_overlap", figures_dir)
+                          f"{hidden_by_events(pageable):.0%}) vs pinned host memory (hides "
+                          f"{hidden_by_events(pinned):.0%})", "lab07_overlap", figures_dir)
 
 
 def draw_pipeline_steps(lab, records: dict, figures_dir: Path) -> Path:

@@ -140,7 +140,7 @@ def targets(lab, records: dict) -> dict:
     by_events, bare = pinned["hidden_fraction"], pinned["bare"]["hidden_fraction"]
     recorder_us = max(pipeline["recorder"][call]["us_per_op"] for call in ("launch", "copy"))
     lighter_us = {way: max(pipeline["recorder"][call][f"{way}_over_bare_us"] for call in ("launch", "copy"))
-                  for way in ("trace_only", "makespan") if f"{way}_over_bare_us" in pipeline["recorder"]["launch"]}
+                  for way in ("trace_only", "first_op_makespan") if f"{way}_over_bare_us" in pipeline["recorder"]["launch"]}
     return {
         "speedup_16_streams": {
             "value": speedup_at_16(main), "target": TARGETS["speedup_16_streams"],
@@ -165,7 +165,8 @@ def targets(lab, records: dict) -> dict:
             "method": f"the smaller of two measures of the share of the smaller of copies and kernels "
                       f"hidden: without the recorder, (copies alone + kernels alone - pipeline) / the "
                       f"smaller ({OVERLAP_METHOD}); and from the pipeline's own events (a timeline per run: "
-                      f"time both in flight / the smaller one's total), median of "
+                      f"time both in flight / the smaller one's total, less the copy-out engine's wait for "
+                      f"the first kernel that the makespan pays: hidden_by_events), median of "
                       f"{len(pinned['hidden_fractions'])} runs; 2^26 float32 from pinned memory in "
                       f"{PIPELINE_CHUNKS} chunks over {PIPELINE_STREAMS} streams; a share outside [0, 1] "
                       f"is a measurement problem"},
@@ -185,8 +186,9 @@ def targets(lab, records: dict) -> dict:
             "method": f"as recorder_us_per_op, inside {what}"}
            for way, us in lighter_us.items()
            for what in [{"trace_only": "Timeline(timed=()) (no event on the hot path: the trace alone)",
-                         "makespan": "the overlap's Makespan (one event before the block's first op and "
-                                     "one per stream at its end, none per op)"}[way]]},
+                         "first_op_makespan": "the overlap's Makespan (its stream declared: only the block's "
+                                              "first op watched, an event before it and one per stream at "
+                                              "the end)"}[way]]},
         "recorder_slowdown": {
             "value": pinned["recorder_slowdown"], "target": TARGETS["recorder_slowdown"],
             "met": pinned["recorder_slowdown"] <= TARGETS["recorder_slowdown"],

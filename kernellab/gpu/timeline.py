@@ -920,14 +920,25 @@ class Makespan:
     held that stream's copy back in some reps (session 9, call A). An op on another stream starts
     after the host submitted it, after the first op; so the first op's start is the block's, unless
     its stream was still busy with work from before the block. GPU only: `makespan_ms` raises
-    NoTiming in the simulator."""
+    NoTiming in the simulator.
 
-    def __init__(self):
+    `streams`: the streams the block's work runs on, declared, so that only its first op is
+    watched: once that op is submitted the watch on launches and copies closes (numba-cuda's own
+    calls are put back), and the ops after it run exactly as bare, with nothing of kernellab's on
+    their path. Each declared stream then gets its end event when the host first synchronizes it
+    (or the device) after the first op, or when the block ends: for blocks that synchronize each
+    of their streams once, at their end, as Lab 07's pipelines do. Declare only streams the block
+    uses: an end event on a stream with no work of the block fires when the host recorded it."""
+
+    def __init__(self, streams=()):
         self.timed = not device.is_simulator()
         self._start = None            # (event, handle) before the block's first op, on its stream
         self._ends: dict = {}         # stream key -> its latest end event
         self._pending: set = set()    # streams with ops since their latest end event
         self._keys = _StreamKeys()
+        self._declared = tuple(streams)
+        self._op_watch = None         # with `streams`: the watch on launches and copies, until the first op
+        self._outside_declared = None  # with `streams`: the first op's stream, if it was not declared
         self._makespan_ms: float | None = None
 
     def _recorded(self, key):
@@ -944,6 +955,7 @@ class Makespan:
             self._ends[key] = self._recorded(key)
 
     def _handlers(self) -> dict:
+        """The op handlers (launch, copies) and the synchronize ones, in one dict."""
         keys, pending = self._keys, self._pending
 
         def op(stream) -> None:       # every op's one frame of its own: it is what the block costs per op
@@ -951,7 +963,13 @@ class Makespan:
             key = known[0] if known is not None else keys.remember(stream)
             if self._start is None:
                 self._start = self._recorded(key)
+                if self._declared:    # every declared stream ends with the block; no op after this is seen
+                    declared = {keys.of(s) for s in self._declared}
+                    pending.update(declared)
+                    if key not in declared:
+                        self._outside_declared = stream
             pending.add(key)
+        after = self._stop_watching_ops if self._declared else None
 
         def launch(name, stream, dims, captured):
             if not captured:            # recorded into a graph, not run
@@ -974,22 +992,42 @@ class Makespan:
         def device_sync(proceed):
             self._close(list(self._pending))
             return proceed()
-        return {hooks.LAUNCH: hooks.Bracket(launch), "to_device": hooks.Bracket(to_device),
-                "copy_to_device": hooks.Bracket(copy_to_device), "copy_to_host": hooks.Bracket(copy_to_host),
+        return {hooks.LAUNCH: hooks.Bracket(launch, after), "to_device": hooks.Bracket(to_device, after),
+                "copy_to_device": hooks.Bracket(copy_to_device, after),
+                "copy_to_host": hooks.Bracket(copy_to_host, after),
                 "stream_synchronize": stream_sync, "synchronize": device_sync}
+
+    def _stop_watching_ops(self, _token=None) -> None:
+        """With `streams`: once the first op is submitted, close the watch on launches and copies."""
+        if self._start is not None and self._op_watch is not None:
+            watch, self._op_watch = self._op_watch, None
+            watch.__exit__(None, None, None)
 
     def __enter__(self) -> Makespan:
         if self.timed:
             self._cuda, self._record = device.cuda(), _event_recorder()
-            self._subscription = hooks.subscribe(**self._handlers())
+            handlers = self._handlers()
+            syncs = {name: handlers.pop(name) for name in ("stream_synchronize", "synchronize")}
+            self._subscription = hooks.subscribe(**syncs)
             self._subscription.__enter__()
+            try:
+                self._op_watch = hooks.subscribe(**handlers)
+                self._op_watch.__enter__()
+            except BaseException:
+                self._subscription.__exit__(None, None, None)
+                raise
         return self
 
     def __exit__(self, *exc):
         if not self.timed:
             return False
+        if self._op_watch is not None:    # open still: no declared streams, or no op was submitted
+            self._op_watch.__exit__(*exc)
         self._subscription.__exit__(*exc)
         try:
+            if exc[0] is None and self._outside_declared is not None:
+                raise ValueError(f"Makespan(streams=...): the block's first op ran on "
+                                 f"{self._outside_declared!r}, which is not one of the streams given")
             if exc[0] is None and self._start is not None:
                 self._close(list(self._pending))
                 self._cuda.synchronize()
@@ -1002,7 +1040,7 @@ class Makespan:
 
     @property
     def streams(self) -> int:
-        """How many streams got ops inside the block."""
+        """How many streams got ops inside the block (with `streams` declared: how many were given)."""
         return len(self._pending.union(self._ends))
 
     @property

@@ -196,6 +196,51 @@ def test_a_makespan_records_one_start_event_an_end_per_stream_and_none_per_op(mo
     assert window.makespan_ms == 2                                         # stream 22's end - the start
 
 
+def fake_event_driver(monkeypatch):
+    """A fake driver for the Makespan: each event record takes the next tick of a clock; returns the
+    list of the stream keys recorded on."""
+    import itertools
+    clock, handles, times, recorded = itertools.count(), itertools.count(100), {}, []
+
+    def record(handle, key):
+        times[handle] = next(clock)
+        recorded.append(key)
+        return 0
+    fake_cuda = types.SimpleNamespace(event=lambda timing: types.SimpleNamespace(handle=next(handles)),
+                                      synchronize=lambda: None,
+                                      event_elapsed_time=lambda a, b: times[b.handle] - times[a.handle])
+    monkeypatch.setattr(timeline, "_event_recorder", lambda: record)
+    monkeypatch.setattr(timeline, "_spare_events", [])
+    monkeypatch.setattr(device, "cuda", lambda: fake_cuda)
+    return recorded
+
+
+def test_a_makespan_on_declared_streams_watches_only_the_first_op(gpu_launch_hook, monkeypatch):
+    """Makespan(streams=...): the first launch records the start and closes the watch on launches,
+    so numba-cuda's own launch is back for every launch after it (nothing of kernellab's on their
+    path); each declared stream gets its end as the block ends."""
+    from numba.cuda.dispatcher import CUDADispatcher
+    launch, ran, _ = gpu_launch_hook
+    recorded = fake_event_driver(monkeypatch)
+    a, b = HandleStream(11), HandleStream(22)
+    bare = CUDADispatcher.call
+    with timeline.Makespan(streams=(a, b)) as window:
+        launch(a)
+        assert CUDADispatcher.call is bare                   # the watch closed after the first op
+        launch(b)
+        launch(a)
+    assert len(ran) == 3 and recorded[0] == 11 and sorted(recorded[1:]) == [11, 22]
+    assert window.makespan_ms == 2 and window.streams == 2
+
+
+def test_a_makespan_says_when_its_first_op_ran_outside_the_declared_streams(gpu_launch_hook, monkeypatch):
+    launch, _, _ = gpu_launch_hook
+    fake_event_driver(monkeypatch)
+    with pytest.raises(ValueError, match="not one of the streams given"):
+        with timeline.Makespan(streams=(HandleStream(11),)):
+            launch(HandleStream(33))
+
+
 def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_may_have_idled(monkeypatch):
     """Timeline(infer_starts=True) with a fake driver and a fake host clock: an op after a timed op
     on its stream, nothing between them, gets no start event and starts at that op's end; if that
