@@ -35,7 +35,23 @@ def test_the_copy_outs_wait_is_from_the_first_copy_in_to_the_first_copy_out():
              Span("k", "s1", "kernel", 0.5, 0.9), Span("k", "s2", "kernel", 1.2, 1.6),
              Span("out", "s1", "d2h", 0.9, 1.6), Span("out", "s2", "d2h", 1.6, 2.1))
     wait = _copy_out_wait(TimelineData(spans, ("s1", "s2"), "test").as_dict())
-    assert wait == pytest.approx({"wait_ms": 0.4, "wait": 50.0, "copy_in_ms": 0.5, "copy_out_ms": 0.6})
+    assert wait == pytest.approx({"wait_ms": 0.4, "idle_after_ms": 0.0, "paid_ms": 0.4, "wait": 50.0,
+                                  "paid": 50.0, "copy_in_ms": 0.5, "copy_out_ms": 0.6})
+
+
+def test_the_makespan_pays_only_the_wait_the_copies_out_do_not_idle_away_later():
+    """A copy-out engine that idles 0.2 ms later could have absorbed 0.2 ms of its first wait: only
+    the rest is paid, and only the paid share is taken off the kernels' time beside a copy."""
+    from experiments.lab07_claims import _copy_out_wait
+    from experiments.lab07_measure import hidden_by_events
+    from kernellab.gpu.timeline import Span, TimelineData
+    spans = (Span("in", "s1", "h2d", 0.0, 0.5), Span("in", "s2", "h2d", 0.5, 1.5),
+             Span("k", "s1", "kernel", 0.5, 0.9), Span("k", "s2", "kernel", 1.5, 1.8),
+             Span("out", "s1", "d2h", 0.9, 1.6), Span("out", "s2", "d2h", 1.8, 2.3))
+    data = TimelineData(spans, ("s1", "s2"), "test")
+    wait = _copy_out_wait(data.as_dict())
+    assert (wait["wait_ms"], wait["idle_after_ms"], wait["paid_ms"]) == pytest.approx((0.4, 0.2, 0.2))
+    assert hidden_by_events(data) == pytest.approx(data.hidden_fraction() - 0.2 / 0.7)
 
 
 def _concurrency(connections, speedups_16=16.0) -> dict:
