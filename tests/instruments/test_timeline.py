@@ -165,9 +165,13 @@ def test_the_recorder_keeps_a_four_stream_pipeline_within_5_percent_of_bare():
     it with (`Timeline(infer_starts=True, streams=...)`: one event per op, the streams opened with
     an event each, none timed on a stream that may be idle), interleaved: the
     recorder's median makespan is within 5% of the bare one (issue 23: the recorder once doubled
-    it). A pipeline whose host cannot keep ahead of the GPU is slowed by every us the recorder adds
+    it). The two are taken in turn, the first of each rep alternating, and judged on the median of
+    the reps' recorded / bare (as `kernellab bench 07` does: the lent host's speed drifts, and a
+    fixed order of 10 reps read +8.9% once, session 14 call M, where the bench read +1.8-3.7%).
+    A pipeline whose host cannot keep ahead of the GPU is slowed by every us the recorder adds
     per op instead: `kernellab bench 07` reports that cost apart, and the default Timeline's (two
     events per op) slowdown beside it."""
+    import contextlib
     import time
     from kernellab.course import protocol, target
     from kernellab.gpu.timeline import reserve_events
@@ -179,19 +183,24 @@ def test_the_recorder_keeps_a_four_stream_pipeline_within_5_percent_of_bare():
     buffers = (cuda.device_array(n, dtype=np.float32), cuda.device_array(n, dtype=np.float32))
     streams = [cuda.stream() for _ in range(4)]
     reserve_events(3 * chunks)
-    bare, recorded = [], []
-    for rep in range(12):
-        started = time.perf_counter()
-        lab.pipeline(host_x, iters, streams, chunks, host_out, buffers)
-        bare.append(time.perf_counter() - started)
-        with Timeline(infer_starts=True, streams=streams) as tl:
-            started = time.perf_counter()
-            lab.pipeline(host_x, iters, streams, chunks, host_out, buffers)
-            recorded.append(time.perf_counter() - started)
-    bare_ms, recorded_ms = 1e3 * np.median(bare[2:]), 1e3 * np.median(recorded[2:])   # 2 warm-ups
-    assert len(tl.data.spans) == 3 * chunks
-    assert recorded_ms <= 1.05 * bare_ms, (f"inside the recorder {recorded_ms:.3f} ms, bare {bare_ms:.3f} ms: "
-                                           f"{recorded_ms / bare_ms - 1:+.1%}")
+    ways = {"bare": contextlib.nullcontext, "recorded": lambda: Timeline(infer_starts=True, streams=streams)}
+    ratios = []
+    for rep in range(32):
+        taken = {}
+        for way in (("bare", "recorded") if rep % 2 else ("recorded", "bare")):
+            with ways[way]() as opened:
+                started = time.perf_counter()
+                lab.pipeline(host_x, iters, streams, chunks, host_out, buffers)
+                taken[way] = time.perf_counter() - started
+            if way == "recorded":
+                recorder = opened
+        if rep >= 2:                                        # 2 warm-ups
+            ratios.append(taken["recorded"] / taken["bare"])
+    slowdown = float(np.median(ratios)) - 1
+    assert len(recorder.data.spans) == 3 * chunks
+    assert slowdown <= 0.05, (f"inside the recorder the pipeline took {slowdown:+.1%} longer than bare "
+                              f"(the median of {len(ratios)} reps' recorded / bare; p10-p90 "
+                              f"{np.percentile(ratios, 10) - 1:+.1%} to {np.percentile(ratios, 90) - 1:+.1%})")
 
 
 def test_a_timeline_times_only_the_kinds_asked_and_says_so():

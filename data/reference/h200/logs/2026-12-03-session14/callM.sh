@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# declared); then the GPU tests of the instruments and Lab 07 touched by this change.
+# Call M (session 14): Lab 07's pipeline x3 with the trace-only hot path noting each op and nothing else
+# (Timeline._noting); then the GPU tests of the instruments and Lab 07.
 # COMMIT: the local commit it runs.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
