@@ -135,7 +135,8 @@ _new_launch = tuple.__new__   # no class-level __new__ in Python: the tuple's ow
 class Bracket(NamedTuple):
     """A handler in two halves: `before(*the call's arguments)` returns a token, and `after(token)`
     runs once the call has returned (not if it raised; `after` may be None). A launch's `before`
-    gets what `KernelLaunch.recorded` gives: (name, stream, (grid, block), captured)."""
+    gets what `KernelLaunch.recorded` gives: (name, stream, (grid, block), captured). Neither half
+    may call a hooked operation (see `_hooked_copy`)."""
 
     before: Callable
     after: Callable | None = None
@@ -154,6 +155,14 @@ def _around_of(operation: str, bracket: Bracket) -> Callable:
     return around
 
 
+class _BusyFlag(threading.local):
+    """Per thread, whether a subscription is handling a call. False until it first is, from the
+    class: a thread-local attribute never set is a miss on every read (an AttributeError made and
+    caught inside getattr), which a copy's hook, reading the flag without setting it, would pay."""
+
+    busy = False
+
+
 class _Subscription:
     """One `subscribe` block: its handlers, and whether it is handling a call on this thread (a
     call made meanwhile, by its handler or by numba-cuda underneath, passes it by)."""
@@ -162,14 +171,14 @@ class _Subscription:
         self.brackets = {op: h for op, h in handlers.items() if isinstance(h, Bracket)}
         self.arounds = {op: _around_of(op, h) if isinstance(h, Bracket) else h for op, h in handlers.items()}
         self.replace_launch = replace_launch
-        self._local = threading.local()
+        self._local = _BusyFlag()
 
     def run(self, handler: Callable, proceed: Callable, *args, **kwargs):
         """handler(proceed, *args, **kwargs) with this subscription busy; `proceed()` alone if it
         already is. A flag, not a context manager: this runs on every hooked call, and what it
         costs is part of what a Timeline adds to each launch (`kernellab bench 07`)."""
         local = self._local
-        if getattr(local, "busy", False):
+        if local.busy:
             return proceed()
         local.busy = True
         try:
@@ -215,7 +224,7 @@ def _through(operation: str, run: Callable, *args, **kwargs):
         return _through_chain(chain, 0, operation, run, args, kwargs)
     subscription = chain[0]      # one timeline or recorder open: _Subscription.run, in this frame
     local = subscription._local
-    if getattr(local, "busy", False):
+    if local.busy:
         return run()
     local.busy = True
     try:
@@ -287,7 +296,7 @@ def _install_launch() -> Callable[[], None]:
         # the sole Bracket, in this frame (a call of its own cost ~0.1 us per launch here): `original`
         # between before(*KernelLaunch.recorded()) and after, with the subscription busy
         local, before, after = sole
-        if getattr(local, "busy", False):
+        if local.busy:
             return original(dispatcher, args, config)
         local.busy = True
         try:
@@ -338,7 +347,11 @@ _COPY_METHODS = {"copy_to_device": _REQUIRED, "copy_to_host": None}
 
 def _hooked_copy(operation: str, original: Callable, ary_default) -> Callable:
     """`hooked` of `_install` for a copy method, with the method's own arguments. A call the method
-    does not take goes to numba-cuda unwatched, for its own error."""
+    does not take goes to numba-cuda unwatched, for its own error. With a sole Bracket the copy
+    only reads the subscription's busy flag (a copy inside a launch passes it by) and does not set
+    it: numba-cuda's copy methods call the driver (or, in the simulator, NumPy), nothing hooked,
+    and a Bracket's halves call nothing hooked either (the Timeline records its events through the
+    driver). Setting and clearing the flag was ~0.07 of the ~0.4 us such a copy then added here."""
     def hooked(self, ary=ary_default, stream=0, *more, **named):
         if ary is _REQUIRED:
             return original(self, stream=stream, **named)
@@ -348,17 +361,13 @@ def _hooked_copy(operation: str, original: Callable, ary_default) -> Callable:
         if sole is None:
             return _through(operation, functools.partial(original, self, ary, stream), self, ary, stream)
         local, before, after = sole          # the sole Bracket, in this frame (as in dispatch)
-        if getattr(local, "busy", False):
+        if local.busy:
             return original(self, ary, stream)
-        local.busy = True
-        try:
-            token = before(self, ary, stream)
-            result = original(self, ary, stream)
-            if after is not None:
-                after(token)
-            return result
-        finally:
-            local.busy = False
+        token = before(self, ary, stream)
+        result = original(self, ary, stream)
+        if after is not None:
+            after(token)
+        return result
     return hooked
 
 
