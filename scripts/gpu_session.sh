@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One GPU session: everything a GPU user runs, logged with provenance, in stages that can be split
-# across device calls (each <= 10 min; the whole session fits 30 min of device time):
+# across device calls (each <= 10 min; all of it takes ~45 min of device time, more than one lent session's 30):
 #   STAGES="tests grade notebooks tour bench profile" bash scripts/gpu_session.sh OUTDIR
 # Stages (default: all but mutants and sanitize, in this order; install and provenance always run
 # first):
-#   tests      the full pytest suite on the GPU (--target solutions; -n auto as make test: one process there)
+#   tests      the pytest suite on the GPU (--target solutions; -n auto as make test: one process there);
+#              TESTS names the paths to run (default: tests, all of it)
 #   grade      `kernellab grade` of the solutions (copied into a temp --root) and of the starter
 #   notebooks  every notebook executed live (python3 -m kernellab.course.notebooks --execute)
 #   tour       `kernellab tour`, live figures
@@ -23,14 +24,17 @@
 # It leaves OUTDIR/session-<stages>.tgz (reference/ with every repeat, figures/, logs/); each stage
 # logs to logs/<stage>.txt, and logs/stages.tsv has each stage's exit code and seconds.
 # Estimated device time on an H200 (from the recorded data's sizes and reps and the 2026-11-29/12-01
-# sessions): tests ~3 min, grade ~2 min, notebooks ~4 min (6-56 s each), tour ~3 min,
+# sessions): tests ~11 min (2026-12-04: 745 of its 803 tests in 580 s, the rest in 83 s; split it
+# as TESTS=tests/instruments and TESTS=tests/labs), grade ~1 min, notebooks ~6 min (25-159 s each,
+# 333 s in all on 2026-12-04), tour ~3 min,
 # bench ~7 min per repeat of all labs (lab 04 alone took 473 s for 3 repeats on 2026-12-02: 13
 # GEMM variants at 4 sizes, each compiled again in every fresh process; lab 06's 365k-configuration
 # driver check; lab 07 runs two processes), so ~20 min for 3 repeats: split bench across calls,
 # profile ~3 min (each variant once, ~9 ncu passes per kernel). Split as, e.g.:
-#   call 1: STAGES="tests grade notebooks"   call 2: STAGES=tour
-#   call 3: STAGES="bench profile" LABS="00 01 02 03"   call 4: the same with LABS=04 (~9 min)
-#   call 5: the same with LABS="05 06 07 08 09" (a call stopped at its limit keeps the repeats
+#   call 1: STAGES=tests TESTS=tests/instruments   call 2: STAGES="tests grade" TESTS=tests/labs
+#   call 3: STAGES=notebooks   call 4: STAGES=tour
+#   call 5: STAGES="bench profile" LABS="00 01 02 03"   call 6: the same with LABS=04 (~9 min)
+#   call 7: the same with LABS="05 06 07 08 09" (a call stopped at its limit keeps the repeats
 #   whose rounds finished: bench writes its combined files after every round)
 # (profile merges its rows into the labNN.json that bench wrote under OUTDIR/reference in the same
 # call: keep bench and profile of a lab in one call, or profile after copying bench's files in.)
@@ -50,7 +54,7 @@ fi
 {   # provenance: what ran, where, with which settings (clocks as read, never set)
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) changed files"
-  echo "stages: ${stages:-none}; labs: ${labs:-all}; repeat: ${REPEAT:-3}"
+  echo "stages: ${stages:-none}; labs: ${labs:-all}; tests: ${TESTS:-tests}; repeat: ${REPEAT:-3}"
   echo "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset} (lab 07 sets its own per process)"
   python3 -m kernellab.cli info
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,temperature.gpu,persistence_mode,compute_mode --format=csv
@@ -128,7 +132,7 @@ sanitize() {   # memcheck and racecheck over the solutions' GPU tests (children 
 
 for name in $stages; do
   case $name in
-    tests) stage tests python3 -m pytest --target solutions -q -n auto -p no:cacheprovider \
+    tests) stage tests python3 -m pytest ${TESTS:-tests} --target solutions -q -n auto -p no:cacheprovider \
              --results "$out/logs/results-gpu.json" ;;
     grade) stage grade grade_both ;;
     notebooks) stage notebooks python3 -m kernellab.course.notebooks --execute ;;
