@@ -250,3 +250,37 @@ def test_reserved_events_are_kept_for_the_next_timeline():
     timeline.reserve_events(3)
     assert len(timeline._spare_events) >= 7      # a pair per op and the origin, each with its handle
     assert all(isinstance(handle, int) for _, handle in timeline._spare_events)
+
+
+def test_a_copys_hook_keeps_numba_cudas_arguments_and_errors_and_passes_a_busy_subscription_by():
+    """The copy methods' hooks take numba-cuda's arguments by name (`hooks._hooked_copy`): a sole
+    Bracket sees (array, other, stream) and its after half the token, the copy's result is
+    numba-cuda's, a call numba-cuda does not take gets numba-cuda's own error, and a copy made while
+    the subscription handles a launch passes it by."""
+    from kernellab.gpu import hooks
+    seen = []
+    host = np.arange(8, dtype=np.float32)
+    device_array = cuda.device_array(8, dtype=np.float32)
+    stream = cuda.stream()
+    bracket = hooks.Bracket(lambda array, other, s: seen.append(("before", other is host, s)) or len(seen),
+                            lambda token: seen.append(("after", token)))
+
+    def launch(proceed, launch):
+        device_array.copy_to_device(host, stream=stream)     # while the subscription is busy
+        return proceed()
+
+    with hooks.subscribe(copy_to_device=bracket, copy_to_host=bracket):
+        device_array.copy_to_device(host, stream=stream)
+        back = device_array.copy_to_host(stream=stream)
+        stream.synchronize()
+        with pytest.raises(TypeError, match="copy_to_device.*missing.*'ary'"):
+            device_array.copy_to_device()
+        with pytest.raises(TypeError, match="copy_to_host.*unexpected keyword argument 'into'"):
+            device_array.copy_to_host(into=host)
+    assert seen == [("before", True, stream), ("after", 1), ("before", False, stream), ("after", 3)]
+    np.testing.assert_array_equal(back, host)
+    seen.clear()
+    with hooks.subscribe(launch=launch, copy_to_device=hooks.Bracket(lambda *args: seen.append(args))):
+        bump_kernel[1, 32](device_array)
+    cuda.synchronize()
+    assert seen == [], "a copy made while the subscription handled a launch was handed to it"
