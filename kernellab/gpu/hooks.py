@@ -197,8 +197,9 @@ _undo: dict[str, Callable[[], None]] = {}    # operation -> puts numba-cuda's or
 # that handle it (the first opened outermost), and the one that replaces launches (a capture).
 _chains: dict[str, tuple[_Subscription, ...]] = {}
 _replacing: _Subscription | None = None
-# Per operation, (its busy flag, before, after) while exactly one subscription handles it, with a
-# Bracket (and, for launches, none replaces them): a launch or a copy then runs in the hook's frame.
+# For a launch or a copy, (its busy flag, before, after) while exactly one subscription handles it,
+# with a Bracket (and, for launches, none replaces them): the call then runs in the hook's frame.
+# (Other operations have no hot path: their hooks always go through the subscriptions.)
 _sole_brackets: dict[str, tuple] = {}
 
 
@@ -211,7 +212,8 @@ def _index_subscriptions():
         chain = tuple(s for s in _subscriptions if operation in s.arounds)
         if chain:
             _chains[operation] = chain
-        if len(chain) == 1 and operation in chain[0].brackets and not (operation == LAUNCH and _replacing):
+        if (len(chain) == 1 and operation in chain[0].brackets and (operation in _COPY_METHODS or
+                                                                    operation == LAUNCH and not _replacing)):
             _sole_brackets[operation] = (chain[0]._local, *chain[0].brackets[operation])
 
 

@@ -202,7 +202,7 @@ def test_the_recorder_keeps_a_four_stream_pipeline_within_5_percent_of_bare():
     slowdown = float(np.median(ratios)) - 1
     measured = (f"inside the recorder the pipeline took {slowdown:+.1%} longer than bare (the median of "
                 f"{len(ratios)} reps' recorded / bare; p10-p90 {np.percentile(ratios, 10) - 1:+.1%} to "
-                f"{np.percentile(ratios, 90) - 1:+.1%}; the last recording's starts: {recorder._starts})")
+                f"{np.percentile(ratios, 90) - 1:+.1%}; the last recording's starts: {recorder.start_sources()})")
     print(measured)
     assert len(recorder.data.spans) == 3 * chunks
     assert slowdown <= 0.05, measured
