@@ -339,9 +339,10 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     alone, no event on the hot path); inside the pipeline's recorder (RECORDER: one event per op
     where it can, here every op: the stream is opened with an event); inside the Makespan the
     overlap is measured with (its streams declared: only the block's first op is watched, with an
-    event before it, and one event per stream at the end); and two of the full recorder's parts alone: the call between two of its events with
-    no hook (`events_around`), and the call through a subscription whose Bracket does nothing (the
-    hooks, as the recorder reaches them). Each rep times `inner` calls of
+    event before it, and one event per stream at the end); and the recorder's parts alone: the call
+    between two of its events with no hook (`events_around`), the call with one event after it
+    (what the pipeline's recorder records per op), and the call through a subscription whose
+    Bracket does nothing (the hooks, as the recorder reaches them). Each rep times `inner` calls of
     every way in turn (RECORDER_COST_METHOD), so each cost is a paired difference with its own
     spread. Events are reserved before, as the pipeline's are."""
     cuda = device.cuda()
@@ -355,18 +356,22 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     ways = {"bare": contextlib.nullcontext, "recorded": Timeline,
             "trace_only": lambda: Timeline(timed=()), "inferred_starts": lambda: Timeline(**RECORDER, streams=(stream,)),
             "first_op_makespan": lambda: Makespan(streams=(stream,)), "events_only": contextlib.nullcontext,
+            "event_after_only": contextlib.nullcontext,
             "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
+    with_events = {"events_only": lambda call: events_around(call, stream),
+                   "event_after_only": lambda call: events_around(call, stream, before=False)}
     names = list(ways)
     result = {}
     for name, call in calls.items():
         taken = timing.time_host_in_turn(
-            {way: (opened, events_around(call, stream) if way == "events_only" else call)
-             for way, opened in ways.items()}, inner=inner, reps=reps)
+            {way: (opened, with_events.get(way, lambda bare: bare)(call)) for way, opened in ways.items()},
+            inner=inner, reps=reps)
         samples = {way: taken[way].samples_ms for way in names}
         over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
                         **{f"{way}_over_bare_us": float(np.median(over[way]))
-                           for way in ("trace_only", "inferred_starts", "first_op_makespan", "events_only", "hooks_only")},
+                           for way in ("trace_only", "inferred_starts", "first_op_makespan", "events_only",
+                                       "event_after_only", "hooks_only")},
                         **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
                         "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD}
     return result

@@ -404,10 +404,12 @@ def _event_recorder():
         return lambda event, stream: int(driver.cuEventRecord(event, stream)[0])
 
 
-def events_around(call, stream):
-    """`call` bracketed by two of the recorder's pooled events on `stream`, recorded as the recorder
-    records them, with no hook and no trace: what the events alone add to an op, the part of the
-    recorder's cost that timing itself needs (`kernellab bench 07` measures it beside the whole)."""
+def events_around(call, stream, before: bool = True):
+    """`call` bracketed by two of the recorder's pooled events on `stream` (`before=False`: only the
+    one after it, as the pipeline's recorder times an op whose start it infers), recorded as the
+    recorder records them, with no hook and no trace: what the events alone add to an op, the part
+    of the recorder's cost that timing itself needs (`kernellab bench 07` measures it beside the
+    whole)."""
     record, key = _event_recorder(), Timeline._key(stream)
     cuda = device.cuda()
 
@@ -418,7 +420,13 @@ def events_around(call, stream):
         call()
         record(end[1], key)
         _spare_events.extend((start, end))
-    return bracketed
+
+    def followed():
+        end = _spare_events.pop() if _spare_events else _new_event(cuda)
+        call()
+        record(end[1], key)
+        _spare_events.append(end)
+    return bracketed if before else followed
 
 
 class _StreamKeys(dict):
@@ -599,39 +607,66 @@ class Timeline:
                 f"reached the GPU, whichever is later; bounded by the host's clock){opening}; events "
                 f"reused and recorded through cuEventRecord; every op in the trace")
 
-    def _start(self, kind, what, stream, dims=None, captured=False):
-        """Note the op (`what`: a kernel's name, a copy's bytes; `dims`: a kernel's (grid, block));
-        on a GPU, unless it is captured into a graph (not run: nothing to time yet), record its start
-        event on its stream and return what `_end` needs. With `_end`, this is the hot path of every
-        timed launch and copy (a hooks.Bracket), and what it costs is `kernellab bench 07`'s
-        recorder cost. It keeps plain values only (no launch configuration,
-        stream or array per op: holding those made the garbage collector's passes grow with the
-        trace, ~1-2 us per op here), works out labels and rows when the trace is read, and times
-        with pooled events recorded by the driver directly."""
-        submitted = self._submitted
-        known = self._stream_keys.get(id(stream))       # _StreamKeys.of, in this frame
-        key = known[0] if known is not None else self._stream_keys.remember(stream)
-        submitted.append((kind, what, key, time.perf_counter(), dims))
-        before, after = None, self._after   # empty unless the timeline infers starts
-        if after:
-            if key in _SPECIAL_ROWS:    # the default streams wait for the others, and they for them:
-                after.clear()           # no start is inferred across default-stream work
+    def _timing_brackets(self):
+        """(start, end): the two halves of every timed launch and copy (a hooks.Bracket), the
+        recorder's hot path, with what they read bound once. What they cost is `kernellab bench
+        07`'s recorder cost.
+
+        start(kind, what, stream, dims, captured) notes the op (`what`: a kernel's name, a copy's
+        bytes; `dims`: a kernel's (grid, block)) and, unless it is captured into a graph (not run:
+        nothing to time yet) or its kind is not timed, records its start event on its stream and
+        returns what `end` needs; end(started) records its end event and, for an inferred start,
+        notes when the host's submission returned (what bounds it). They keep plain values only
+        (no launch configuration, stream or array per op: holding those made the garbage
+        collector's passes grow with the trace, ~1-2 us per op here), work out labels and rows when
+        the trace is read, and time with pooled events recorded by the driver directly. Reading
+        `self.` attributes per op cost ~1 us per op on the H200's host (session 14, call L)."""
+        known_key, remember = self._stream_keys.get, self._stream_keys.remember
+        submitted, clock = self._submitted, time.perf_counter
+        note, after, timing = submitted.append, self._after, self._timing
+        spare, cuda, record = _spare_events, self._cuda, self._record
+        returned, events = self._returned, self._events
+        inferring = self.infer_starts
+
+        def start(kind, what, stream, dims=None, captured=False):
+            known = known_key(id(stream))
+            key = known[0] if known is not None else remember(stream)
+            index = len(submitted)
+            note((kind, what, key, clock(), dims))
+            before = None            # (index, end event) of the op before, if its start is inferred
+            if after:                # empty unless the timeline infers starts
+                if key in _SPECIAL_ROWS:    # the default streams wait for the others, and they for them:
+                    after.clear()           # no start is inferred across default-stream work
+                else:
+                    before = after.pop(key, None)
+            if captured or kind not in timing:
+                return None
+            end_event = spare.pop() if spare else _new_event(cuda)
+            if before is not None:
+                return index, before, end_event, key     # its start: from `before`'s end (see the class)
+            start_event = spare.pop() if spare else _new_event(cuda)
+            if record(start_event[1], key):
+                raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
+            return index, start_event, end_event, key
+
+        def end(started):
+            if started is None:
+                return
+            index, start_event, end_event, key = started
+            if record(end_event[1], key):
+                raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
+            if type(start_event[0]) is int:     # (index, end event) of the op before: the start inferred
+                returned[index] = clock()
+                events.extend((index, start_event[0], end_event))   # flat: no tuple kept per op
             else:
-                before = after.pop(key, None)
-        if captured or kind not in self._timing:
-            return None
-        end = _spare_events.pop() if _spare_events else _new_event(self._cuda)
-        if before is not None:
-            return len(submitted) - 1, before, end, key    # its start: from `before`'s end (see the class)
-        start = _spare_events.pop() if _spare_events else _new_event(self._cuda)
-        if self._record(start[1], key):
-            raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
-        return len(submitted) - 1, start, end, key
+                events.extend((index, start_event, end_event))
+            if inferring and key not in _SPECIAL_ROWS:
+                after[key] = index, end_event
+        return start, end
 
     def _noting(self):
-        """`_start` where nothing is timed (`timed=()`, or the simulator): the op noted and nothing
-        else, with what that reads bound once. The trace-only hot path: `_start` cost ~1 us per op
-        more than appending the same tuple on the H200's host (session 14, call L)."""
+        """The trace-only hot path (`timed=()`, or the simulator): the op noted and nothing else,
+        with what that reads bound once."""
         known_key, remember = self._stream_keys.get, self._stream_keys.remember
         append, clock = self._submitted.append, time.perf_counter
 
@@ -640,22 +675,6 @@ class Timeline:
             append((kind, what, known[0] if known is not None else remember(stream), clock(), dims))
         return note
 
-    def _end(self, started) -> None:
-        """Record the end event of an op `_start` timed (None: it timed none); for an inferred start,
-        note when the host's submission returned (what bounds it)."""
-        if started is None:
-            return
-        index, start, end, key = started
-        if self._record(end[1], key):
-            raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
-        if type(start[0]) is int:       # (index, end event) of the op before: the start inferred
-            self._returned[index] = time.perf_counter()
-            self._events.extend((index, start[0], end))   # flat: no tuple kept per op
-        else:
-            self._events.extend((index, start, end))
-        if self.infer_starts and key not in _SPECIAL_ROWS:
-            self._after[key] = index, end
-
     def _event_key(self, event) -> int:
         self._keep.append(event)
         return id(event)
@@ -663,7 +682,7 @@ class Timeline:
     def _handlers(self) -> dict:
         """What the timeline notes, per numba-cuda operation (see kernellab.gpu.hooks): launches and
         copies as Brackets (the hot path), the rest around the call."""
-        start, end = (self._start, self._end) if self._timing else (self._noting(), None)
+        start, end = self._timing_brackets() if self._timing else (self._noting(), None)
 
         launch = functools.partial(start, "kernel")   # (name, stream, dims, captured): no frame of its own
 
@@ -760,7 +779,8 @@ class Timeline:
                 starts = self._events[1::3]
                 spare = [self._origin, *self._opened, *(e for e in starts if type(e) is not int),
                          *self._events[2::3]]
-                self._events, self._opened = [], []
+                self._events.clear()
+                self._opened = []
                 self._after.clear()
                 _spare_events.extend(spare[:max(0, SPARE_EVENTS_KEPT - len(_spare_events))])
         return False
