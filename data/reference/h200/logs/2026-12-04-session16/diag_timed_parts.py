@@ -2,7 +2,7 @@
 per op on this host: the recorder as it is, and variants each leaving one part out, beside the bare
 call, taken in turn as `kernellab bench 07` takes them (timing.time_host_in_turn, 40 reps of 100
 calls), on a one-block launch and a 1 KiB pinned copy. Variants: no host clock read at the end
-(`returned`), no cuEventRecord (nothing timed: the data are not collected), the note alone through
+(`returned`), no cuEventRecord (in both, the data are not collected), the note alone through
 the same two halves (start returns None), and the trace-only recorder."""
 import contextlib, time
 import numpy as np
@@ -63,8 +63,8 @@ def variant(**flags):
     class Variant(Timeline):
         def _timing_brackets(self):
             return brackets(self, **flags)
-        if not flags.get("keep_record", True):
-            def _collect(self):
+        if not (flags.get("keep_record", True) and flags.get("keep_returned", True)):
+            def _collect(self):      # what it needs was left out: nothing to collect
                 return None
     return Variant
 
