@@ -505,13 +505,16 @@ class Timeline:
         self._rows: dict = {}
         self._stream_keys = _StreamKeys()
         self._keep: list = []         # events seen, so their ids stay unique
-        self._events: list = []       # on a GPU: op index, start, end, ... flat; each event an (event, handle),
-        #                               a start taken from the op before's end event: that op's index
-        self._after: dict = {}        # stream key -> (index, end event) of its latest op, while it is
-        #                               timed and nothing else was submitted on that stream since; a
-        #                               stream given in `streams`: (a negative index, its opening event)
-        self._opened: list = []       # the opening events of `streams`: op index -1, -2, ...
-        self._returned: dict = {}     # op index -> host seconds when its submission returned (inferred starts)
+        # On a GPU, each event an (event, its handle): op index -> its end event; op index -> its start
+        # event, where it has one of its own (an inferred start has none: see _collect); stream key ->
+        # its opening event (`streams`); stream key -> True while its next op's start can be inferred
+        # (its latest op was timed and nothing else was submitted on it since, or it was opened);
+        # op index -> host seconds when its submission returned (inferred starts).
+        self._ends: dict = {}
+        self._own_starts: dict = {}
+        self._opened: dict = {}
+        self._ready: dict = {}
+        self._returned: dict = {}
         self._starts: dict = {}       # once it has run: start_sources()
         self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
         self._data: TimelineData | None = None
@@ -584,12 +587,12 @@ class Timeline:
         `kernellab bench 07` records on the default stream around the call): it changes none."""
         key = _NO_ROW if stream is None else self._stream_keys.of(stream)
         self._submitted.append((kind, label, key, time.perf_counter(), event))
-        if not self._after or kind == "record":
+        if not self._ready or kind == "record":
             return
         if key is _NO_ROW or key in _SPECIAL_ROWS:
-            self._after.clear()
+            self._ready.clear()
         else:
-            self._after.pop(key, None)
+            self._ready.pop(key, None)
 
     @property
     def events(self) -> str:
@@ -613,19 +616,22 @@ class Timeline:
         07`'s recorder cost.
 
         start(kind, what, stream, dims, captured) notes the op (`what`: a kernel's name, a copy's
-        bytes; `dims`: a kernel's (grid, block)) and, unless it is captured into a graph (not run:
-        nothing to time yet) or its kind is not timed, records its start event on its stream and
-        returns what `end` needs; end(started) records its end event and, for an inferred start,
-        notes when the host's submission returned (what bounds it). They keep plain values only
-        (no launch configuration, stream or array per op: holding those made the garbage
-        collector's passes grow with the trace, ~1-2 us per op here), work out labels and rows when
-        the trace is read, and time with pooled events recorded by the driver directly. Reading
-        `self.` attributes per op cost ~1 us per op on the H200's host (session 14, call L)."""
+        bytes; `dims`: a kernel's (grid, block)) and returns its index, unless it is captured into a
+        graph (not run: nothing to time yet) or its kind is not timed; it records a start event on
+        the op's stream unless the op's start can be inferred (see the class). end(index) records
+        the op's end event and, when starts are inferred, notes when the host's submission returned
+        (what bounds an inferred start). Which op an inferred start follows is worked out when the
+        data are collected, not here: each line of Python on this path cost ~0.1-0.2 us on the
+        H200's host, where the same lines take ~0.02 us on a laptop-class CPU (session 16, calls W
+        and X: the host runs the driver's own work for the op between them). They keep plain values
+        only (no launch configuration, stream or array per op: holding those made the garbage
+        collector's passes grow with the trace, ~1-2 us per op here), and time with pooled events
+        recorded by the driver directly."""
         known_key, remember = self._stream_keys.get, self._stream_keys.remember
         submitted, clock = self._submitted, time.perf_counter
-        note, after, timing = submitted.append, self._after, self._timing
+        note, ready, timing = submitted.append, self._ready, self._timing
         spare, cuda, record = _spare_events, self._cuda, self._record
-        returned, events = self._returned, self._events
+        ends, own_starts, returned = self._ends, self._own_starts, self._returned
         inferring = self.infer_starts
 
         def start(kind, what, stream, dims=None, captured=False):
@@ -633,35 +639,31 @@ class Timeline:
             key = known[0] if known is not None else remember(stream)
             index = len(submitted)
             note((kind, what, key, clock(), dims))
-            before = None            # (index, end event) of the op before, if its start is inferred
-            if after:                # empty unless the timeline infers starts
-                if key in _SPECIAL_ROWS:    # the default streams wait for the others, and they for them:
-                    after.clear()           # no start is inferred across default-stream work
-                else:
-                    before = after.pop(key, None)
-            if captured or kind not in timing:
+            if captured or kind not in timing:     # not timed: the op after it on its stream gets
+                if ready and key in _SPECIAL_ROWS:  # a start event of its own
+                    ready.clear()
+                elif ready:
+                    ready.pop(key, None)
                 return None
-            end_event = spare.pop() if spare else _new_event(cuda)
-            if before is not None:
-                return index, before, end_event, key     # its start: from `before`'s end (see the class)
-            start_event = spare.pop() if spare else _new_event(cuda)
-            if record(start_event[1], key):
-                raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
-            return index, start_event, end_event, key
+            if key not in ready:
+                started = own_starts[index] = spare.pop() if spare else _new_event(cuda)
+                if record(started[1], key):
+                    raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
+                if inferring:
+                    if key in _SPECIAL_ROWS:   # the default streams wait for the others, and they for
+                        ready.clear()          # them: no start is inferred across default-stream work
+                    else:
+                        ready[key] = True
+            return index
 
-        def end(started):
-            if started is None:
+        def end(index):
+            if index is None:
                 return
-            index, start_event, end_event, key = started
-            if record(end_event[1], key):
-                raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
-            if type(start_event[0]) is int:     # (index, end event) of the op before: the start inferred
+            ended = ends[index] = spare.pop() if spare else _new_event(cuda)
+            if record(ended[1], submitted[index][2]):
+                raise RuntimeError(f"cuEventRecord failed on stream handle {submitted[index][2]}")
+            if inferring:
                 returned[index] = clock()
-                events.extend((index, start_event[0], end_event))   # flat: no tuple kept per op
-            else:
-                events.extend((index, start_event, end_event))
-            if inferring and key not in _SPECIAL_ROWS:
-                after[key] = index, end_event
         return start, end
 
     def _noting(self):
@@ -755,13 +757,12 @@ class Timeline:
         first op (see the class)."""
         for stream in self.opening_streams:
             key = self._stream_keys.of(stream)
-            if key in self._after:      # given twice
+            if key in self._opened:     # given twice
                 continue
-            opened = _spare_event(cuda)
+            opened = self._opened[key] = _spare_event(cuda)
             if self._record(opened[1], key):
                 raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
-            self._opened.append(opened)
-            self._after[key] = -len(self._opened), opened
+            self._ready[key] = True
 
     def __exit__(self, *exc):
         try:
@@ -776,31 +777,31 @@ class Timeline:
                     device.cuda().synchronize()
                     self._data = self._collect()
             finally:
-                starts = self._events[1::3]
-                spare = [self._origin, *self._opened, *(e for e in starts if type(e) is not int),
-                         *self._events[2::3]]
-                self._events.clear()
-                self._opened = []
-                self._after.clear()
+                spare = [self._origin, *self._opened.values(), *self._own_starts.values(), *self._ends.values()]
+                for held in (self._opened, self._own_starts, self._ends, self._ready):
+                    held.clear()
                 _spare_events.extend(spare[:max(0, SPARE_EVENTS_KEPT - len(_spare_events))])
         return False
 
     def _collect(self) -> TimelineData:
-        cuda = device.cuda()
-        times = {}
-        origin = self._origin[0]
-        events = self._events
-        ends = {index: cuda.event_elapsed_time(origin, end[0]) for index, end in zip(events[0::3], events[2::3])}
-        ends.update({-1 - number: cuda.event_elapsed_time(origin, opened[0])     # `streams`' opening events
-                     for number, opened in enumerate(self._opened)})
-        bounds = {}      # per inferred start: how much earlier it may have been, back to the op before's end, ms
-        for index, start in zip(events[0::3], events[1::3]):
-            if type(start) is int:      # the op before's end, or (idle stream) its submission's return
-                latest = min(ends[index], (self._returned[index] - self._origin_host) * 1e3)
-                bounds[index] = max(0.0, latest - ends[start])
-                times[index] = (ends[start] + bounds[index], ends[index])
-            else:
-                times[index] = (cuda.event_elapsed_time(origin, start[0]), ends[index])
+        """The spans of the timed ops. An op with no start event of its own had, on its stream, a
+        timed op just before it or the stream's opening event (the hot path records one otherwise):
+        it starts at that op's end, or when its submission returned if that was later."""
+        elapsed = functools.partial(device.cuda().event_elapsed_time, self._origin[0])
+        submitted, own_starts = self._submitted, self._own_starts
+        latest_end = {key: elapsed(opened[0]) for key, opened in self._opened.items()}   # per stream, ms
+        times, bounds = {}, {}    # bounds: per inferred start, how much earlier it may have been, ms
+        for index in sorted(self._ends):
+            key, end_ms = submitted[index][2], elapsed(self._ends[index][0])
+            own = own_starts.get(index)
+            if own is not None:
+                times[index] = (elapsed(own[0]), end_ms)
+            else:       # (the op before raised, so has no end: it may have started at the origin)
+                before = latest_end.get(key, 0.0)
+                latest = min(end_ms, (self._returned[index] - self._origin_host) * 1e3)
+                bounds[index] = max(0.0, latest - before)
+                times[index] = (before + bounds[index], end_ms)
+            latest_end[key] = end_ms
         uncertain = [b for b in bounds.values() if b > 0]
         self._starts = {"own_event": len(times) - len(bounds), "inferred": len(bounds) - len(uncertain),
                         "uncertain": len(uncertain), "uncertain_max_us": 1e3 * max(uncertain, default=0.0)}

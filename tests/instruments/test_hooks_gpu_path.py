@@ -241,18 +241,17 @@ def test_a_makespan_says_when_its_first_op_ran_outside_the_declared_streams(gpu_
             launch(HandleStream(33))
 
 
-def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_may_have_idled(monkeypatch):
-    """Timeline(infer_starts=True) with a fake driver and a fake host clock: an op after a timed op
-    on its stream, nothing between them, gets no start event and starts at that op's end; if that
-    end came before the host had finished submitting it (the host's clock read against the origin
-    event), the start is counted uncertain, bounded by that gap. An event wait, a synchronize or
-    default-stream work between them, or no op before, means a start event of its own; an event
-    record (even on the default stream) does not. A stream opened with the timeline (`streams`)
-    starts its first op from its opening event."""
+def fake_timed_driver(monkeypatch):
+    """A fake driver and host clock for a timed Timeline: an event records the fake GPU clock
+    `now["gpu"]`, the host clock reads `now["host"]`; returns (now, the stream keys recorded on, in
+    order, and op(timeline, name, stream, submitted_ms, returned_ms, start_ms, end_ms), which runs a
+    launch through the timeline's Bracket with the clocks set: the host at submission and return,
+    the GPU at the op's start and end (None: no start event expected there))."""
     import contextlib
     now, handles, times, recorded = {"host": 0.0, "gpu": 0.0}, iter(range(100, 200)), {}, []
 
     def record(handle, key):
+        assert now["gpu"] is not None, "an event recorded where the op expected none"
         times[handle] = now["gpu"]
         recorded.append(key)
         return 0
@@ -270,15 +269,31 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
     monkeypatch.setattr(device, "cuda", lambda: fake_cuda)
     monkeypatch.setattr(timeline.hooks, "subscribe", lambda **handlers: contextlib.nullcontext())
     monkeypatch.setattr(timeline.hooks, "launches_replaced", lambda: False)
-    dims = ((1, 1, 1), (32, 1, 1))
-    with timeline.Timeline(source="fake", infer_starts=True) as tl:     # origin: host 0, GPU 0
-        launch = tl._handlers()[hooks.LAUNCH]
 
-        def op(name, stream, submitted_ms, returned_ms, start_ms, end_ms):
-            now["host"], now["gpu"] = submitted_ms / 1e3, start_ms
-            token = launch.before(name, stream, dims, False)
-            now["host"], now["gpu"] = returned_ms / 1e3, end_ms
-            launch.after(token)
+    def op(tl, name, stream, submitted_ms, returned_ms, start_ms, end_ms, kind=hooks.LAUNCH, captured=False):
+        handler = tl._handlers()[kind]
+        now["host"], now["gpu"] = submitted_ms / 1e3, start_ms
+        if kind == hooks.LAUNCH:
+            token = handler.before(name, stream, ((1, 1, 1), (32, 1, 1)), captured)
+        else:                                    # a copy: (device array, source or destination, stream)
+            token = handler.before(types.SimpleNamespace(nbytes=4), None, stream)
+        now["host"], now["gpu"] = returned_ms / 1e3, end_ms
+        handler.after(token)
+    return now, recorded, op
+
+
+def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_may_have_idled(monkeypatch):
+    """Timeline(infer_starts=True) with a fake driver and a fake host clock: an op after a timed op
+    on its stream, nothing between them, gets no start event and starts at that op's end; if that
+    end came before the host had finished submitting it (the host's clock read against the origin
+    event), the start is counted uncertain, bounded by that gap. An event wait, a synchronize or
+    default-stream work between them, or no op before, means a start event of its own; an event
+    record (even on the default stream) does not. A stream opened with the timeline (`streams`)
+    starts its first op from its opening event."""
+    now, recorded, run = fake_timed_driver(monkeypatch)
+    with timeline.Timeline(source="fake", infer_starts=True) as tl:     # origin: host 0, GPU 0
+        def op(*what):
+            run(tl, *what)
         op("a", 11, 0.0, 0.1, 0.1, 0.5)          # nothing before it: its own start event
         op("b", 11, 0.2, 0.3, None, 0.9)         # in before a ended (0.5): starts at a's end, for sure
         tl._handlers()["event_wait"](lambda: None, object(), 11)
@@ -294,7 +309,7 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
     assert spans["c"].start_ms == 0.95 - 0.1                       # from the first span's start
     assert spans["h"].start_ms == 3.3 - 0.1
     assert spans["g"].start_uncertain_ms == pytest.approx(0.5) and spans["b"].start_uncertain_ms is None
-    assert None not in times.values() and len(recorded) == 1 + 2 * 5 + 2   # origin; 5 own starts; b, g
+    assert len(recorded) == 1 + 2 * 5 + 2   # origin; 5 own starts; b, g
     assert tl.start_sources() == {"own_event": 5, "inferred": 1, "uncertain": 1,
                                   "uncertain_max_us": pytest.approx(500.0)}
     assert "one before it only where no timed op came just before it" in tl.events
@@ -305,8 +320,9 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
         timeline.Timeline(infer_starts=True, streams=(11, 0))
     now["host"], now["gpu"] = 4.0, 4.0
     del recorded[:]
-    with timeline.Timeline(source="fake", infer_starts=True, streams=(11, 22)) as opened:
-        launch = opened._handlers()[hooks.LAUNCH]      # 11 and 22 opened at GPU 4.0
+    with timeline.Timeline(source="fake", infer_starts=True, streams=(11, 22)) as opened:   # at GPU 4.0
+        def op(*what):
+            run(opened, *what)
         opened._handlers()["event_record"](lambda: None, object(), 0)   # holds nothing back
         op("i", 22, 4000.1, 4000.2, None, 4.5)   # in at 0.2 ms after 22's opening: uncertain by 0.2
         op("j", 11, 4000.3, 4000.4, None, 4.9)   # in at 0.4 ms: uncertain by 0.4
@@ -320,3 +336,23 @@ def test_an_inferred_start_is_the_op_befores_end_and_uncertain_where_the_stream_
     assert opened.start_sources() == {"own_event": 1, "inferred": 1, "uncertain": 2,
                                       "uncertain_max_us": pytest.approx(400.0)}
     assert "one on each of the 2 stream(s) given" in opened.events
+
+
+def test_an_op_the_timeline_does_not_time_gives_the_next_op_on_its_stream_a_start_event(monkeypatch):
+    """With only kernels timed, a copy between two kernels on one stream is in the trace, untimed, and
+    the kernel after it gets a start event of its own (the copy ran between the two); a captured
+    launch does the same. Only a kernel right after a timed kernel starts at that kernel's end."""
+    now, recorded, op = fake_timed_driver(monkeypatch)
+    with timeline.Timeline(source="fake", infer_starts=True, timed=("kernel",)) as tl:
+        op(tl, "a", 11, 0.0, 0.1, 0.1, 0.5)
+        op(tl, "copy", 11, 0.2, 0.3, None, None, kind="copy_to_device")     # untimed: no event
+        op(tl, "b", 11, 0.4, 0.5, 0.9, 1.2)                                 # its own start event
+        op(tl, "c", 11, 0.6, 0.7, None, 1.5)                                # after b: b's end
+        op(tl, "captured", 11, 0.8, 0.9, None, None, captured=True)         # not run: no event
+        op(tl, "d", 11, 1.0, 1.1, 1.6, 1.9)                                 # its own start event
+    spans = {s.label: s for s in tl.data.spans}
+    assert sorted(spans) == ["a", "b", "c", "d"] and len(tl.trace) == 6
+    assert spans["b"].start_ms == pytest.approx(0.8) and spans["d"].start_ms == pytest.approx(1.5)
+    assert spans["c"].start_ms == spans["b"].end_ms
+    assert recorded == [0] + [11] * 7          # the origin; a, b, d: two each; c: its end only
+    assert tl.start_sources()["own_event"] == 3 and tl.start_sources()["inferred"] == 1
