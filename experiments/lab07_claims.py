@@ -383,7 +383,7 @@ CLAIMS = [
           "absorbed: the makespan pays {paids}%. A "
           "copy out takes {copy_out_ms:.2f} ms against {copy_in_ms:.2f} ms for the first copy in: {bound}. The "
           "kernels' time beside a copy and the share without the recorder part by {gaps} points over "
-          "{repeats} repeat(s): at worst {residual:.1f} points from the wait it pays, {verdict} (under {clear_points:.0f} points).",
+          "{repeats} repeat(s): at worst {residual:.2f} points from the wait it pays, {verdict} (under {clear_points:.0f} points).",
           values=_methods_part_values,
           checks=(says("verdict", "residual", "<", "clear_points",
                        "so the copy-out's wait for the first kernel accounts for the gap",
