@@ -19,7 +19,8 @@ A handler that only needs to act before and after the call (a Timeline's: note t
 event on each side) can be a `Bracket(before, after)` instead: while it is the only subscription
 for a launch or a device array's copy, the call runs in the hook's own frame with no function
 made to proceed with (on a GPU, no launch object either); that is the recorder's hot path, and its
-cost is what `kernellab bench 07` reports.
+cost is what `kernellab bench 07` reports. A launch's and a copy's `before` get the op described,
+not the call's arguments (see Bracket).
 
 Subscribers nest: each hooked call passes through every open subscription, the first opened
 outermost, and then runs (or, during a graph capture, is captured: `replace_launch`). A call
@@ -135,11 +136,23 @@ _new_launch = tuple.__new__   # no class-level __new__ in Python: the tuple's ow
 class Bracket(NamedTuple):
     """A handler in two halves: `before(*the call's arguments)` returns a token, and `after(token)`
     runs once the call has returned (not if it raised; `after` may be None). A launch's `before`
-    gets what `KernelLaunch.recorded` gives: (name, stream, (grid, block), captured). Neither half
-    may call a hooked operation (see `_hooked_copy`)."""
+    gets what `KernelLaunch.recorded` gives: (name, stream, (grid, block), captured); a device
+    array's copy's gets what `described_copy` gives: (kind, bytes, stream). Neither half may call a
+    hooked operation (see `_hooked_copy`)."""
 
     before: Callable
     after: Callable | None = None
+
+
+def described_copy(operation: str, array, ary, stream) -> tuple:
+    """A device array's copy (`operation`: "copy_to_device" or "copy_to_host", with the method's
+    arguments) as a copy's Bracket gets it: (kind, its bytes as the array gives them, the stream it
+    runs on): "h2d", or "d2d" from another device array, or "d2h"; a copy given no stream runs on the
+    array's. (`_hooked_copy` works the same out in its own frame.)"""
+    stream = stream or getattr(array, "stream", 0)
+    if operation == "copy_to_host":
+        return "d2h", getattr(array, "nbytes", 0), stream
+    return "d2d" if hasattr(ary, "copy_to_host") else "h2d", getattr(ary, "nbytes", 0), stream
 
 
 def _around_of(operation: str, bracket: Bracket) -> Callable:
@@ -147,7 +160,12 @@ def _around_of(operation: str, bracket: Bracket) -> Callable:
     before, after = bracket
 
     def around(proceed, *args, **kwargs):
-        token = before(*args[0].recorded()) if operation == LAUNCH else before(*args, **kwargs)
+        if operation == LAUNCH:
+            token = before(*args[0].recorded())
+        elif operation in _COPY_METHODS:       # (array, ary, stream), as _hooked_copy passes them
+            token = before(*described_copy(operation, *args))
+        else:
+            token = before(*args, **kwargs)
         result = proceed()
         if after is not None:
             after(token)
@@ -354,7 +372,11 @@ def _hooked_copy(operation: str, original: Callable, ary_default) -> Callable:
     it: numba-cuda's copy methods call the driver (or, in the simulator, NumPy), nothing hooked,
     and a Bracket's halves call nothing hooked either (the Timeline records its events through the
     driver). With that and the flag's class default (`_BusyFlag`), a copy through a do-nothing
-    Bracket added +0.25-0.34 us here in the simulator, from +0.41-0.57 (session 15)."""
+    Bracket added +0.25-0.34 us here in the simulator, from +0.41-0.57 (session 15). The copy is
+    described for the Bracket (`described_copy`) here too, not in a function of its own: on the
+    H200's host each Python call on this path cost ~0.3 us or more (session 16)."""
+    to_host = operation == "copy_to_host"
+
     def hooked(self, ary=ary_default, stream=0, *more, **named):
         if ary is _REQUIRED:
             return original(self, stream=stream, **named)
@@ -366,7 +388,11 @@ def _hooked_copy(operation: str, original: Callable, ary_default) -> Callable:
         local, before, after = sole          # the sole Bracket, in this frame (as in dispatch)
         if local.busy:
             return original(self, ary, stream)
-        token = before(self, ary, stream)
+        if to_host:                          # described_copy, in this frame
+            token = before("d2h", getattr(self, "nbytes", 0), stream or getattr(self, "stream", 0))
+        else:
+            token = before("d2d" if hasattr(ary, "copy_to_host") else "h2d", getattr(ary, "nbytes", 0),
+                           stream or getattr(self, "stream", 0))
         result = original(self, ary, stream)
         if after is not None:
             after(token)

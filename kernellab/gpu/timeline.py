@@ -688,16 +688,10 @@ class Timeline:
 
         launch = functools.partial(start, "kernel")   # (name, stream, dims, captured): no frame of its own
 
-        # A copy's bytes are noted as the array gives them (made an int when the trace is read).
+        # A copy's bytes are noted as the array gives them (made an int when the trace is read); a
+        # device array's copy comes described, (kind, bytes, stream): its Bracket's before is `start`.
         def to_device(obj, stream=0, copy=True, to=None):
             return start("h2d", getattr(obj, "nbytes", 0), stream) if copy else None
-
-        def copy_to_device(array, source, stream=0):
-            return start("d2d" if hasattr(source, "copy_to_host") else "h2d", getattr(source, "nbytes", 0),
-                         stream or getattr(array, "stream", 0))
-
-        def copy_to_host(array, ary=None, stream=0):
-            return start("d2h", getattr(array, "nbytes", 0), stream or getattr(array, "stream", 0))
 
         def record(proceed, event, stream=0):
             self._note("record", "event record", stream or 0, self._event_key(event))
@@ -719,8 +713,7 @@ class Timeline:
             self._note("device_sync", "cuda.synchronize")
             return proceed()
 
-        timed = {hooks.LAUNCH: launch, "to_device": to_device, "copy_to_device": copy_to_device,
-                 "copy_to_host": copy_to_host}
+        timed = {hooks.LAUNCH: launch, "to_device": to_device, "copy_to_device": start, "copy_to_host": start}
         return {**{op: hooks.Bracket(before, end) for op, before in timed.items()},
                 "event_record": record, "event_wait": wait, "event_synchronize": event_sync,
                 "stream_synchronize": stream_sync, "synchronize": device_sync}
@@ -1012,11 +1005,8 @@ class Makespan:
             if copy:
                 op(stream)
 
-        def copy_to_device(array, source, stream=0):
-            op(stream or getattr(array, "stream", 0))
-
-        def copy_to_host(array, ary=None, stream=0):
-            op(stream or getattr(array, "stream", 0))
+        def copy(kind, nbytes, stream):   # a device array's copy, described (hooks.described_copy)
+            op(stream)
 
         def stream_sync(proceed, stream):
             self._close([self._keys.of(stream)])
@@ -1026,8 +1016,7 @@ class Makespan:
             self._close(list(self._pending))
             return proceed()
         return {hooks.LAUNCH: hooks.Bracket(launch, after), "to_device": hooks.Bracket(to_device, after),
-                "copy_to_device": hooks.Bracket(copy_to_device, after),
-                "copy_to_host": hooks.Bracket(copy_to_host, after),
+                "copy_to_device": hooks.Bracket(copy, after), "copy_to_host": hooks.Bracket(copy, after),
                 "stream_synchronize": stream_sync, "synchronize": device_sync}
 
     def _stop_watching_ops(self, _token=None) -> None:

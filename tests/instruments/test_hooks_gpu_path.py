@@ -187,8 +187,8 @@ def test_a_makespan_records_one_start_event_an_end_per_stream_and_none_per_op(mo
     with timeline.Makespan() as window:
         handlers = window._handlers()
         handlers[hooks.LAUNCH].before("busy_kernel", 11, ((1, 1, 1), (32, 1, 1)), False)
-        handlers["copy_to_device"].before(None, None, stream=11)          # a second op: no event
-        handlers["copy_to_host"].before(None, stream=22)
+        handlers["copy_to_device"].before("h2d", 4, 11)                  # a second op: no event
+        handlers["copy_to_host"].before("d2h", 4, 22)
         handlers["stream_synchronize"](lambda: None, 11)
         handlers["stream_synchronize"](lambda: None, 11)                   # nothing since: no event
         handlers[hooks.LAUNCH].before("busy_kernel", 33, ((1, 1, 1), (32, 1, 1)), True)   # captured
@@ -275,8 +275,8 @@ def fake_timed_driver(monkeypatch):
         now["host"], now["gpu"] = submitted_ms / 1e3, start_ms
         if kind == hooks.LAUNCH:
             token = handler.before(name, stream, ((1, 1, 1), (32, 1, 1)), captured)
-        else:                                    # a copy: (device array, source or destination, stream)
-            token = handler.before(types.SimpleNamespace(nbytes=4), None, stream)
+        else:                                    # a copy, described (hooks.described_copy)
+            token = handler.before("h2d", 4, stream)
         now["host"], now["gpu"] = returned_ms / 1e3, end_ms
         handler.after(token)
     return now, recorded, op

@@ -254,15 +254,16 @@ def test_reserved_events_are_kept_for_the_next_timeline():
 
 def test_a_copys_hook_keeps_numba_cudas_arguments_and_errors_and_passes_a_busy_subscription_by():
     """The copy methods' hooks take numba-cuda's arguments by name (`hooks._hooked_copy`): a sole
-    Bracket sees (array, other, stream) and its after half the token, the copy's result is
-    numba-cuda's, a call numba-cuda does not take gets numba-cuda's own error, and a copy made while
-    the subscription handles a launch passes it by."""
+    Bracket sees the copy described, (kind, bytes, stream), and its after half the token, and so
+    does one among other subscriptions; the copy's result is numba-cuda's, a call numba-cuda does
+    not take gets numba-cuda's own error, and a copy made while the subscription handles a launch
+    passes it by."""
     from kernellab.gpu import hooks
     seen = []
     host = np.arange(8, dtype=np.float32)
     device_array = cuda.device_array(8, dtype=np.float32)
     stream = cuda.stream()
-    bracket = hooks.Bracket(lambda array, other, s: seen.append(("before", other is host, s)) or len(seen),
+    bracket = hooks.Bracket(lambda kind, nbytes, s: seen.append(("before", kind, nbytes, s)) or len(seen),
                             lambda token: seen.append(("after", token)))
 
     def launch(proceed, launch):
@@ -277,8 +278,16 @@ def test_a_copys_hook_keeps_numba_cudas_arguments_and_errors_and_passes_a_busy_s
             device_array.copy_to_device()
         with pytest.raises(TypeError, match="copy_to_host.*unexpected keyword argument 'into'"):
             device_array.copy_to_host(into=host)
-    assert seen == [("before", True, stream), ("after", 1), ("before", False, stream), ("after", 3)]
+    described = [("before", "h2d", 32, stream), ("after", 1), ("before", "d2h", 32, stream), ("after", 3)]
+    assert seen == described
     np.testing.assert_array_equal(back, host)
+    seen.clear()
+    with hooks.subscribe(copy_to_device=bracket, copy_to_host=bracket):          # not the sole one:
+        with hooks.subscribe(copy_to_device=lambda proceed, *args: proceed()):  # through the arounds
+            device_array.copy_to_device(host, stream=stream)
+        device_array.copy_to_host(stream=stream)
+        stream.synchronize()
+    assert seen == described
     seen.clear()
     with hooks.subscribe(launch=launch, copy_to_device=hooks.Bracket(lambda *args: seen.append(args))):
         bump_kernel[1, 32](device_array)
