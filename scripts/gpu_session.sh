@@ -25,16 +25,17 @@
 # logs to logs/<stage>.txt, and logs/stages.tsv has each stage's exit code and seconds.
 # Estimated device time on an H200 (from the recorded data's sizes and reps and the 2026-11-29/12-01
 # sessions): tests ~11 min (2026-12-04: 745 of its 803 tests in 580 s, the rest in 83 s; split it
-# as TESTS=tests/instruments and TESTS=tests/labs), grade ~1 min, notebooks ~6 min (25-159 s each,
-# 333 s in all on 2026-12-04), tour ~3 min,
+# as TESTS=tests/instruments and TESTS=tests/labs), grade ~1 min (50 s on 2026-12-04), notebooks
+# ~6 min (25-159 s each, 333 s in all on 2026-12-04), tour ~6 min (368 s on 2026-12-04, lab 04 103 s),
+# mutants ~4 min (241 s on 2026-12-04), sanitize ~15 s a lab (lab 07: 13 s for both tools),
 # bench ~7 min per repeat of all labs (lab 04 alone took 473 s for 3 repeats on 2026-12-02: 13
 # GEMM variants at 4 sizes, each compiled again in every fresh process; lab 06's 365k-configuration
 # driver check; lab 07 runs two processes), so ~20 min for 3 repeats: split bench across calls,
 # profile ~3 min (each variant once, ~9 ncu passes per kernel). Split as, e.g.:
 #   call 1: STAGES=tests TESTS=tests/instruments   call 2: STAGES="tests grade" TESTS=tests/labs
-#   call 3: STAGES=notebooks   call 4: STAGES=tour
-#   call 5: STAGES="bench profile" LABS="00 01 02 03"   call 6: the same with LABS=04 (~9 min)
-#   call 7: the same with LABS="05 06 07 08 09" (a call stopped at its limit keeps the repeats
+#   call 3: STAGES=notebooks   call 4: STAGES=tour   call 5: STAGES=mutants, then STAGES=sanitize
+#   call 6: STAGES="bench profile" LABS="00 01 02 03"   call 7: the same with LABS=04 (~9 min)
+#   call 8: the same with LABS="05 06 07 08 09" (a call stopped at its limit keeps the repeats
 #   whose rounds finished: bench writes its combined files after every round)
 # (profile merges its rows into the labNN.json that bench wrote under OUTDIR/reference in the same
 # call: keep bench and profile of a lab in one call, or profile after copying bench's files in.)
