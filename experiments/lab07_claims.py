@@ -153,6 +153,17 @@ def _per_op_values(way: str, records):
             "plain": _plain_launch_us(repeats), "repeats": len(repeats)}
 
 
+def _lighter_instrument_claim(name: str, instrument: str, headline: str, way: str, explains: str) -> Claim:
+    """The claim on what one of the lighter instruments (`_per_op_values`' `way`) costs the host per op."""
+    return Claim(name,
+                 f"{instrument} costs the host {{launch:+.1f}} us per launch and {{copy:+.1f}} us per copy over "
+                 "the bare call (a plain launch: {plain:.1f} us; worst of {repeats} repeat(s)): at worst "
+                 "{per_op:+.2f} us per op (target: at most {target_us:.0f} us, {met}).",
+                 headline=f"{headline} {{per_op:+.2f}} us per op (target {{target_us:.0f}} us: {{met}})",
+                 values=functools.partial(_per_op_values, way),
+                 checks=(target("met", "per_op", "<=", "target_us"),), explains=explains)
+
+
 def _plain_launch_us(repeats) -> float:
     """The bare launch's host time, the median over the repeats: how fast the host was, which every
     per-op cost scales with (23-46 us across the H200's lent hosts)."""
@@ -417,30 +428,20 @@ CLAIMS = [
                    "trace, which times each op on the GPU's side with no event on its stream, cost more "
                    "on this host: +13.7 us per launch and +13.9 us per copy, and it slowed the pipeline "
                    "+21-23% (session 10, call A, data/reference/h200/logs)"),
-    Claim("recorder_trace_only",
-          "With no event on the hot path (`Timeline(timed=())`: every op in the trace, none timed), a "
-          "launch costs the host {launch:+.1f} us and a copy {copy:+.1f} us over the bare call (a plain "
-          "launch: {plain:.1f} us; worst of {repeats} repeat(s)): at worst {per_op:+.2f} us per op (target: at most {target_us:.0f} us, {met}).",
-          headline="trace-only recorder {per_op:+.2f} us per op (target {target_us:.0f} us: {met})",
-          values=functools.partial(_per_op_values, "trace_only"),
-          checks=(target("met", "per_op", "<=", "target_us"),),
-          explains="what is left is the hook and one tuple per op: the op's label and row are worked out "
-                   "when the trace is read, and no launch configuration, stream or array is kept alive "
-                   "(keeping them made each garbage-collector pass longer as the trace grew)"),
-    Claim("makespan_costs",
-          "The Makespan the recorder-free overlap is measured with (its streams declared: only the block's "
-          "first op is watched, with an event before it, and one event per stream at the end) costs the "
-          "host {launch:+.1f} us per launch and "
-          "{copy:+.1f} us per copy over the bare call (a plain launch: {plain:.1f} us; worst of {repeats} "
-          "repeat(s)): at worst "
-          "{per_op:+.2f} us per op (target: at most {target_us:.0f} us, {met}).",
-          headline="overlap's Makespan {per_op:+.2f} us per op (target {target_us:.0f} us: {met})",
-          values=functools.partial(_per_op_values, "first_op_makespan"),
-          checks=(target("met", "per_op", "<=", "target_us"),),
-          explains="once the first op is submitted its watch closes and numba-cuda's own calls are put "
-                   "back, so every op after it runs as bare; what is left is the first op's watch and event, "
-                   "shared by the block's ops. Watching every op through the recorder's hook, to note its "
-                   "stream, cost +4.4 us per launch and +6.4 us per copy (session 12, call F)"),
+    _lighter_instrument_claim(
+        "recorder_trace_only", "The recorder with no event on the hot path (`Timeline(timed=())`: every op "
+        "in the trace, none timed)", "trace-only recorder", "trace_only",
+        explains="what is left is the hook and one tuple per op: the op's label and row are worked out "
+                 "when the trace is read, and no launch configuration, stream or array is kept alive "
+                 "(keeping them made each garbage-collector pass longer as the trace grew)"),
+    _lighter_instrument_claim(
+        "makespan_costs", "The Makespan the recorder-free overlap is measured with (its streams declared: "
+        "only the block's first op is watched, with an event before it, and one event per stream at the "
+        "end)", "overlap's Makespan", "first_op_makespan",
+        explains="once the first op is submitted its watch closes and numba-cuda's own calls are put "
+                 "back, so every op after it runs as bare; what is left is the first op's watch and event, "
+                 "shared by the block's ops. Watching every op through the recorder's hook, to note its "
+                 "stream, cost +4.4 us per launch and +6.4 us per copy (session 12, call F)"),
     Claim("recorder_slowdown",
           "Timed the same way, between two events on the default stream around the call, and taken in "
           "turn, the pinned pipeline takes {recorded:.2f} ms inside the recorder against {bare:.2f} ms bare "
