@@ -622,8 +622,8 @@ class Timeline:
         the op's end event and, when starts are inferred, notes when the host's submission returned
         (what bounds an inferred start). Which op an inferred start follows is worked out when the
         data are collected, not here: each line of Python on this path cost ~0.1-0.2 us on the
-        H200's host, where the same lines take ~0.02 us on a laptop-class CPU (session 16, calls W
-        and X: the host runs the driver's own work for the op between them). They keep plain values
+        H200's host, where the same lines take ~0.02 us on this project's 2-core machine (session 16,
+        calls W and X: that host runs the driver's own work for the op between them). They keep plain values
         only (no launch configuration, stream or array per op: holding those made the garbage
         collector's passes grow with the trace, ~1-2 us per op here), and time with pooled events
         recorded by the driver directly."""
@@ -789,7 +789,7 @@ class Timeline:
             own = own_starts.get(index)
             if own is not None:
                 times[index] = (elapsed(own[0]), end_ms)
-            else:       # (the op before raised, so has no end: it may have started at the origin)
+            else:       # inferred: from the op before's end (no end if that op raised: from the origin)
                 before = latest_end.get(key, 0.0)
                 latest = min(end_ms, (self._returned[index] - self._origin_host) * 1e3)
                 bounds[index] = max(0.0, latest - before)
