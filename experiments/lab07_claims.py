@@ -511,7 +511,8 @@ CLAIMS = [
           checks=(says("floor", "parts", "<=", "target_us", "fit within", "already exceed"),
                   says("one_floor", "one_event", "<=", "target_us", "within", "already over"),
                   says("noted_verdict", "noted", "<=", "target_us", "within the target",
-                       "over it, so no recorder that times each op with an event and notes it meets the "
+                       "over it, so no recorder that times each op with an event and notes it in Python, as "
+                       "this one does, meets the "
                        "target on this host")),
           explains="timing an op needs its event records (the driver's cuEventRecord, 1.4-2 us each on "
                    "the H200's hosts when nothing runs between them, more right after a copy: sessions 7 "
