@@ -229,11 +229,11 @@ def _recorder_parts_values(records):
             ("hooks", "hooks_only_over_bare_us"), ("whole", "us_per_op"),
             ("inferred", "inferred_starts_over_bare_us"), ("trace_only", "trace_only_over_bare_us"))}
         parts, one_event = worst["events"] + worst["hooks"], worst["event"] + worst["hooks"]
+        note = worst["trace_only"] - worst["hooks"]
         values.update({f"{name}_{call}": value for name, value in (
             ("events", worst["events"]), ("event", worst["event"]), ("hooks", worst["hooks"]),
             ("parts", parts), ("rest", worst["whole"] - parts), ("one_event", one_event),
-            ("inferred_rest", worst["inferred"] - one_event), ("note", worst["trace_only"] - worst["hooks"]),
-            ("noted", one_event + worst["trace_only"] - worst["hooks"]))})
+            ("inferred_rest", worst["inferred"] - one_event), ("note", note), ("noted", one_event + note))})
     return {**values, **{name: max(values[f"{name}_launch"], values[f"{name}_copy"])
                          for name in ("parts", "one_event", "noted")},
             "repeats": len(repeats), "target_us": TARGETS["recorder_us_per_op"]}
@@ -512,8 +512,7 @@ CLAIMS = [
                   says("one_floor", "one_event", "<=", "target_us", "within", "already over"),
                   says("noted_verdict", "noted", "<=", "target_us", "within the target",
                        "over it, so no recorder that times each op with an event and notes it in Python, as "
-                       "this one does, meets the "
-                       "target on this host")),
+                       "this one does, meets the target on this host")),
           explains="timing an op needs its event records (the driver's cuEventRecord, 1.4-2 us each on "
                    "the H200's hosts when nothing runs between them, more right after a copy: sessions 7 "
                    "and 16, data/reference/h200/logs) and watching it needs the hook; what is left is "
