@@ -21,7 +21,7 @@ from kernellab import scheduler
 from kernellab.course import reference
 from kernellab.course import target as course_target
 from kernellab.gpu import checks, device, hooks, timing
-from kernellab.gpu.timeline import Makespan, Timeline, TimelineData, events_around, reserve_events
+from kernellab.gpu.timeline import Makespan, Timeline, TimelineData, events_around, hot_path_words, reserve_events
 from kernellab.kernels import resources
 from kernellab.show.progress import progress_bar
 
@@ -358,6 +358,8 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
             "first_op_makespan": lambda: Makespan(streams=(stream,)), "events_only": contextlib.nullcontext,
             "event_after_only": contextlib.nullcontext,
             "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
+    if hooks.hot_path() is not None:    # the same recorders on the Python hot path, for the compiled one's effect
+        ways.update({f"{way}_python": in_python(ways[way]) for way in ("recorded", "trace_only", "inferred_starts")})
     with_events = {"events_only": lambda call: events_around(call, stream),
                    "event_after_only": lambda call: events_around(call, stream, before=False)}
     names = list(ways)
@@ -370,11 +372,21 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
         over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
                         **{f"{way}_over_bare_us": float(np.median(over[way]))
-                           for way in ("trace_only", "inferred_starts", "first_op_makespan", "events_only",
-                                       "event_after_only", "hooks_only")},
+                           for way in names if way not in ("bare", "recorded")},
                         **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
-                        "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD}
+                        "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD,
+                        "hot_path": hot_path_words()}
     return result
+
+
+def in_python(opened):
+    """`opened` (a recorder's factory) on the Python hot path: its hooks installed and its halves
+    made inside hooks.python_hot_path."""
+    @contextlib.contextmanager
+    def way():
+        with hooks.python_hot_path(), opened():
+            yield
+    return way
 
 
 def measure_pipeline(lab, bps: int) -> dict:

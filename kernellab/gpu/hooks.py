@@ -40,6 +40,11 @@ from typing import Any, Callable, NamedTuple
 
 from kernellab.gpu import device
 
+try:   # the hot path compiled (kernellab/gpu/_hotpath.c), where `pip install` had a C compiler
+    from kernellab.gpu import _hotpath as _compiled
+except ImportError:
+    _compiled = None
+
 LAUNCH = "launch"
 # Operation -> (where it lives in the simulator, where on a GPU): "module:attribute", or
 # "module:Class.method". Each wrapped function keeps the original's arguments.
@@ -219,6 +224,30 @@ _replacing: _Subscription | None = None
 # with a Bracket (and, for launches, none replaces them): the call then runs in the hook's frame.
 # (Other operations have no hot path: their hooks always go through the subscriptions.)
 _sole_brackets: dict[str, tuple] = {}
+# Operation -> its installed compiled hook (_hotpath.CopyHook or LaunchHook), which is told its sole
+# Bracket (`sole`) whenever the subscriptions change, rather than looking it up on each call.
+_compiled_hooks: dict[str, Any] = {}
+
+
+def hot_path():
+    """The compiled hot path (kernellab.gpu._hotpath) hooks and timelines opened now use, or None:
+    the Python versions (no C compiler at install, or inside `python_hot_path`)."""
+    return _compiled
+
+
+@contextlib.contextmanager
+def python_hot_path():
+    """Hooks installed and timelines opened inside this block use the Python hot path, as an install
+    without a C compiler does (`kernellab bench 07` compares the two)."""
+    global _compiled
+    with _lock:
+        if _subscriptions:
+            raise RuntimeError("python_hot_path(): open it before any subscription, which has its hooks already")
+        kept, _compiled = _compiled, None
+    try:
+        yield
+    finally:
+        _compiled = kept
 
 
 def _index_subscriptions():
@@ -233,6 +262,8 @@ def _index_subscriptions():
         if (len(chain) == 1 and operation in chain[0].brackets and (operation in _COPY_METHODS or
                                                                     operation == LAUNCH and not _replacing)):
             _sole_brackets[operation] = (chain[0]._local, *chain[0].brackets[operation])
+    for operation, hook in _compiled_hooks.items():
+        hook.sole = _sole_brackets.get(operation)
 
 
 def _through(operation: str, run: Callable, *args, **kwargs):
@@ -328,11 +359,26 @@ def _install_launch() -> Callable[[], None]:
         finally:
             local.busy = False
 
-    CUDADispatcher.call = dispatch
+    CUDADispatcher.call = _compiled_hook(LAUNCH, dispatch, original)
 
     def undo():
         CUDADispatcher.call = original
+        _compiled_hooks.pop(LAUNCH, None)
     return undo
+
+
+def _compiled_hook(operation: str, hooked: Callable, original: Callable) -> Callable:
+    """`hooked` (the Python hook) behind its compiled twin where there is one: the twin runs a call
+    its sole Bracket takes, as `hooked` does, and hands every other call to `hooked`."""
+    if _compiled is None:
+        return hooked
+    if operation == LAUNCH:
+        hook = _compiled.LaunchHook(original, hooked)
+    else:
+        hook = _compiled.CopyHook(original, hooked, operation == "copy_to_host", _COPY_METHODS[operation])
+    hook.sole = _sole_brackets.get(operation)
+    _compiled_hooks[operation] = hook
+    return hook
 
 
 def _install(operation: str) -> Callable[[], None]:
@@ -347,8 +393,13 @@ def _install(operation: str) -> Callable[[], None]:
         owner = getattr(owner, class_name)
     original = getattr(owner, name)
     if operation in _COPY_METHODS:
-        setattr(owner, name, _hooked_copy(operation, original, _COPY_METHODS[operation]))
-        return lambda: setattr(owner, name, original)
+        setattr(owner, name, _compiled_hook(operation, _hooked_copy(operation, original, _COPY_METHODS[operation]),
+                                            original))
+
+        def undo():
+            setattr(owner, name, original)
+            _compiled_hooks.pop(operation, None)
+        return undo
 
     def hooked(*args, **kwargs):   # not a hot path (an allocation, an event, a synchronization)
         return _through(operation, functools.partial(original, *args, **kwargs), *args, **kwargs)

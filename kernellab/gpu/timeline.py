@@ -404,6 +404,33 @@ def _event_recorder():
         return lambda event, stream: int(driver.cuEventRecord(event, stream)[0])
 
 
+def hot_path_words() -> str:
+    """Which hot path a timeline opened now runs, in words (its `events` end with them)."""
+    if hooks.hot_path() is not None:
+        return "its hot path compiled (kernellab/gpu/_hotpath.c)"
+    return "its hot path in Python (kernellab was installed without a C compiler, or python_hot_path)"
+
+
+def _driver_address(record):
+    """What the compiled recorder records with: the driver's cuEventRecord by its address where
+    `record` is that function through ctypes, else `record` itself (cuda.bindings' wrapper, a
+    test's fake driver), which it calls."""
+    import ctypes
+    if isinstance(record, ctypes._CFuncPtr):
+        return ctypes.cast(record, ctypes.c_void_p).value
+    return record
+
+
+_PERF_COUNTER = time.perf_counter
+_PERF_COUNTER_IS_MONOTONIC = time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)"
+
+
+def _compiled_clock():
+    """None where the compiled hot path may read the host clock itself (time.perf_counter's own:
+    CLOCK_MONOTONIC, as on Linux), else the clock it is to call (another platform's, a test's)."""
+    return None if time.perf_counter is _PERF_COUNTER and _PERF_COUNTER_IS_MONOTONIC else time.perf_counter
+
+
 def events_around(call, stream, before: bool = True):
     """`call` bracketed by two of the recorder's pooled events on `stream` (`before=False`: only the
     one after it, as the pipeline's recorder times an op whose start it infers), recorded as the
@@ -596,7 +623,11 @@ class Timeline:
 
     @property
     def events(self) -> str:
-        """What the timeline timed, in words (for a record that uses it)."""
+        """What the timeline timed, and which hot path it ran (`hot_path_words`), in words (for a
+        record that uses it)."""
+        return f"{self._timed_words()}; {hot_path_words()}"
+
+    def _timed_words(self) -> str:
         if not self.timed_kinds:
             return "no event on the hot path: every op in the trace with its host submission time, none timed"
         kinds = "launches and copies" if self.timed_kinds == TIMED_KINDS else " and ".join(self.timed_kinds)
@@ -627,6 +658,14 @@ class Timeline:
         only (no launch configuration, stream or array per op: holding those made the garbage
         collector's passes grow with the trace, ~1-2 us per op here), and time with pooled events
         recorded by the driver directly."""
+        compiled = hooks.hot_path()
+        if compiled is not None:     # the same, in C (kernellab/gpu/_hotpath.c), on the same containers
+            recorder = compiled.Recorder(
+                self._submitted, self._stream_keys, self._stream_keys.remember, self._ready, _SPECIAL_ROWS,
+                self._timing, _spare_events, functools.partial(_new_event, self._cuda), self._ends,
+                self._own_starts, self._returned, _driver_address(self._record), self.infer_starts,
+                _compiled_clock())
+            return recorder.start, recorder.end
         known_key, remember = self._stream_keys.get, self._stream_keys.remember
         submitted, clock = self._submitted, time.perf_counter
         note, ready, timing = submitted.append, self._ready, self._timing
@@ -669,6 +708,10 @@ class Timeline:
     def _noting(self):
         """The trace-only hot path (`timed=()`, or the simulator): the op noted and nothing else,
         with what that reads bound once."""
+        compiled = hooks.hot_path()
+        if compiled is not None:
+            return compiled.Noter(self._submitted, self._stream_keys, self._stream_keys.remember,
+                                  _compiled_clock()).note
         known_key, remember = self._stream_keys.get, self._stream_keys.remember
         append, clock = self._submitted.append, time.perf_counter
 

@@ -10,6 +10,8 @@ import pytest
 import kernellab  # noqa: F401
 from kernellab.gpu import device, hooks, timeline
 
+pytestmark = pytest.mark.usefixtures("hot_path")   # each test on the compiled hot path and on the Python one
+
 
 class HandleStream:
     """Like numba-cuda's streams on a GPU: an object with a driver handle."""
@@ -356,3 +358,66 @@ def test_an_op_the_timeline_does_not_time_gives_the_next_op_on_its_stream_a_star
     assert spans["c"].start_ms == spans["b"].end_ms
     assert recorded == [0] + [11] * 7          # the origin; a, b, d: two each; c: its end only
     assert tl.start_sources()["own_event"] == 3 and tl.start_sources()["inferred"] == 1
+
+
+def test_the_compiled_recorder_calls_the_driver_by_its_address_and_reads_perf_counters_clock(hot_path):
+    """The compiled hot path's own two parts, which the fake driver above stands in for: the driver's
+    cuEventRecord called by its address (a ctypes function here), and the host clock read as
+    time.perf_counter reads it; a driver error is one line naming the stream."""
+    if hot_path == "python":
+        pytest.skip("the compiled recorder's own parts")
+    import ctypes
+    import time
+    calls = []
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    def driver(event, stream):
+        calls.append((event, stream))
+        return 700 if stream == 99 else 0
+    address = timeline._driver_address(driver)
+    assert address == ctypes.cast(driver, ctypes.c_void_p).value
+    submitted, ready, ends, own_starts, returned, keys = [], {}, {}, {}, {}, timeline._StreamKeys()
+    spare = [(object(), 501), (object(), 502)]
+    recorder = hooks.hot_path().Recorder(submitted, keys, keys.remember, ready, timeline._SPECIAL_ROWS,
+                                         ("kernel",), spare, lambda: (object(), 600), ends, own_starts,
+                                         returned, address, True)
+    before = time.perf_counter()
+    index = recorder.start("kernel", "busy_kernel", 11, ((1, 1, 1), (32, 1, 1)))
+    recorder.end(index)
+    after = time.perf_counter()
+    assert calls == [(502, 11), (501, 11)] and spare == []       # the pool's last event first
+    assert before <= submitted[0][3] <= returned[0] <= after
+    assert ready == {11: True} and list(ends) == [0] and list(own_starts) == [0]
+    with pytest.raises(RuntimeError, match=r"cuEventRecord failed \(CUresult 700\) on stream handle 99$"):
+        recorder.start("kernel", "busy_kernel", 99)               # a new event from new_event: 600
+    assert calls[-1] == (600, 99)
+
+
+def test_the_compiled_copy_hook_hands_other_calls_to_the_python_hook(hot_path, monkeypatch):
+    """A copy its Bracket takes ((self, ary, stream), stream by name too) runs in the compiled hook;
+    anything else (another keyword, copy_to_device with no ary) goes to the Python hook, as before."""
+    if hot_path == "python":
+        pytest.skip("the compiled hook's own dispatch")
+    seen, fell_back = [], []
+
+    def original(self, ary=None, stream=0, **named):
+        return ("copied", ary, stream, named)
+
+    def python_hook(*args, **kwargs):
+        fell_back.append((args, kwargs))
+        return original(*args, **kwargs)
+    hook = hooks.hot_path().CopyHook(original, python_hook, True, None)
+    owner = type("Array", (), {"copy_to_host": hook, "nbytes": 64, "stream": 5})
+    array = owner()
+    assert owner.copy_to_host is hook and array.copy_to_host(1) == ("copied", 1, 0, {})   # no sole: Python
+    hook.sole = (types.SimpleNamespace(busy=False), lambda *described: seen.append(described) or "token",
+                 lambda token: seen.append(token))
+    assert array.copy_to_host(2, stream=7) == ("copied", 2, 7, {})
+    assert array.copy_to_host() == ("copied", None, 0, {})
+    assert seen == [("d2h", 64, 7), "token", ("d2h", 64, 5), "token"]   # no stream given: the array's
+    array.copy_to_host(3, 4, extra=1)
+    assert len(fell_back) == 2 and fell_back[-1] == ((array, 3, 4), {"extra": 1})
+    hook.sole = (types.SimpleNamespace(busy=True), None, None)          # busy: passed by
+    assert array.copy_to_host(8) == ("copied", 8, 0, {}) and len(seen) == 4
+    with pytest.raises(TypeError, match="sole"):
+        hook.sole = ("not", "three")

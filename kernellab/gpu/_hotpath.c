@@ -1,0 +1,790 @@
+/* kernellab.gpu._hotpath: the recorder's hot path, compiled.
+
+   What `hooks` and `timeline` do on every hooked launch and copy, in C: the hook that hands a call
+   to its sole Bracket (`CopyHook`, `LaunchHook`), the trace-only note (`Noter.note`) and the timed
+   recorder's two halves (`Recorder.start`, `Recorder.end`). Each does exactly what the Python
+   version beside it does (hooks._hooked_copy's `hooked`, hooks' `dispatch`, Timeline._noting,
+   Timeline._timing_brackets), on the same Python containers, which the rest of kernellab reads as
+   before; tests/instruments run the timeline's and the hooks' tests on both.
+
+   Why: on the lent H200's host each line of Python on this path cost ~0.1-0.2 us (session 16,
+   calls W and X), and the hook, the note and the bookkeeping of a recorder that times each op with
+   an event came to +5.4 us per copy over its one cuEventRecord, against a target of 5 us for the
+   whole (issue 23). Anything a call does not fit (other arguments, several subscriptions, a
+   capture) goes to the Python version, which handles every case.
+
+   Built by `pip install` where a C compiler and Python's headers are present (setup.py: optional);
+   without it kernellab uses the Python versions, and `kernellab bench 07` says which one it ran. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef int (*record_fn)(void *event, void *stream);   /* cuEventRecord(CUevent, CUstream) -> CUresult */
+
+static PyObject *s_busy, *s_nbytes, *s_stream, *s_copy_to_host, *s_py_func, *s_name, *s_griddim,
+    *s_blockdim, *s_d2h, *s_h2d, *s_d2d, *zero;
+
+/* time.perf_counter() as CPython computes it on Linux (clock_gettime(CLOCK_MONOTONIC), in ns, then
+   seconds); `clock` given (a Python callable): that instead (the tests' fake clock). */
+static PyObject *read_clock(PyObject *clock)
+{
+    if (clock != NULL && clock != Py_None)
+        return PyObject_CallNoArgs(clock);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return PyFloat_FromDouble((double)ns / 1e9);
+}
+
+/* getattr(obj, name, fallback): a new reference, or NULL with an error set (or, where `fallback` is
+   NULL, with none: no such attribute). */
+static PyObject *attr_or(PyObject *obj, PyObject *name, PyObject *fallback)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        Py_XINCREF(fallback);
+        return fallback;
+    }
+    return value;
+}
+
+/* The stream's key, as Timeline's hot path finds it: its `_StreamKeys` entry (id -> (key, stream)),
+   or remember(stream). A new reference. */
+static PyObject *stream_key(PyObject *keys, PyObject *remember, PyObject *stream)
+{
+    PyObject *id = PyLong_FromVoidPtr(stream);
+    if (id == NULL)
+        return NULL;
+    PyObject *known = PyDict_GetItemWithError(keys, id);   /* borrowed */
+    Py_DECREF(id);
+    if (known != NULL && PyTuple_Check(known) && PyTuple_GET_SIZE(known) > 0) {
+        PyObject *key = PyTuple_GET_ITEM(known, 0);
+        Py_INCREF(key);
+        return key;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallOneArg(remember, stream);
+}
+
+/* Note (kind, what, key, host seconds, dims) at the end of `submitted`; returns its index, or -1. */
+static Py_ssize_t note_op(PyObject *submitted, PyObject *clock, PyObject *kind, PyObject *what,
+                          PyObject *key, PyObject *dims)
+{
+    Py_ssize_t index = PyList_GET_SIZE(submitted);
+    PyObject *seconds = read_clock(clock);
+    if (seconds == NULL)
+        return -1;
+    PyObject *entry = PyTuple_Pack(5, kind, what, key, seconds, dims);
+    Py_DECREF(seconds);
+    if (entry == NULL)
+        return -1;
+    int failed = PyList_Append(submitted, entry);
+    Py_DECREF(entry);
+    return failed ? -1 : index;
+}
+
+/* (kind, what, stream[, dims[, captured]]), positional only: what a Bracket's `before` is given. */
+static int op_arguments(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *name,
+                        PyObject **dims, PyObject **captured)
+{
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        PyErr_Format(PyExc_TypeError, "%s() takes its arguments by position", name);
+        return -1;
+    }
+    if (nargs < 3 || nargs > 5) {
+        PyErr_Format(PyExc_TypeError, "%s(kind, what, stream, dims=None, captured=False): %zd arguments given",
+                     name, nargs);
+        return -1;
+    }
+    *dims = nargs > 3 ? args[3] : Py_None;
+    *captured = nargs > 4 ? args[4] : Py_False;
+    return 0;
+}
+
+/* --- Noter: the trace-only hot path (Timeline._noting) ------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *submitted, *keys, *remember, *clock;
+} Noter;
+
+static int noter_init(Noter *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"submitted", "keys", "remember", "clock", NULL};
+    PyObject *clock = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O|O", names, &PyList_Type, &self->submitted,
+                                     &PyDict_Type, &self->keys, &self->remember, &clock))
+        return -1;
+    Py_INCREF(self->submitted);
+    Py_INCREF(self->keys);
+    Py_INCREF(self->remember);
+    self->clock = clock;
+    Py_INCREF(clock);
+    return 0;
+}
+
+static PyObject *noter_note(Noter *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *dims, *captured;
+    if (op_arguments(args, nargs, kwnames, "note", &dims, &captured) < 0)
+        return NULL;
+    PyObject *key = stream_key(self->keys, self->remember, args[2]);
+    if (key == NULL)
+        return NULL;
+    Py_ssize_t index = note_op(self->submitted, self->clock, args[0], args[1], key, dims);
+    Py_DECREF(key);
+    if (index < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static int noter_traverse(Noter *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->submitted);
+    Py_VISIT(self->keys);
+    Py_VISIT(self->remember);
+    Py_VISIT(self->clock);
+    return 0;
+}
+
+static int noter_clear(Noter *self)
+{
+    Py_CLEAR(self->submitted);
+    Py_CLEAR(self->keys);
+    Py_CLEAR(self->remember);
+    Py_CLEAR(self->clock);
+    return 0;
+}
+
+static void noter_dealloc(Noter *self)
+{
+    PyObject_GC_UnTrack(self);
+    noter_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef noter_methods[] = {
+    {"note", (PyCFunction)(void (*)(void))noter_note, METH_FASTCALL | METH_KEYWORDS,
+     "note(kind, what, stream, dims=None, captured=False): the op noted, nothing else"},
+    {NULL},
+};
+
+static PyTypeObject NoterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kernellab.gpu._hotpath.Noter",
+    .tp_basicsize = sizeof(Noter),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Noter(submitted, keys, remember, clock=None): Timeline._noting's note, compiled",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)noter_init,
+    .tp_dealloc = (destructor)noter_dealloc,
+    .tp_traverse = (traverseproc)noter_traverse,
+    .tp_clear = (inquiry)noter_clear,
+    .tp_methods = noter_methods,
+};
+
+/* --- Recorder: the timed hot path (Timeline._timing_brackets) ----------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *submitted, *keys, *remember, *clock, *ready, *special, *timing, *spare, *new_event,
+        *ends, *own_starts, *returned, *record;
+    record_fn record_native;   /* the driver's cuEventRecord, where `record` is its address (an int) */
+    int inferring;
+} Recorder;
+
+static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"submitted", "keys", "remember", "ready", "special", "timing", "spare",
+                            "new_event", "ends", "own_starts", "returned", "record", "inferring",
+                            "clock", NULL};
+    PyObject *clock = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OO!O!OO!OO!O!O!Op|O", names,
+                                     &PyList_Type, &self->submitted, &PyDict_Type, &self->keys,
+                                     &self->remember, &PyDict_Type, &self->ready, &PyDict_Type,
+                                     &self->special, &self->timing, &PyList_Type, &self->spare,
+                                     &self->new_event, &PyDict_Type, &self->ends, &PyDict_Type,
+                                     &self->own_starts, &PyDict_Type, &self->returned, &self->record,
+                                     &self->inferring, &clock))
+        return -1;
+    PyObject **held[] = {&self->submitted, &self->keys, &self->remember, &self->ready, &self->special,
+                         &self->timing, &self->spare, &self->new_event, &self->ends, &self->own_starts,
+                         &self->returned, &self->record};
+    for (size_t i = 0; i < sizeof held / sizeof *held; i++)
+        Py_INCREF(*held[i]);
+    self->clock = clock;
+    Py_INCREF(clock);
+    self->record_native = NULL;
+    if (PyLong_Check(self->record)) {   /* the driver function's address */
+        void *address = PyLong_AsVoidPtr(self->record);
+        if (address == NULL)
+            return PyErr_Occurred() ? -1 : (PyErr_SetString(PyExc_ValueError, "record: a null address"), -1);
+        self->record_native = (record_fn)address;
+    }
+    return 0;
+}
+
+/* A spare (event, handle) from the pool's end, or new_event(): a new reference. */
+static PyObject *take_event(Recorder *self)
+{
+    Py_ssize_t n = PyList_GET_SIZE(self->spare);
+    if (n == 0)
+        return PyObject_CallNoArgs(self->new_event);
+    PyObject *event = PyList_GET_ITEM(self->spare, n - 1);
+    Py_INCREF(event);
+    if (PyList_SetSlice(self->spare, n - 1, n, NULL) < 0) {
+        Py_DECREF(event);
+        return NULL;
+    }
+    return event;
+}
+
+/* Record the event (event, handle) on the stream whose key (its handle) is `key`. */
+static int record_event(Recorder *self, PyObject *event, PyObject *key)
+{
+    if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) < 2) {
+        PyErr_SetString(PyExc_TypeError, "a pooled event is (event, handle)");
+        return -1;
+    }
+    PyObject *handle = PyTuple_GET_ITEM(event, 1);
+    long result;
+    if (self->record_native != NULL) {
+        void *event_handle = PyLong_AsVoidPtr(handle);
+        if (event_handle == NULL && PyErr_Occurred())
+            return -1;
+        void *stream_handle = PyLong_AsVoidPtr(key);
+        if (stream_handle == NULL && PyErr_Occurred())
+            return -1;
+        result = self->record_native(event_handle, stream_handle);
+    } else {
+        PyObject *answer = PyObject_CallFunctionObjArgs(self->record, handle, key, NULL);
+        if (answer == NULL)
+            return -1;
+        result = PyLong_AsLong(answer);
+        Py_DECREF(answer);
+        if (result == -1 && PyErr_Occurred())
+            return -1;
+    }
+    if (result != 0) {
+        PyErr_Format(PyExc_RuntimeError, "cuEventRecord failed (CUresult %ld) on stream handle %R", result, key);
+        return -1;
+    }
+    return 0;
+}
+
+/* ready.pop(key, None) */
+static int forget_ready(PyObject *ready, PyObject *key)
+{
+    if (PyDict_DelItem(ready, key) == 0)
+        return 0;
+    if (!PyErr_ExceptionMatches(PyExc_KeyError))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+static PyObject *recorder_start(Recorder *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *dims, *captured, *result = NULL, *index = NULL, *started = NULL;
+    if (op_arguments(args, nargs, kwnames, "start", &dims, &captured) < 0)
+        return NULL;
+    PyObject *kind = args[0];
+    PyObject *key = stream_key(self->keys, self->remember, args[2]);
+    if (key == NULL)
+        return NULL;
+    Py_ssize_t at = note_op(self->submitted, self->clock, kind, args[1], key, dims);
+    if (at < 0)
+        goto done;
+    int is_captured = PyObject_IsTrue(captured);
+    int is_timed = is_captured ? 0 : PySequence_Contains(self->timing, kind);
+    if (is_captured < 0 || is_timed < 0)
+        goto done;
+    int special = PyDict_Contains(self->special, key);
+    if (special < 0)
+        goto done;
+    if (!is_timed) {   /* not timed: the op after it on its stream gets a start event of its own */
+        if (PyDict_GET_SIZE(self->ready) > 0) {
+            if (special)
+                PyDict_Clear(self->ready);
+            else if (forget_ready(self->ready, key) < 0)
+                goto done;
+        }
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    index = PyLong_FromSsize_t(at);
+    if (index == NULL)
+        goto done;
+    int ready = PyDict_Contains(self->ready, key);
+    if (ready < 0)
+        goto done;
+    if (!ready) {
+        started = take_event(self);
+        if (started == NULL || PyDict_SetItem(self->own_starts, index, started) < 0 ||
+            record_event(self, started, key) < 0)
+            goto done;
+        if (self->inferring) {
+            if (special)   /* the default streams wait for the others, and they for them */
+                PyDict_Clear(self->ready);
+            else if (PyDict_SetItem(self->ready, key, Py_True) < 0)
+                goto done;
+        }
+    }
+    result = index;
+    index = NULL;
+done:
+    Py_XDECREF(started);
+    Py_XDECREF(index);
+    Py_DECREF(key);
+    return result;
+}
+
+static PyObject *recorder_end(Recorder *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+        PyErr_SetString(PyExc_TypeError, "end(index) takes one argument, by position");
+        return NULL;
+    }
+    PyObject *index = args[0];
+    if (index == Py_None)
+        Py_RETURN_NONE;
+    Py_ssize_t at = PyLong_AsSsize_t(index);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *entry = PyList_GetItem(self->submitted, at);   /* borrowed */
+    if (entry == NULL)
+        return NULL;
+    PyObject *ended = take_event(self);
+    if (ended == NULL)
+        return NULL;
+    int failed = PyDict_SetItem(self->ends, index, ended) < 0 ||
+                 record_event(self, ended, PyTuple_GET_ITEM(entry, 2)) < 0;
+    Py_DECREF(ended);
+    if (failed)
+        return NULL;
+    if (self->inferring) {
+        PyObject *seconds = read_clock(self->clock);
+        if (seconds == NULL)
+            return NULL;
+        failed = PyDict_SetItem(self->returned, index, seconds) < 0;
+        Py_DECREF(seconds);
+        if (failed)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static int recorder_traverse(Recorder *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->submitted);
+    Py_VISIT(self->keys);
+    Py_VISIT(self->remember);
+    Py_VISIT(self->clock);
+    Py_VISIT(self->ready);
+    Py_VISIT(self->special);
+    Py_VISIT(self->timing);
+    Py_VISIT(self->spare);
+    Py_VISIT(self->new_event);
+    Py_VISIT(self->ends);
+    Py_VISIT(self->own_starts);
+    Py_VISIT(self->returned);
+    Py_VISIT(self->record);
+    return 0;
+}
+
+static int recorder_clear(Recorder *self)
+{
+    Py_CLEAR(self->submitted);
+    Py_CLEAR(self->keys);
+    Py_CLEAR(self->remember);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->ready);
+    Py_CLEAR(self->special);
+    Py_CLEAR(self->timing);
+    Py_CLEAR(self->spare);
+    Py_CLEAR(self->new_event);
+    Py_CLEAR(self->ends);
+    Py_CLEAR(self->own_starts);
+    Py_CLEAR(self->returned);
+    Py_CLEAR(self->record);
+    return 0;
+}
+
+static void recorder_dealloc(Recorder *self)
+{
+    PyObject_GC_UnTrack(self);
+    recorder_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef recorder_methods[] = {
+    {"start", (PyCFunction)(void (*)(void))recorder_start, METH_FASTCALL | METH_KEYWORDS,
+     "start(kind, what, stream, dims=None, captured=False) -> the op's index, or None if not timed"},
+    {"end", (PyCFunction)(void (*)(void))recorder_end, METH_FASTCALL | METH_KEYWORDS,
+     "end(index): the op's end event recorded"},
+    {NULL},
+};
+
+static PyTypeObject RecorderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kernellab.gpu._hotpath.Recorder",
+    .tp_basicsize = sizeof(Recorder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Recorder(...): Timeline._timing_brackets' start and end, compiled",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)recorder_init,
+    .tp_dealloc = (destructor)recorder_dealloc,
+    .tp_traverse = (traverseproc)recorder_traverse,
+    .tp_clear = (inquiry)recorder_clear,
+    .tp_methods = recorder_methods,
+};
+
+/* --- the hooks: a call handed to its sole Bracket (hooks._hooked_copy, hooks' dispatch) --------- */
+
+/* Both hooks: numba-cuda's original, the Python hook that handles every other case, and `sole`:
+   (busy flag, before, after) while one subscription handles the call with a Bracket, else None. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *original, *fallback, *sole, *ary_default;
+    int to_host;
+} Hook;
+
+static PyObject *call3(PyObject *callable, PyObject *a, PyObject *b, PyObject *c)
+{
+    PyObject *args[3] = {a, b, c};
+    return PyObject_Vectorcall(callable, args, 3, NULL);
+}
+
+/* after(token) where there is an after; steals `result`, returns it, or NULL if after raised. */
+static PyObject *then_after(PyObject *after, PyObject *token, PyObject *result)
+{
+    if (result == NULL || after == Py_None)
+        return result;
+    PyObject *done = PyObject_CallOneArg(after, token);
+    if (done == NULL) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    Py_DECREF(done);
+    return result;
+}
+
+static int unpack_sole(PyObject *sole, PyObject **local, PyObject **before, PyObject **after)
+{
+    if (!PyTuple_Check(sole) || PyTuple_GET_SIZE(sole) != 3) {
+        PyErr_SetString(PyExc_TypeError, "a hook's sole is (busy flag, before, after)");
+        return -1;
+    }
+    *local = PyTuple_GET_ITEM(sole, 0);
+    *before = PyTuple_GET_ITEM(sole, 1);
+    *after = PyTuple_GET_ITEM(sole, 2);
+    return 0;
+}
+
+static int is_busy(PyObject *local)
+{
+    PyObject *busy = PyObject_GetAttr(local, s_busy);
+    if (busy == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(busy);
+    Py_DECREF(busy);
+    return truth;
+}
+
+/* copy_to_device(self, ary, stream=0) / copy_to_host(self, ary=None, stream=0) */
+static PyObject *copy_hook_call(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nnamed = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (self->sole == Py_None || nargs < 1 || nargs + nnamed > 3)
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    PyObject *array = args[0], *ary = nargs > 1 ? args[1] : self->ary_default;
+    PyObject *stream = nargs > 2 ? args[2] : zero;
+    for (Py_ssize_t i = 0; i < nnamed; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (nargs < 3 && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "stream") == 0)
+            stream = args[nargs + i];
+        else if (nargs < 2 && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "ary") == 0)
+            ary = args[nargs + i];
+        else
+            return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    }
+    if (!self->to_host && ary == self->ary_default)   /* copy_to_device needs its ary: numba's own error */
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    PyObject *local, *before, *after;
+    if (unpack_sole(self->sole, &local, &before, &after) < 0)
+        return NULL;
+    Py_INCREF(self->sole);   /* the subscription may close while the copy runs */
+    PyObject *sole = self->sole, *result = NULL, *nbytes = NULL, *on = NULL, *token = NULL;
+    int busy = is_busy(local);
+    if (busy < 0)
+        goto done;
+    if (busy) {
+        result = call3(self->original, array, ary, stream);
+        goto done;
+    }
+    int given = PyObject_IsTrue(stream);   /* `stream or getattr(array, "stream", 0)` */
+    if (given < 0)
+        goto done;
+    on = given ? (Py_INCREF(stream), stream) : attr_or(array, s_stream, zero);
+    if (on == NULL)
+        goto done;
+    PyObject *kind;
+    if (self->to_host) {
+        kind = s_d2h;
+        nbytes = attr_or(array, s_nbytes, zero);
+    } else {
+        PyObject *method = attr_or(ary, s_copy_to_host, NULL);   /* hasattr(ary, "copy_to_host") */
+        if (method == NULL && PyErr_Occurred())
+            goto done;
+        kind = method != NULL ? s_d2d : s_h2d;
+        Py_XDECREF(method);
+        nbytes = attr_or(ary, s_nbytes, zero);
+    }
+    if (nbytes == NULL)
+        goto done;
+    token = call3(before, kind, nbytes, on);
+    if (token == NULL)
+        goto done;
+    result = then_after(after, token, call3(self->original, array, ary, stream));
+done:
+    Py_XDECREF(token);
+    Py_XDECREF(on);
+    Py_XDECREF(nbytes);
+    Py_DECREF(sole);
+    return result;
+}
+
+/* CUDADispatcher.call(dispatcher, args, launch_config), with the subscription busy meanwhile */
+static PyObject *launch_hook_call(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->sole == Py_None || nargs != 3 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    PyObject *local, *before, *after;
+    if (unpack_sole(self->sole, &local, &before, &after) < 0)
+        return NULL;
+    int busy = is_busy(local);
+    if (busy < 0)
+        return NULL;
+    if (busy)
+        return call3(self->original, args[0], args[1], args[2]);
+    Py_INCREF(self->sole);
+    PyObject *sole = self->sole, *result = NULL, *name = NULL, *on = NULL, *grid = NULL, *block = NULL,
+             *dims = NULL, *token = NULL, *py_func = NULL;
+    if (PyObject_SetAttr(local, s_busy, Py_True) < 0)
+        goto done;
+    PyObject *config = args[2];
+    py_func = PyObject_GetAttr(args[0], s_py_func);
+    if (py_func == NULL || (name = PyObject_GetAttr(py_func, s_name)) == NULL ||
+        (on = PyObject_GetAttr(config, s_stream)) == NULL ||
+        (grid = PyObject_GetAttr(config, s_griddim)) == NULL ||
+        (block = PyObject_GetAttr(config, s_blockdim)) == NULL || (dims = PyTuple_Pack(2, grid, block)) == NULL)
+        goto unbusy;
+    PyObject *before_args[4] = {name, on, dims, Py_False};
+    token = PyObject_Vectorcall(before, before_args, 4, NULL);
+    if (token == NULL)
+        goto unbusy;
+    result = then_after(after, token, call3(self->original, args[0], args[1], args[2]));
+unbusy:;
+    PyObject *type, *value, *traceback;   /* finally: local.busy = False, keeping any error */
+    PyErr_Fetch(&type, &value, &traceback);
+    if (PyObject_SetAttr(local, s_busy, Py_False) < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        Py_CLEAR(result);
+    } else {
+        PyErr_Restore(type, value, traceback);
+    }
+done:
+    Py_XDECREF(py_func);
+    Py_XDECREF(name);
+    Py_XDECREF(on);
+    Py_XDECREF(grid);
+    Py_XDECREF(block);
+    Py_XDECREF(dims);
+    Py_XDECREF(token);
+    Py_DECREF(sole);
+    return result;
+}
+
+static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds, vectorcallfunc call, int copy)
+{
+    static char *copy_names[] = {"original", "fallback", "to_host", "ary_default", NULL};
+    static char *launch_names[] = {"original", "fallback", NULL};
+    PyObject *original, *fallback, *ary_default = Py_None;
+    int to_host = 0;
+    if (copy ? !PyArg_ParseTupleAndKeywords(args, kwds, "OOp|O", copy_names, &original, &fallback, &to_host,
+                                            &ary_default)
+             : !PyArg_ParseTupleAndKeywords(args, kwds, "OO", launch_names, &original, &fallback))
+        return NULL;
+    Hook *self = (Hook *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = call;
+    self->original = original;
+    self->fallback = fallback;
+    self->ary_default = ary_default;
+    self->sole = Py_None;
+    self->to_host = to_host;
+    Py_INCREF(original);
+    Py_INCREF(fallback);
+    Py_INCREF(ary_default);
+    Py_INCREF(Py_None);
+    return (PyObject *)self;
+}
+
+static PyObject *copy_hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    return hook_new(type, args, kwds, (vectorcallfunc)copy_hook_call, 1);
+}
+
+static PyObject *launch_hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    return hook_new(type, args, kwds, (vectorcallfunc)launch_hook_call, 0);
+}
+
+/* A method of the class it is set on: bound to the instance it is read from. */
+static PyObject *hook_get(PyObject *self, PyObject *instance, PyObject *owner)
+{
+    if (instance == NULL || instance == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, instance);
+}
+
+static int hook_set_sole(Hook *self, PyObject *value, void *closure)
+{
+    if (value == NULL || (value != Py_None && (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 3))) {
+        PyErr_SetString(PyExc_TypeError, "sole: (busy flag, before, after), or None");
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_SETREF(self->sole, value);
+    return 0;
+}
+
+static PyObject *hook_get_sole(Hook *self, void *closure)
+{
+    Py_INCREF(self->sole);
+    return self->sole;
+}
+
+static PyGetSetDef hook_getset[] = {
+    {"sole", (getter)hook_get_sole, (setter)hook_set_sole,
+     "(busy flag, before, after) while one subscription handles the call with a Bracket, else None"},
+    {NULL},
+};
+
+static PyMemberDef hook_members[] = {
+    {"original", T_OBJECT, offsetof(Hook, original), READONLY, "numba-cuda's own"},
+    {"fallback", T_OBJECT, offsetof(Hook, fallback), READONLY, "the Python hook, for every other call"},
+    {NULL},
+};
+
+static int hook_traverse(Hook *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->original);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->sole);
+    Py_VISIT(self->ary_default);
+    return 0;
+}
+
+static int hook_clear(Hook *self)
+{
+    Py_CLEAR(self->original);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->sole);
+    Py_CLEAR(self->ary_default);
+    return 0;
+}
+
+static void hook_dealloc(Hook *self)
+{
+    PyObject_GC_UnTrack(self);
+    hook_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+#define HOOK_TYPE(VAR, NAME, NEW, DOC)                                                            \
+    static PyTypeObject VAR = {                                                                   \
+        PyVarObject_HEAD_INIT(NULL, 0)                                                            \
+        .tp_name = "kernellab.gpu._hotpath." NAME,                                                \
+        .tp_basicsize = sizeof(Hook),                                                             \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |        \
+                    Py_TPFLAGS_METHOD_DESCRIPTOR,                                                 \
+        .tp_doc = DOC,                                                                            \
+        .tp_new = NEW,                                                                            \
+        .tp_dealloc = (destructor)hook_dealloc,                                                   \
+        .tp_traverse = (traverseproc)hook_traverse,                                               \
+        .tp_clear = (inquiry)hook_clear,                                                          \
+        .tp_call = PyVectorcall_Call,                                                             \
+        .tp_vectorcall_offset = offsetof(Hook, vectorcall),                                       \
+        .tp_descr_get = hook_get,                                                                 \
+        .tp_getset = hook_getset,                                                                 \
+        .tp_members = hook_members,                                                               \
+    };
+
+HOOK_TYPE(CopyHookType, "CopyHook", copy_hook_new,
+          "CopyHook(original, fallback, to_host, ary_default=None): a device array's copy method, hooked")
+HOOK_TYPE(LaunchHookType, "LaunchHook", launch_hook_new,
+          "LaunchHook(original, fallback): CUDADispatcher.call, hooked")
+
+static PyObject *perf_counter(PyObject *module, PyObject *unused)
+{
+    return read_clock(NULL);
+}
+
+static PyMethodDef module_methods[] = {
+    {"perf_counter", perf_counter, METH_NOARGS, "the clock the compiled recorder reads: time.perf_counter's"},
+    {NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "kernellab.gpu._hotpath",
+    "The recorder's hot path, compiled (see kernellab/gpu/_hotpath.c).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__hotpath(void)
+{
+    PyObject **names[] = {&s_busy, &s_nbytes, &s_stream, &s_copy_to_host, &s_py_func, &s_name,
+                          &s_griddim, &s_blockdim, &s_d2h, &s_h2d, &s_d2d};
+    const char *texts[] = {"busy", "nbytes", "stream", "copy_to_host", "py_func", "__name__",
+                           "griddim", "blockdim", "d2h", "h2d", "d2d"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if ((*names[i] = PyUnicode_InternFromString(texts[i])) == NULL)
+            return NULL;
+    if ((zero = PyLong_FromLong(0)) == NULL)
+        return NULL;
+    PyTypeObject *types[] = {&NoterType, &RecorderType, &CopyHookType, &LaunchHookType};
+    const char *type_names[] = {"Noter", "Recorder", "CopyHook", "LaunchHook"};
+    for (size_t i = 0; i < 4; i++)
+        if (PyType_Ready(types[i]) < 0)
+            return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    for (size_t i = 0; i < 4; i++) {
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(m, type_names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}
