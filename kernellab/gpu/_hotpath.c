@@ -42,11 +42,19 @@ static PyObject *read_clock(PyObject *clock)
 
 /* getattr(obj, name, fallback): a new reference, or NULL with an error set (or, where `fallback` is
    NULL, with none: no such attribute). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define lookup_attr PyObject_GetOptionalAttr
+#else
+#define lookup_attr _PyObject_LookupAttr   /* no AttributeError made for a missing attribute */
+#endif
+
 static PyObject *attr_or(PyObject *obj, PyObject *name, PyObject *fallback)
 {
-    PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-        PyErr_Clear();
+    PyObject *value;
+    int found = lookup_attr(obj, name, &value);
+    if (found < 0)
+        return NULL;
+    if (found == 0) {
         Py_XINCREF(fallback);
         return fallback;
     }
