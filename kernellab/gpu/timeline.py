@@ -407,8 +407,8 @@ def _event_recorder():
 def hot_path_words() -> str:
     """Which hot path a timeline opened now runs, in words (its `events` end with them)."""
     if hooks.hot_path() is not None:
-        return "its hot path compiled (kernellab/gpu/_hotpath.c)"
-    return "its hot path in Python (kernellab was installed without a C compiler, or python_hot_path)"
+        return "hot path compiled (kernellab/gpu/_hotpath.c)"
+    return "hot path in Python (kernellab was installed without a C compiler, or inside hooks.python_hot_path)"
 
 
 def _driver_address(record):

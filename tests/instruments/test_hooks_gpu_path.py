@@ -421,3 +421,8 @@ def test_the_compiled_copy_hook_hands_other_calls_to_the_python_hook(hot_path, m
     assert array.copy_to_host(8) == ("copied", 8, 0, {}) and len(seen) == 4
     with pytest.raises(TypeError, match="sole"):
         hook.sole = ("not", "three")
+
+
+
+def test_a_timelines_record_says_which_hot_path_it_ran(hot_path):
+    assert ("hot path compiled" in timeline.Timeline().events) == (hot_path == "compiled")
