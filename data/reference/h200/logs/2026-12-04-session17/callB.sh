@@ -15,6 +15,10 @@ step() { local name=$1; shift; local s=$SECONDS; timeout "$(left)" "$@" > $R/log
 step bench07 python3 -m kernellab.cli bench 07:pipeline --repeat 3 --out $R/reference
 grep -E "us_per_op|MISSED|met" $R/logs/bench07.txt | tail -12
 tar czf $OUT/reference.tgz -C $R reference
-step tests python3 -m pytest -q -s -p no:cacheprovider tests -k "lab07 or timeline or hooks or makespan or streams"
+step tests python3 -m pytest -q -s -p no:cacheprovider tests -k "lab07 or lab01 or timeline or hooks or makespan or streams or launches or traffic"
 grep -o "inside the recorder.*" $R/logs/tests.txt; tail -n 3 $R/logs/tests.txt
+tar czf $OUT/logs.tgz -C $R logs
+step bench01 python3 -m kernellab.cli bench 01 --repeat 3 --out $R/reference
+grep -E "MISSED|met" $R/logs/bench01.txt | tail -8
+tar czf $OUT/reference.tgz -C $R reference
 tar czf $OUT/logs.tgz -C $R logs
