@@ -20,7 +20,10 @@ event on each side) can be a `Bracket(before, after)` instead: while it is the o
 for a launch or a device array's copy, the call runs in the hook's own frame with no function
 made to proceed with (on a GPU, no launch object either); that is the recorder's hot path, and its
 cost is what `kernellab bench 07` reports. A launch's and a copy's `before` get the op described,
-not the call's arguments (see Bracket).
+not the call's arguments (see Bracket). Where kernellab was installed with a C compiler, that path
+is compiled (`_hotpath.CopyHook`, `_hotpath.LaunchHook`, kernellab/gpu/_hotpath.c): the compiled
+hook runs a call its sole Bracket takes, exactly as the Python hook here does, and hands every
+other call to the Python hook; `python_hot_path()` opens hooks with the Python versions only.
 
 Subscribers nest: each hooked call passes through every open subscription, the first opened
 outermost, and then runs (or, during a graph capture, is captured: `replace_launch`). A call

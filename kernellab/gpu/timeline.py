@@ -500,7 +500,8 @@ class Timeline:
     as the timeline opened, untimed events there, and events after ops did not (session 9, call A).
     An idle stream's first op then starts when the host had submitted it, uncertain back to the
     opening event.
-    `tl.events` says in words what was timed, for the record.
+    `tl.events` says in words what was timed, and which hot path ran (compiled, or Python: see
+    `_timing_brackets`), for the record.
     """
 
     _active = None
@@ -657,7 +658,10 @@ class Timeline:
         calls W and X: that host runs the driver's own work for the op between them). They keep plain values
         only (no launch configuration, stream or array per op: holding those made the garbage
         collector's passes grow with the trace, ~1-2 us per op here), and time with pooled events
-        recorded by the driver directly."""
+        recorded by the driver directly. Where kernellab was installed with a C compiler, the two
+        halves are compiled (`_hotpath.Recorder`): the same steps on the same containers, with the
+        driver called by its address; on the H200 that halved what the pipeline's recorder costs a
+        copy (Lab 07's claim compiled_hot_path, session 17)."""
         compiled = hooks.hot_path()
         if compiled is not None:     # the same, in C (kernellab/gpu/_hotpath.c), on the same containers
             recorder = compiled.Recorder(
