@@ -426,3 +426,58 @@ def test_the_compiled_copy_hook_hands_other_calls_to_the_python_hook(hot_path, m
 
 def test_a_timelines_record_says_which_hot_path_it_ran(hot_path):
     assert ("hot path compiled" in timeline.Timeline().events) == (hot_path == "compiled")
+
+
+def test_the_compiled_hot_path_keeps_no_reference_it_does_not_own(hot_path):
+    """Reference counts of what passes through the compiled hooks and halves are where they were
+    after many calls, a raising launch included (which leaves its busy flag clear): a leaked
+    reference per op would grow a long pipeline's memory with every op it records."""
+    if hot_path == "python":
+        pytest.skip("the compiled hot path's own references")
+    import gc
+    import sys
+    import threading
+    compiled, token, stream = hooks.hot_path(), object(), HandleStream(5)
+
+    class Flag(threading.local):
+        busy = False
+    flag, host = Flag(), types.SimpleNamespace(nbytes=1024)
+    sole = (flag, lambda *described: token, lambda t: None)
+    copy = compiled.CopyHook(lambda self, ary=None, stream=0: None, None, False, hooks._REQUIRED)
+    launch = compiled.LaunchHook(lambda *call: None, None)
+
+    def refuse(*call):
+        raise ZeroDivisionError("numba-cuda refused the launch")
+    refused = compiled.LaunchHook(refuse, None)
+    copy.sole = launch.sole = refused.sole = sole
+    array = type("Array", (), {"copy_to_device": copy, "nbytes": 64, "stream": stream})()
+    dispatcher = types.SimpleNamespace(py_func=types.SimpleNamespace(__name__="busy_kernel"))
+    config = types.SimpleNamespace(stream=stream, griddim=(1, 1, 1), blockdim=(32, 1, 1))
+    keys = timeline._StreamKeys()
+    submitted, ends, own_starts, returned, ready = [], {}, {}, {}, {}
+    events = [(object(), handle) for handle in range(1, 3001)]
+    spare = list(events)
+    recorder = compiled.Recorder(submitted, keys, keys.remember, ready, timeline._SPECIAL_ROWS, ("h2d",), spare,
+                                 lambda: (object(), 9), ends, own_starts, returned, lambda handle, key: 0, True)
+    note = compiled.Noter([], keys, keys.remember).note
+    handle, nbytes = 10**12 + 11, 10**12 + 4       # ints no cache holds: their counts are theirs alone
+    note("kernel", "busy_kernel", stream)        # the stream keys keep the stream from here on, by design
+    recorder.start("kernel", "busy_kernel", handle)   # (and the handle's key): not timed, noted
+    submitted.clear()
+    watched = [host, stream, token, array, flag, dispatcher, config, events[0], events[-1], handle, nbytes]
+    gc.collect()
+    counts = [sys.getrefcount(o) for o in watched]
+    for _ in range(3000):
+        array.copy_to_device(host, stream=stream)
+        array.copy_to_device(host)
+        launch(dispatcher, (1, 2), config)
+        with pytest.raises(ZeroDivisionError):
+            refused(dispatcher, (1, 2), config)
+        recorder.end(recorder.start("h2d", nbytes, handle))
+        note("kernel", "busy_kernel", stream)
+    assert flag.busy is False
+    for held in (submitted, ends, own_starts, returned, ready):
+        held.clear()
+    spare[:] = events                           # as a closing timeline gives its events back
+    gc.collect()
+    assert [sys.getrefcount(o) for o in watched] == counts
