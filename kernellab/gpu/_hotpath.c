@@ -115,6 +115,47 @@ static int op_arguments(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     return 0;
 }
 
+/* A type's object fields, declared one after another from `first` to `last`: what its traverse,
+   clear and dealloc walk. */
+#define OBJECTS(T, first, last)                                                                   \
+    (PyObject **)((char *)self + offsetof(T, first)),                                            \
+        ((offsetof(T, last) - offsetof(T, first)) / sizeof(PyObject *) + 1)
+
+static int visit_objects(PyObject **objects, size_t n, visitproc visit, void *arg)
+{
+    for (size_t i = 0; i < n; i++)
+        Py_VISIT(objects[i]);
+    return 0;
+}
+
+static int clear_objects(PyObject **objects, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        Py_CLEAR(objects[i]);
+    return 0;
+}
+
+static void hold_objects(PyObject **objects, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        Py_XINCREF(objects[i]);
+}
+
+/* After a failed parse: what it wrote there is borrowed, not held. */
+static int forget_objects(PyObject **objects, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        objects[i] = NULL;
+    return -1;
+}
+
+static void dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_TYPE(self)->tp_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
 /* --- Noter: the trace-only hot path (Timeline._noting) ------------------------------------------ */
 
 typedef struct {
@@ -126,14 +167,12 @@ static int noter_init(Noter *self, PyObject *args, PyObject *kwds)
 {
     static char *names[] = {"submitted", "keys", "remember", "clock", NULL};
     PyObject *clock = Py_None;
+    clear_objects(OBJECTS(Noter, submitted, clock));   /* a second __init__ lets the first one's go */
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O|O", names, &PyList_Type, &self->submitted,
                                      &PyDict_Type, &self->keys, &self->remember, &clock))
-        return -1;
-    Py_INCREF(self->submitted);
-    Py_INCREF(self->keys);
-    Py_INCREF(self->remember);
+        return forget_objects(OBJECTS(Noter, submitted, clock));
     self->clock = clock;
-    Py_INCREF(clock);
+    hold_objects(OBJECTS(Noter, submitted, clock));
     return 0;
 }
 
@@ -155,27 +194,12 @@ static PyObject *noter_note(Noter *self, PyObject *const *args, Py_ssize_t nargs
 
 static int noter_traverse(Noter *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->submitted);
-    Py_VISIT(self->keys);
-    Py_VISIT(self->remember);
-    Py_VISIT(self->clock);
-    return 0;
+    return visit_objects(OBJECTS(Noter, submitted, clock), visit, arg);
 }
 
 static int noter_clear(Noter *self)
 {
-    Py_CLEAR(self->submitted);
-    Py_CLEAR(self->keys);
-    Py_CLEAR(self->remember);
-    Py_CLEAR(self->clock);
-    return 0;
-}
-
-static void noter_dealloc(Noter *self)
-{
-    PyObject_GC_UnTrack(self);
-    noter_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    return clear_objects(OBJECTS(Noter, submitted, clock));
 }
 
 static PyMethodDef noter_methods[] = {
@@ -192,7 +216,7 @@ static PyTypeObject NoterType = {
     .tp_doc = "Noter(submitted, keys, remember, clock=None): Timeline._noting's note, compiled",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)noter_init,
-    .tp_dealloc = (destructor)noter_dealloc,
+    .tp_dealloc = dealloc,
     .tp_traverse = (traverseproc)noter_traverse,
     .tp_clear = (inquiry)noter_clear,
     .tp_methods = noter_methods,
@@ -214,6 +238,7 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
                             "new_event", "ends", "own_starts", "returned", "record", "inferring",
                             "clock", NULL};
     PyObject *clock = Py_None;
+    clear_objects(OBJECTS(Recorder, submitted, record));
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OO!O!OO!OO!O!O!Op|O", names,
                                      &PyList_Type, &self->submitted, &PyDict_Type, &self->keys,
                                      &self->remember, &PyDict_Type, &self->ready, &PyDict_Type,
@@ -221,14 +246,9 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
                                      &self->new_event, &PyDict_Type, &self->ends, &PyDict_Type,
                                      &self->own_starts, &PyDict_Type, &self->returned, &self->record,
                                      &self->inferring, &clock))
-        return -1;
-    PyObject **held[] = {&self->submitted, &self->keys, &self->remember, &self->ready, &self->special,
-                         &self->timing, &self->spare, &self->new_event, &self->ends, &self->own_starts,
-                         &self->returned, &self->record};
-    for (size_t i = 0; i < sizeof held / sizeof *held; i++)
-        Py_INCREF(*held[i]);
+        return forget_objects(OBJECTS(Recorder, submitted, record));
     self->clock = clock;
-    Py_INCREF(clock);
+    hold_objects(OBJECTS(Recorder, submitted, record));
     self->record_native = NULL;
     if (PyLong_Check(self->record)) {   /* the driver function's address */
         void *address = PyLong_AsVoidPtr(self->record);
@@ -394,45 +414,12 @@ static PyObject *recorder_end(Recorder *self, PyObject *const *args, Py_ssize_t 
 
 static int recorder_traverse(Recorder *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->submitted);
-    Py_VISIT(self->keys);
-    Py_VISIT(self->remember);
-    Py_VISIT(self->clock);
-    Py_VISIT(self->ready);
-    Py_VISIT(self->special);
-    Py_VISIT(self->timing);
-    Py_VISIT(self->spare);
-    Py_VISIT(self->new_event);
-    Py_VISIT(self->ends);
-    Py_VISIT(self->own_starts);
-    Py_VISIT(self->returned);
-    Py_VISIT(self->record);
-    return 0;
+    return visit_objects(OBJECTS(Recorder, submitted, record), visit, arg);
 }
 
 static int recorder_clear(Recorder *self)
 {
-    Py_CLEAR(self->submitted);
-    Py_CLEAR(self->keys);
-    Py_CLEAR(self->remember);
-    Py_CLEAR(self->clock);
-    Py_CLEAR(self->ready);
-    Py_CLEAR(self->special);
-    Py_CLEAR(self->timing);
-    Py_CLEAR(self->spare);
-    Py_CLEAR(self->new_event);
-    Py_CLEAR(self->ends);
-    Py_CLEAR(self->own_starts);
-    Py_CLEAR(self->returned);
-    Py_CLEAR(self->record);
-    return 0;
-}
-
-static void recorder_dealloc(Recorder *self)
-{
-    PyObject_GC_UnTrack(self);
-    recorder_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    return clear_objects(OBJECTS(Recorder, submitted, record));
 }
 
 static PyMethodDef recorder_methods[] = {
@@ -451,7 +438,7 @@ static PyTypeObject RecorderType = {
     .tp_doc = "Recorder(...): Timeline._timing_brackets' start and end, compiled",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)recorder_init,
-    .tp_dealloc = (destructor)recorder_dealloc,
+    .tp_dealloc = dealloc,
     .tp_traverse = (traverseproc)recorder_traverse,
     .tp_clear = (inquiry)recorder_clear,
     .tp_methods = recorder_methods,
@@ -647,10 +634,7 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds, ve
     self->ary_default = ary_default;
     self->sole = Py_None;
     self->to_host = to_host;
-    Py_INCREF(original);
-    Py_INCREF(fallback);
-    Py_INCREF(ary_default);
-    Py_INCREF(Py_None);
+    hold_objects(OBJECTS(Hook, original, ary_default));
     return (PyObject *)self;
 }
 
@@ -705,27 +689,12 @@ static PyMemberDef hook_members[] = {
 
 static int hook_traverse(Hook *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->original);
-    Py_VISIT(self->fallback);
-    Py_VISIT(self->sole);
-    Py_VISIT(self->ary_default);
-    return 0;
+    return visit_objects(OBJECTS(Hook, original, ary_default), visit, arg);
 }
 
 static int hook_clear(Hook *self)
 {
-    Py_CLEAR(self->original);
-    Py_CLEAR(self->fallback);
-    Py_CLEAR(self->sole);
-    Py_CLEAR(self->ary_default);
-    return 0;
-}
-
-static void hook_dealloc(Hook *self)
-{
-    PyObject_GC_UnTrack(self);
-    hook_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    return clear_objects(OBJECTS(Hook, original, ary_default));
 }
 
 #define HOOK_TYPE(VAR, NAME, NEW, DOC)                                                            \
@@ -737,7 +706,7 @@ static void hook_dealloc(Hook *self)
                     Py_TPFLAGS_METHOD_DESCRIPTOR,                                                 \
         .tp_doc = DOC,                                                                            \
         .tp_new = NEW,                                                                            \
-        .tp_dealloc = (destructor)hook_dealloc,                                                   \
+        .tp_dealloc = dealloc,                                                                    \
         .tp_traverse = (traverseproc)hook_traverse,                                               \
         .tp_clear = (inquiry)hook_clear,                                                          \
         .tp_call = PyVectorcall_Call,                                                             \
