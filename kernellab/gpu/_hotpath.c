@@ -570,14 +570,16 @@ static PyObject *launch_hook_call(Hook *self, PyObject *const *args, size_t narg
     PyObject *local, *before, *after;
     if (unpack_sole(self->sole, &local, &before, &after) < 0)
         return NULL;
-    int busy = is_busy(local);
-    if (busy < 0)
-        return NULL;
-    if (busy)
-        return call3(self->original, args[0], args[1], args[2]);
-    Py_INCREF(self->sole);
+    Py_INCREF(self->sole);   /* the subscription may close while the launch runs */
     PyObject *sole = self->sole, *result = NULL, *name = NULL, *on = NULL, *grid = NULL, *block = NULL,
              *dims = NULL, *token = NULL, *py_func = NULL;
+    int busy = is_busy(local);
+    if (busy < 0)
+        goto done;
+    if (busy) {
+        result = call3(self->original, args[0], args[1], args[2]);
+        goto done;
+    }
     if (PyObject_SetAttr(local, s_busy, Py_True) < 0)
         goto done;
     PyObject *config = args[2];
