@@ -162,7 +162,7 @@ def _compiled_values(records):
         values[f"{name}_python"] = max(values[f"{name}_python_launch"], values[f"{name}_python_copy"])
         values[f"saved_{name}"] = values[f"{name}_python"] - values[name]
     return {**values, "least_saved": min(values[f"saved_{name}"] for name, _, _ in COMPILED_WAYS),
-            "plain": _plain_launch_us(repeats), "repeats": len(repeats), "target_us": TARGETS["recorder_us_per_op"]}
+            "plain": _plain_launch_us(repeats), "repeats": len(repeats)}
 
 
 def _per_op_values(way: str, records):
@@ -468,18 +468,17 @@ CLAIMS = [
                  "stream, cost +4.4 us per launch and +6.4 us per copy (session 12, call F)"),
     Claim("compiled_hot_path",
           "On its compiled hot path (kernellab/gpu/_hotpath.c) the pipeline's recorder costs the host "
-          "{inferred_launch:+.2f} us per launch and {inferred_copy:+.2f} us per copy over bare; on the Python "
-          "hot path, in the same reps, {inferred_python_launch:+.2f} and {inferred_python_copy:+.2f} us "
-          "(worst of {repeats} repeat(s); a plain launch: {plain:.1f} us). At worst per op, the default "
-          "recorder costs {recorded:+.2f} us compiled against {recorded_python:+.2f} in Python, and the "
-          "trace-only one {trace:+.2f} against {trace_python:+.2f}: compiled saves {saved_inferred:.2f}, "
-          "{saved_recorded:.2f} and {saved_trace:.2f} us per op at worst (the least: {least_saved:.2f}), so {cheaper}. Compiled, the "
-          "pipeline's recorder is {inferred_verdict} the {target_us:.0f} us target at worst ({inferred:+.2f} us).",
-          headline="pipeline's recorder compiled {inferred:+.2f} us per op (target {target_us:.0f} us: {inferred_verdict})",
+          "{inferred_launch:+.2f} us per launch and {inferred_copy:+.2f} us per copy over bare (at worst "
+          "{inferred:+.2f}); on the Python hot path, in the same reps, {inferred_python_launch:+.2f} and "
+          "{inferred_python_copy:+.2f} us (at worst {inferred_python:+.2f}; worst of {repeats} repeat(s); a "
+          "plain launch: {plain:.1f} us). At worst per op, the default recorder costs {recorded:+.2f} us "
+          "compiled against {recorded_python:+.2f} in Python, and the trace-only one {trace:+.2f} against "
+          "{trace_python:+.2f}: compiled saves {saved_inferred:.2f}, {saved_recorded:.2f} and "
+          "{saved_trace:.2f} us per op at worst (the least: {least_saved:.2f}), so {cheaper}.",
+          headline="pipeline's recorder {inferred:+.2f} us per op compiled, {inferred_python:+.2f} in Python",
           values=_compiled_values,
           checks=(says("cheaper", "least_saved", ">", 0, "the compiled hot path is the cheaper one for all three",
-                       "the compiled hot path is not the cheaper one for all three"),
-                  says("inferred_verdict", "inferred", "<=", "target_us", "within", "over")),
+                       "the compiled hot path is not the cheaper one for all three"),),
           explains="the compiled hooks and halves do what the Python ones do, on the same containers, with "
                    "no Python frame of their own and the driver's cuEventRecord called directly; what is "
                    "left is the driver's record itself (1.4-2 us alone, more right after a launch or a "
