@@ -263,6 +263,24 @@ def _recorder_parts_values(records):
             "repeats": len(repeats), "target_us": TARGETS["recorder_us_per_op"]}
 
 
+def _compiled_floor_values(records):
+    """The floor of a recorder that times each op with one event, compiled, per launch and per copy
+    (worst repeat): one event after the call recorded from C, and the compiled hook whose halves do
+    nothing; and what the pipeline's recorder costs beside the two."""
+    repeats = _pipeline_repeats(records)
+    for record in repeats:
+        need(record, "recorder", "launch", "event_after_compiled_over_bare_us")   # older records: no floor
+    values = {}
+    for call in ("launch", "copy"):
+        worst = {way: max(r["recorder"][call][f"{key}_over_bare_us"] for r in repeats) for way, key in (
+            ("event", "event_after_compiled"), ("hooks", "hooks_only_compiled"), ("inferred", "inferred_starts"))}
+        floor = worst["event"] + worst["hooks"]
+        values.update({f"event_{call}": worst["event"], f"hooks_{call}": worst["hooks"],
+                       f"floor_{call}": floor, f"rest_{call}": worst["inferred"] - floor})
+    return {**values, "floor": max(values["floor_launch"], values["floor_copy"]),
+            "plain": _plain_launch_us(repeats), "repeats": len(repeats), "target_us": TARGETS["recorder_us_per_op"]}
+
+
 def _steps_of(records, names) -> tuple[list, dict, dict]:
     """The pipeline repeats, and each named step's hidden share (%, the worst repeat's) and pipeline
     time (ms, the slowest repeat's), all without the recorder."""
@@ -562,6 +580,22 @@ CLAIMS = [
                    "claim compiled_hot_path, it can cost less than these parts recorded from Python); where "
                    "an event, the hook and the note alone come to more than the target, only fewer events "
                    "(the trace alone, or the Makespan's one per stream) meet it for sure"),
+    Claim("compiled_floor",
+          "Compiled, what a recorder that times each op with an event cannot do without costs, worst of "
+          "{repeats} repeat(s) (a plain launch: {plain:.1f} us): one event after the call, the same every "
+          "time, recorded through the compiled module (no ctypes), {event_launch:+.2f} us per launch and {event_copy:+.2f} us per "
+          "copy over bare, and the compiled hook with halves that do nothing {hooks_launch:+.2f} and "
+          "{hooks_copy:+.2f} us. Together, {floor_launch:+.2f} and {floor_copy:+.2f} us (at worst "
+          "{floor:+.2f}), they {floor_verdict} the {target_us:.0f} us target; the pipeline's recorder "
+          "costs {rest_launch:+.2f} and {rest_copy:+.2f} us beside them.",
+          headline="an event and the hook alone, compiled: {floor:+.2f} us per op",
+          values=_compiled_floor_values,
+          checks=(says("floor_verdict", "floor", "<=", "target_us", "fit within", "already exceed"),),
+          explains="any recorder that times each op with an event through the hooks pays at least these "
+                   "two on every op: the driver's cuEventRecord, and the hook that hands the op to it. "
+                   "What the pipeline's recorder adds beside them is its own note of the op. Where the "
+                   "two alone exceed the target, a recorder with an event per op cannot meet it on that "
+                   "host, and only fewer events do (the trace-only recorder, the Makespan)"),
     Claim("pipeline_steps",
           "Without the recorder, 4 chunks hide {hidden_chunks_4:.0f}% ({ms_chunks_4:.2f} ms), 8 chunks "
           "{hidden_chunks_8:.0f}% ({ms_chunks_8:.2f} ms), 12 chunks {hidden_chunks_12:.0f}% ({ms_chunks_12:.2f} ms), 16 chunks {hidden_chunks_16:.0f}% "

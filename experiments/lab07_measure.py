@@ -105,8 +105,9 @@ def recorder_of(memory: str, streams) -> Timeline:
 def alternating_windows(ways: dict, reps: int, warmup: int = 2) -> dict[str, dict[str, list[float]]]:
     """Each way's window in ms (SLOWDOWN_METHOD: two events on the default stream around its call)
     and, for a way opened in a timeline.Makespan, its makespan on the GPU too; the ways taken in turn
-    within every rep, in an order rotated rep by rep: a host whose speed changes during the run
-    (the H200's did, 26-48 us per launch within one process) changes every way alike, and a figure
+    within every rep, in an order shuffled rep by rep (timing.in_turn): a host whose speed changes
+    during the run (the H200's did, 26-48 us per launch within one process) changes every way alike,
+    and no way always follows the same one (what a closed Timeline leaves, the next pays); a figure
     made from one rep's samples (a hidden share, a slowdown) compares like with like. `ways`:
     name -> (a context to open around the window, the call). Warm-ups dropped. Returns name ->
     {"window": [...], and "makespan": [...] where measured}."""
@@ -330,7 +331,8 @@ def hidden_by_events(data: TimelineData) -> float:
 
 
 RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
-                        "in the same rep): the ways taken in turn within each rep, in a rotated order")
+                        "in the same rep): the ways taken in turn within each rep, in an order shuffled rep by rep "
+                        "(timing.in_turn, seeded)")
 
 
 def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict:
@@ -342,9 +344,11 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     event before it, and one event per stream at the end); and the recorder's parts alone: the call
     between two of its events with no hook (`events_around`), the call with one event after it
     (what the pipeline's recorder records per op), and the call through a subscription whose
-    Bracket does nothing (the hooks, as the recorder reaches them). Each rep times `inner` calls of
-    every way in turn (RECORDER_COST_METHOD), so each cost is a paired difference with its own
-    spread. Events are reserved before, as the pipeline's are."""
+    Bracket does nothing (the hooks, as the recorder reaches them); where the hot path is compiled,
+    the recorders on the Python one too, and the floor of the compiled parts: one event after the
+    call recorded from C, and the compiled hook with halves in C that do nothing. Each rep times
+    `inner` calls of every way in turn (RECORDER_COST_METHOD), so each cost is a paired difference
+    with its own spread. Events are reserved before, as the pipeline's are."""
     cuda = device.cuda()
     small = cuda.device_array(256, dtype=np.float32)
     host = cuda.pinned_array(256, dtype=np.float32)
@@ -358,10 +362,15 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
             "first_op_makespan": lambda: Makespan(streams=(stream,)), "events_only": contextlib.nullcontext,
             "event_after_only": contextlib.nullcontext,
             "hooks_only": lambda: hooks.subscribe(launch=passing_on, copy_to_device=passing_on)}
-    if hooks.hot_path() is not None:    # the same recorders on the Python hot path, for the compiled one's effect
-        ways.update({f"{way}_python": in_python(ways[way]) for way in ("recorded", "trace_only", "inferred_starts")})
     with_events = {"events_only": lambda call: events_around(call, stream),
                    "event_after_only": lambda call: events_around(call, stream, before=False)}
+    compiled = hooks.hot_path()
+    if compiled is not None:    # the same recorders on the Python hot path, for the compiled one's effect,
+        ways.update({f"{way}_python": in_python(ways[way]) for way in ("recorded", "trace_only", "inferred_starts")})
+        doing_nothing = hooks.Bracket(compiled.noop, compiled.noop)   # and the compiled parts' floor
+        ways.update({"event_after_compiled": contextlib.nullcontext,
+                     "hooks_only_compiled": lambda: hooks.subscribe(launch=doing_nothing, copy_to_device=doing_nothing)})
+        with_events["event_after_compiled"] = lambda call: events_around(call, stream, before=False, compiled=True)
     names = list(ways)
     result = {}
     for name, call in calls.items():

@@ -728,8 +728,37 @@ static PyObject *perf_counter(PyObject *module, PyObject *unused)
     return read_clock(NULL);
 }
 
+/* The floor of a recorder that times each op with an event, for `kernellab bench 07`: one event
+   recorded by the driver with no Python or ctypes around the call (record), and the compiled hook
+   with a Bracket whose halves do nothing (noop). */
+static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "record(driver address, event handle, stream handle)");
+        return NULL;
+    }
+    record_fn driver = (record_fn)PyLong_AsVoidPtr(args[0]);
+    void *event = PyLong_AsVoidPtr(args[1]), *stream = PyLong_AsVoidPtr(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (driver == NULL) {
+        PyErr_SetString(PyExc_ValueError, "record: a null driver address");
+        return NULL;
+    }
+    return PyLong_FromLong(driver(event, stream));
+}
+
+static PyObject *noop(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"perf_counter", perf_counter, METH_NOARGS, "the clock the compiled recorder reads: time.perf_counter's"},
+    {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,
+     "record(driver address, event handle, stream handle) -> the driver's CUresult: cuEventRecord, no Python around it"},
+    {"noop", (PyCFunction)(void (*)(void))noop, METH_FASTCALL | METH_KEYWORDS,
+     "noop(*args, **kwargs) -> None: a Bracket half that does nothing, in C"},
     {NULL},
 };
 

@@ -431,14 +431,20 @@ def _compiled_clock():
     return None if time.perf_counter is _PERF_COUNTER and _PERF_COUNTER_IS_MONOTONIC else time.perf_counter
 
 
-def events_around(call, stream, before: bool = True):
+def events_around(call, stream, before: bool = True, compiled: bool = False):
     """`call` bracketed by two of the recorder's pooled events on `stream` (`before=False`: only the
     one after it, as the pipeline's recorder times an op whose start it infers), recorded as the
     recorder records them, with no hook and no trace: what the events alone add to an op, the part
     of the recorder's cost that timing itself needs (`kernellab bench 07` measures it beside the
-    whole)."""
+    whole). `compiled=True`: that part's floor, the call and one call of the compiled module's
+    `record` (the driver by its address, as the compiled recorder records; no ctypes), on events of
+    the closure's own, the same ones every time."""
     record, key = _event_recorder(), Timeline._key(stream)
     cuda = device.cuda()
+    if compiled:
+        if hooks.hot_path() is None:
+            raise RuntimeError("events_around(compiled=True) needs the compiled hot path: " + hot_path_words())
+        return _compiled_events_around(call, key, before, _driver_address(record), cuda)
 
     def bracketed():
         start = _spare_events.pop() if _spare_events else _new_event(cuda)
@@ -454,6 +460,25 @@ def events_around(call, stream, before: bool = True):
         record(end[1], key)
         _spare_events.append(end)
     return bracketed if before else followed
+
+
+def _compiled_events_around(call, key, before: bool, driver: int, cuda):
+    """events_around(compiled=True)'s call."""
+    record = functools.partial(hooks.hot_path().record, driver)
+    events = (_new_event(cuda), _new_event(cuda))   # kept with the call: their handles must stay valid
+    start, end = (handle for _, handle in events)
+
+    def bracketed():
+        record(start, key)
+        call()
+        record(end, key)
+
+    def followed():
+        call()
+        record(end, key)
+    way = bracketed if before else followed
+    way.events = events
+    return way
 
 
 class _StreamKeys(dict):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import random
 import statistics
 import time
 from typing import Callable
@@ -225,18 +226,26 @@ def time_host_beyond(whole: Callable[[], None], part: Callable[[], None], *, inn
             "rest": Timing(tuple(w - p for w, p in zip(wholes, parts)))}
 
 
-def in_turn(names: list, reps: int):
-    """(rep, name) for every rep, each rep taking every name once, in an order rotated rep by rep
-    (rep r starts at name r mod N): each way comes first equally often."""
+IN_TURN_SEED = 18
+
+
+def in_turn(names: list, reps: int, seed: int = IN_TURN_SEED):
+    """(rep, name) for every rep, each rep taking every name once, in an order shuffled rep by rep
+    (a seeded permutation, the same on every run): no way always follows the same one. A rotation
+    did that, and a way's place then moved its figure: on the lent H200 a bare launch taken right
+    after a closed Timeline read +0.4-1.2 us per call (a copy +1.2-2.7) over the bare one taken
+    first, and -0.8 to +0.5 in shuffled orders (session 18, call B): what a closed Timeline leaves
+    behind is paid by the sample after it, whichever way that is."""
+    order = random.Random(seed)
     for rep in range(reps):
-        for name in names[rep % len(names):] + names[:rep % len(names)]:
+        for name in order.sample(names, len(names)):
             yield rep, name
 
 
 def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: int = 1) -> dict[str, Timing]:
-    """Host time per call of each way, the ways taken in turn within every rep, in an order rotated
-    rep by rep: a host whose speed drifts during the run (the H200's lent host did, 26-48 us per
-    launch in one process) moves every way alike, so samples of one rep compare like with like
+    """Host time per call of each way, the ways taken in turn within every rep, in an order shuffled
+    rep by rep (`in_turn`): a host whose speed drifts during the run (the H200's lent host did,
+    26-48 us per launch in one process) moves every way alike, so samples of one rep compare like with like
     (`paired`). `ways`: name -> (a context opened around each sample, outside its clock; the call).
     Each sample is `inner` calls from an idle GPU (as `time_host`). GPU only."""
     require_gpu("time_host_in_turn")

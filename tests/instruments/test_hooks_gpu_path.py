@@ -393,6 +393,40 @@ def test_the_compiled_recorder_calls_the_driver_by_its_address_and_reads_perf_co
     assert calls[-1] == (600, 99)
 
 
+def test_the_compiled_floor_records_by_address_and_its_bracket_does_nothing(hot_path, monkeypatch):
+    """bench 07's floor of a recorder with an event per op: `_hotpath.record` calls the driver by its
+    address and returns its CUresult; `events_around(compiled=True)` records the same two events of
+    its own around every call (one after it, with before=False); `noop` takes anything, returns None."""
+    if hot_path == "python":
+        pytest.skip("the compiled floor's own parts")
+    import ctypes
+    calls = []
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    def driver(event, stream):
+        calls.append((event, stream))
+        return 0 if stream else 700
+    compiled = hooks.hot_path()
+    address = timeline._driver_address(driver)
+    assert compiled.record(address, 5, 7) == 0 and compiled.record(address, 5, 0) == 700
+    assert calls == [(5, 7), (5, None)]            # ctypes gives a null pointer as None
+    with pytest.raises(ValueError, match="a null driver address"):
+        compiled.record(0, 5, 7)
+    assert compiled.noop("kernel", 11, dims=None) is None
+    made = iter(range(801, 805))
+    monkeypatch.setattr(timeline, "_new_event", lambda cuda: (object(), next(made)))
+    monkeypatch.setattr(timeline, "_event_recorder", lambda: driver)
+    ran = []
+    calls.clear()
+    for before in (True, False):
+        way = timeline.events_around(lambda: ran.append(len(calls)), 13, before=before, compiled=True)
+        way()
+        way()
+        assert len(way.events) == 2
+    assert calls == [(801, 13), (802, 13), (801, 13), (802, 13), (804, 13), (804, 13)]
+    assert ran == [1, 3, 4, 5]
+
+
 def test_the_compiled_copy_hook_hands_other_calls_to_the_python_hook(hot_path, monkeypatch):
     """A copy its Bracket takes ((self, ary, stream), stream by name too) runs in the compiled hook;
     anything else (another keyword, copy_to_device with no ary) goes to the Python hook, as before."""
