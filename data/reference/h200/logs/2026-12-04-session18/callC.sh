@@ -14,7 +14,7 @@ cp data/reference/h200/lab07.json data/reference/h200/lab01.json $R/reference/  
 left() { echo $((${BUDGET_S:-560} - SECONDS)); }
 step() { local name=$1; shift; local s=$SECONDS; timeout "$(left)" "$@" > $R/logs/$name.txt 2>&1; echo "$name rc=$? $((SECONDS-s)) s (at $SECONDS s)" | tee -a $R/logs/stages.txt; }
 step carry_plain python3 $P/probe_carry.py $R/carry_plain.json
-step carry_kept env MALLOC_TRIM_THRESHOLD_=4294967295 MALLOC_MMAP_THRESHOLD_=4294967295 python3 $P/probe_carry.py $R/carry_kept.json
+step carry_kept env MALLOC_TRIM_THRESHOLD_=4294967295 MALLOC_MMAP_THRESHOLD_=33554432 python3 $P/probe_carry.py $R/carry_kept.json
 cat $R/logs/carry_*.txt | cut -c1-600
 step bench07 python3 -m kernellab.cli bench 07:pipeline --repeat 3 --out $R/reference
 grep -E "us_per_op|MISSED|met" $R/logs/bench07.txt | tail -12
