@@ -80,6 +80,25 @@ static PyObject *stream_key(PyObject *keys, PyObject *remember, PyObject *stream
     return PyObject_CallOneArg(remember, stream);
 }
 
+/* stream_key, remembering the last stream's: a stream's key never changes, and `last_stream` is held,
+   so no other object can take its address while it is remembered. A new reference. */
+static PyObject *cached_key(PyObject **last_stream, PyObject **last_key, PyObject *keys, PyObject *remember,
+                            PyObject *stream)
+{
+    if (stream == *last_stream && *last_key != NULL) {
+        Py_INCREF(*last_key);
+        return *last_key;
+    }
+    PyObject *key = stream_key(keys, remember, stream);
+    if (key == NULL)
+        return NULL;
+    Py_INCREF(stream);
+    Py_XSETREF(*last_stream, stream);
+    Py_INCREF(key);
+    Py_XSETREF(*last_key, key);
+    return key;
+}
+
 /* Note (kind, what, key, host seconds, dims) at the end of `submitted`; returns its index, or -1. */
 static Py_ssize_t note_op(PyObject *submitted, PyObject *clock, PyObject *kind, PyObject *what,
                           PyObject *key, PyObject *dims)
@@ -160,14 +179,14 @@ static void dealloc(PyObject *self)
 
 typedef struct {
     PyObject_HEAD
-    PyObject *submitted, *keys, *remember, *clock;
+    PyObject *submitted, *keys, *remember, *clock, *last_stream, *last_key;
 } Noter;
 
 static int noter_init(Noter *self, PyObject *args, PyObject *kwds)
 {
     static char *names[] = {"submitted", "keys", "remember", "clock", NULL};
     PyObject *clock = Py_None;
-    clear_objects(OBJECTS(Noter, submitted, clock));   /* a second __init__ lets the first one's go */
+    clear_objects(OBJECTS(Noter, submitted, last_key));   /* a second __init__ lets the first one's go */
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O|O", names, &PyList_Type, &self->submitted,
                                      &PyDict_Type, &self->keys, &self->remember, &clock))
         return forget_objects(OBJECTS(Noter, submitted, clock));
@@ -182,7 +201,7 @@ static PyObject *noter_note(Noter *self, PyObject *const *args, Py_ssize_t nargs
     PyObject *dims, *captured;
     if (op_arguments(args, nargs, kwnames, "note", &dims, &captured) < 0)
         return NULL;
-    PyObject *key = stream_key(self->keys, self->remember, args[2]);
+    PyObject *key = cached_key(&self->last_stream, &self->last_key, self->keys, self->remember, args[2]);
     if (key == NULL)
         return NULL;
     Py_ssize_t index = note_op(self->submitted, self->clock, args[0], args[1], key, dims);
@@ -194,12 +213,12 @@ static PyObject *noter_note(Noter *self, PyObject *const *args, Py_ssize_t nargs
 
 static int noter_traverse(Noter *self, visitproc visit, void *arg)
 {
-    return visit_objects(OBJECTS(Noter, submitted, clock), visit, arg);
+    return visit_objects(OBJECTS(Noter, submitted, last_key), visit, arg);
 }
 
 static int noter_clear(Noter *self)
 {
-    return clear_objects(OBJECTS(Noter, submitted, clock));
+    return clear_objects(OBJECTS(Noter, submitted, last_key));
 }
 
 static PyMethodDef noter_methods[] = {
@@ -227,7 +246,7 @@ static PyTypeObject NoterType = {
 typedef struct {
     PyObject_HEAD
     PyObject *submitted, *keys, *remember, *clock, *ready, *special, *timing, *spare, *new_event,
-        *ends, *own_starts, *returned, *record;
+        *ends, *own_starts, *returned, *record, *last_stream, *last_key;
     record_fn record_native;   /* the driver's cuEventRecord, where `record` is its address (an int) */
     int inferring;
 } Recorder;
@@ -238,7 +257,7 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
                             "new_event", "ends", "own_starts", "returned", "record", "inferring",
                             "clock", NULL};
     PyObject *clock = Py_None;
-    clear_objects(OBJECTS(Recorder, submitted, record));
+    clear_objects(OBJECTS(Recorder, submitted, last_key));
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OO!O!OO!OO!O!O!Op|O", names,
                                      &PyList_Type, &self->submitted, &PyDict_Type, &self->keys,
                                      &self->remember, &PyDict_Type, &self->ready, &PyDict_Type,
@@ -265,12 +284,8 @@ static PyObject *take_event(Recorder *self)
     Py_ssize_t n = PyList_GET_SIZE(self->spare);
     if (n == 0)
         return PyObject_CallNoArgs(self->new_event);
-    PyObject *event = PyList_GET_ITEM(self->spare, n - 1);
-    Py_INCREF(event);
-    if (PyList_SetSlice(self->spare, n - 1, n, NULL) < 0) {
-        Py_DECREF(event);
-        return NULL;
-    }
+    PyObject *event = PyList_GET_ITEM(self->spare, n - 1);   /* the list's reference, now ours */
+    Py_SET_SIZE(self->spare, n - 1);                           /* as list.pop() leaves it */
     return event;
 }
 
@@ -325,7 +340,7 @@ static PyObject *recorder_start(Recorder *self, PyObject *const *args, Py_ssize_
     if (op_arguments(args, nargs, kwnames, "start", &dims, &captured) < 0)
         return NULL;
     PyObject *kind = args[0];
-    PyObject *key = stream_key(self->keys, self->remember, args[2]);
+    PyObject *key = cached_key(&self->last_stream, &self->last_key, self->keys, self->remember, args[2]);
     if (key == NULL)
         return NULL;
     Py_ssize_t at = note_op(self->submitted, self->clock, kind, args[1], key, dims);
@@ -414,12 +429,12 @@ static PyObject *recorder_end(Recorder *self, PyObject *const *args, Py_ssize_t 
 
 static int recorder_traverse(Recorder *self, visitproc visit, void *arg)
 {
-    return visit_objects(OBJECTS(Recorder, submitted, record), visit, arg);
+    return visit_objects(OBJECTS(Recorder, submitted, last_key), visit, arg);
 }
 
 static int recorder_clear(Recorder *self)
 {
-    return clear_objects(OBJECTS(Recorder, submitted, record));
+    return clear_objects(OBJECTS(Recorder, submitted, last_key));
 }
 
 static PyMethodDef recorder_methods[] = {

@@ -515,3 +515,27 @@ def test_the_compiled_hot_path_keeps_no_reference_it_does_not_own(hot_path):
     spare[:] = events                           # as a closing timeline gives its events back
     gc.collect()
     assert [sys.getrefcount(o) for o in watched] == counts
+
+
+def test_the_compiled_hot_path_gives_streams_in_turn_each_its_own_key(hot_path):
+    """The compiled noter and recorder remember the last stream's key (a pipeline submits runs on
+    one stream): streams taken in turn, a new object for a known stream, and the default stream
+    each still get their own row's key."""
+    if hot_path == "python":
+        pytest.skip("the compiled hot path's key cache")
+    compiled = hooks.hot_path()
+    a, b = HandleStream(31), HandleStream(32)
+    order = [a, b, a, a, b, HandleStream(31), 0, b, None, a]
+    expected = [31, 32, 31, 31, 32, 31, 0, 32, 0, 31]
+    keys, submitted = timeline._StreamKeys(), []
+    note = compiled.Noter(submitted, keys, keys.remember).note
+    for stream in order:
+        note("kernel", "busy_kernel", stream)
+    assert [entry[2] for entry in submitted] == expected
+    keys, submitted, ends = timeline._StreamKeys(), [], {}
+    spare = [(object(), handle) for handle in range(1, 2 * len(order) + 1)]
+    recorder = compiled.Recorder(submitted, keys, keys.remember, {}, timeline._SPECIAL_ROWS, ("h2d",), spare,
+                                 lambda: (object(), 9), ends, {}, {}, lambda handle, key: 0, False)
+    for stream in order:
+        recorder.end(recorder.start("h2d", 64, stream))
+    assert [entry[2] for entry in submitted] == expected
