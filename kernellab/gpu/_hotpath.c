@@ -25,6 +25,7 @@
 
 typedef int (*record_fn)(void *event, void *stream);   /* cuEventRecord(CUevent, CUstream) -> CUresult */
 
+static PyObject *partial_type;   /* functools.partial: a launch's `before` is partial(start, "kernel") */
 static PyObject *s_busy, *s_nbytes, *s_stream, *s_copy_to_host, *s_py_func, *s_name, *s_griddim,
     *s_blockdim, *s_d2h, *s_h2d, *s_d2d, *zero;
 
@@ -195,18 +196,24 @@ static int noter_init(Noter *self, PyObject *args, PyObject *kwds)
     return 0;
 }
 
+/* The note, for the method and for a hook that calls it directly: 0, or -1 with an error set. */
+static int noter_add(Noter *self, PyObject *kind, PyObject *what, PyObject *stream, PyObject *dims)
+{
+    PyObject *key = cached_key(&self->last_stream, &self->last_key, self->keys, self->remember, stream);
+    if (key == NULL)
+        return -1;
+    Py_ssize_t index = note_op(self->submitted, self->clock, kind, what, key, dims);
+    Py_DECREF(key);
+    return index < 0 ? -1 : 0;
+}
+
 static PyObject *noter_note(Noter *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *dims, *captured;
     if (op_arguments(args, nargs, kwnames, "note", &dims, &captured) < 0)
         return NULL;
-    PyObject *key = cached_key(&self->last_stream, &self->last_key, self->keys, self->remember, args[2]);
-    if (key == NULL)
-        return NULL;
-    Py_ssize_t index = note_op(self->submitted, self->clock, args[0], args[1], key, dims);
-    Py_DECREF(key);
-    if (index < 0)
+    if (noter_add(self, args[0], args[1], args[2], dims) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -333,20 +340,19 @@ static int forget_ready(PyObject *ready, PyObject *key)
     return 0;
 }
 
-static PyObject *recorder_start(Recorder *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames)
+/* start, for the method and for a hook that calls it directly: the op's index (a new reference),
+   None if it is not timed, or NULL with an error set. */
+static PyObject *recorder_begin(Recorder *self, PyObject *kind, PyObject *what, PyObject *stream, PyObject *dims,
+                                PyObject *captured)
 {
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *dims, *captured, *result = NULL, *index = NULL, *started = NULL;
-    if (op_arguments(args, nargs, kwnames, "start", &dims, &captured) < 0)
-        return NULL;
-    PyObject *kind = args[0];
-    PyObject *key = cached_key(&self->last_stream, &self->last_key, self->keys, self->remember, args[2]);
+    PyObject *result = NULL, *index = NULL, *started = NULL;
+    PyObject *key = cached_key(&self->last_stream, &self->last_key, self->keys, self->remember, stream);
     if (key == NULL)
         return NULL;
-    Py_ssize_t at = note_op(self->submitted, self->clock, kind, args[1], key, dims);
+    Py_ssize_t at = note_op(self->submitted, self->clock, kind, what, key, dims);
     if (at < 0)
         goto done;
-    int is_captured = PyObject_IsTrue(captured);
+    int is_captured = captured == Py_False ? 0 : PyObject_IsTrue(captured);
     int is_timed = is_captured ? 0 : PySequence_Contains(self->timing, kind);
     if (is_captured < 0 || is_timed < 0)
         goto done;
@@ -391,6 +397,44 @@ done:
     return result;
 }
 
+static PyObject *recorder_start(Recorder *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames)
+{
+    PyObject *dims, *captured;
+    if (op_arguments(args, PyVectorcall_NARGS(nargsf), kwnames, "start", &dims, &captured) < 0)
+        return NULL;
+    return recorder_begin(self, args[0], args[1], args[2], dims, captured);
+}
+
+/* end, for the method and for a hook that calls it directly (`index`: what start gave, not None):
+   0, or -1 with an error set. */
+static int recorder_finish(Recorder *self, PyObject *index)
+{
+    Py_ssize_t at = PyLong_AsSsize_t(index);
+    if (at == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *entry = PyList_GetItem(self->submitted, at);   /* borrowed */
+    if (entry == NULL)
+        return -1;
+    PyObject *ended = take_event(self);
+    if (ended == NULL)
+        return -1;
+    int failed = PyDict_SetItem(self->ends, index, ended) < 0 ||
+                 record_event(self, ended, PyTuple_GET_ITEM(entry, 2)) < 0;
+    Py_DECREF(ended);
+    if (failed)
+        return -1;
+    if (self->inferring) {
+        PyObject *seconds = read_clock(self->clock);
+        if (seconds == NULL)
+            return -1;
+        failed = PyDict_SetItem(self->returned, index, seconds) < 0;
+        Py_DECREF(seconds);
+        if (failed)
+            return -1;
+    }
+    return 0;
+}
+
 static PyObject *recorder_end(Recorder *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -398,32 +442,8 @@ static PyObject *recorder_end(Recorder *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "end(index) takes one argument, by position");
         return NULL;
     }
-    PyObject *index = args[0];
-    if (index == Py_None)
-        Py_RETURN_NONE;
-    Py_ssize_t at = PyLong_AsSsize_t(index);
-    if (at == -1 && PyErr_Occurred())
+    if (args[0] != Py_None && recorder_finish(self, args[0]) < 0)
         return NULL;
-    PyObject *entry = PyList_GetItem(self->submitted, at);   /* borrowed */
-    if (entry == NULL)
-        return NULL;
-    PyObject *ended = take_event(self);
-    if (ended == NULL)
-        return NULL;
-    int failed = PyDict_SetItem(self->ends, index, ended) < 0 ||
-                 record_event(self, ended, PyTuple_GET_ITEM(entry, 2)) < 0;
-    Py_DECREF(ended);
-    if (failed)
-        return NULL;
-    if (self->inferring) {
-        PyObject *seconds = read_clock(self->clock);
-        if (seconds == NULL)
-            return NULL;
-        failed = PyDict_SetItem(self->returned, index, seconds) < 0;
-        Py_DECREF(seconds);
-        if (failed)
-            return NULL;
-    }
     Py_RETURN_NONE;
 }
 
@@ -459,15 +479,124 @@ static PyTypeObject RecorderType = {
     .tp_methods = recorder_methods,
 };
 
+/* --- BusyFlag: a subscription's busy flag, per thread (hooks._BusyFlag's) ----------------------- */
+
+/* The threads it is set on, by PyThread_get_thread_ident (one, nearly always): what `busy` reads
+   and writes from Python, and the hooks directly, with no thread-local dictionary to look in. */
+typedef struct {
+    PyObject_HEAD
+    unsigned long *threads, few[4];
+    Py_ssize_t count, room;
+} BusyFlag;
+
+static Py_ssize_t flag_find(BusyFlag *self, unsigned long thread)
+{
+    for (Py_ssize_t i = 0; i < self->count; i++)
+        if (self->threads[i] == thread)
+            return i;
+    return -1;
+}
+
+static int flag_is_set(BusyFlag *self)
+{
+    return self->count > 0 && flag_find(self, PyThread_get_thread_ident()) >= 0;
+}
+
+static int flag_set(BusyFlag *self, int on)
+{
+    unsigned long thread = PyThread_get_thread_ident();
+    Py_ssize_t at = flag_find(self, thread);
+    if (!on) {
+        if (at >= 0)
+            self->threads[at] = self->threads[--self->count];
+        return 0;
+    }
+    if (at >= 0)
+        return 0;
+    if (self->count == self->room) {
+        Py_ssize_t room = 2 * self->room;
+        unsigned long *more = PyMem_Malloc(room * sizeof *more);
+        if (more == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(more, self->threads, self->count * sizeof *more);
+        if (self->threads != self->few)
+            PyMem_Free(self->threads);
+        self->threads = more;
+        self->room = room;
+    }
+    self->threads[self->count++] = thread;
+    return 0;
+}
+
+static PyObject *flag_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) > 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) > 0)) {
+        PyErr_SetString(PyExc_TypeError, "BusyFlag() takes no arguments");
+        return NULL;
+    }
+    BusyFlag *self = (BusyFlag *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->threads = self->few;
+    self->room = sizeof self->few / sizeof *self->few;
+    return (PyObject *)self;
+}
+
+static void flag_dealloc(BusyFlag *self)
+{
+    if (self->threads != self->few)
+        PyMem_Free(self->threads);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *flag_get_busy(BusyFlag *self, void *closure)
+{
+    return PyBool_FromLong(flag_is_set(self));
+}
+
+static int flag_set_busy(BusyFlag *self, PyObject *value, void *closure)
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "busy: set it False, not deleted");
+        return -1;
+    }
+    int on = PyObject_IsTrue(value);
+    return on < 0 ? -1 : flag_set(self, on);
+}
+
+static PyGetSetDef flag_getset[] = {
+    {"busy", (getter)flag_get_busy, (setter)flag_set_busy, "whether it is set on this thread"},
+    {NULL},
+};
+
+static PyTypeObject BusyFlagType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kernellab.gpu._hotpath.BusyFlag",
+    .tp_basicsize = sizeof(BusyFlag),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "BusyFlag(): hooks._BusyFlag, per thread, read by the compiled hooks directly",
+    .tp_new = flag_new,
+    .tp_dealloc = (destructor)flag_dealloc,
+    .tp_getset = flag_getset,
+};
+
 /* --- the hooks: a call handed to its sole Bracket (hooks._hooked_copy, hooks' dispatch) --------- */
 
 /* Both hooks: numba-cuda's original, the Python hook that handles every other case, and `sole`:
    (busy flag, before, after) while one subscription handles the call with a Bracket, else None. */
+/* Where the sole Bracket's halves are a compiled Timeline's own (a Recorder's start and end, a
+   Noter's note, with a launch's kind bound first by functools.partial), the hook calls them in C
+   (`fast`, `fast_kind`, and the kind a launch's `before` binds, `fast_prefix`): no bound method, no
+   arguments parsed, no token handed back through Python. */
+enum { FAST_NONE, FAST_RECORDER, FAST_NOTER };
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *original, *fallback, *sole, *ary_default;
-    int to_host;
+    PyObject *original, *fallback, *sole, *ary_default, *fast, *fast_prefix;
+    int to_host, copy, fast_kind;
 } Hook;
 
 static PyObject *call3(PyObject *callable, PyObject *a, PyObject *b, PyObject *c)
@@ -504,12 +633,50 @@ static int unpack_sole(PyObject *sole, PyObject **local, PyObject **before, PyOb
 
 static int is_busy(PyObject *local)
 {
+    if (Py_IS_TYPE(local, &BusyFlagType))
+        return flag_is_set((BusyFlag *)local);
     PyObject *busy = PyObject_GetAttr(local, s_busy);
     if (busy == NULL)
         return -1;
     int truth = PyObject_IsTrue(busy);
     Py_DECREF(busy);
     return truth;
+}
+
+static int set_busy(PyObject *local, int on)
+{
+    if (Py_IS_TYPE(local, &BusyFlagType))
+        return flag_set((BusyFlag *)local, on);
+    return PyObject_SetAttr(local, s_busy, on ? Py_True : Py_False);
+}
+
+/* The original call between the sole Bracket's halves: before(*described), the call, then
+   after(token) unless the call raised; in C where the halves are a compiled Timeline's (`fast`).
+   A new reference, or NULL with an error set. */
+static PyObject *bracketed(PyObject *original, PyObject *const *call, PyObject *before, PyObject *after,
+                           PyObject *fast, int fast_kind, PyObject *const *described, Py_ssize_t n)
+{
+    PyObject *kind = described[0], *what = described[1], *on = described[2];
+    PyObject *dims = n > 3 ? described[3] : Py_None, *captured = n > 4 ? described[4] : Py_False;
+    if (fast_kind == FAST_NOTER) {
+        if (noter_add((Noter *)fast, kind, what, on, dims) < 0)
+            return NULL;
+        return call3(original, call[0], call[1], call[2]);
+    }
+    PyObject *token = fast_kind == FAST_RECORDER
+                          ? recorder_begin((Recorder *)fast, kind, what, on, dims, captured)
+                          : PyObject_Vectorcall(before, described, n, NULL);
+    if (token == NULL)
+        return NULL;
+    PyObject *result = call3(original, call[0], call[1], call[2]);
+    if (fast_kind == FAST_RECORDER) {
+        if (result != NULL && token != Py_None && recorder_finish((Recorder *)fast, token) < 0)
+            Py_CLEAR(result);
+    } else {
+        result = then_after(after, token, result);
+    }
+    Py_DECREF(token);
+    return result;
 }
 
 /* copy_to_device(self, ary, stream=0) / copy_to_host(self, ary=None, stream=0) */
@@ -536,7 +703,9 @@ static PyObject *copy_hook_call(Hook *self, PyObject *const *args, size_t nargsf
     if (unpack_sole(self->sole, &local, &before, &after) < 0)
         return NULL;
     Py_INCREF(self->sole);   /* the subscription may close while the copy runs */
-    PyObject *sole = self->sole, *result = NULL, *nbytes = NULL, *on = NULL, *token = NULL;
+    PyObject *sole = self->sole, *result = NULL, *nbytes = NULL, *on = NULL, *fast = self->fast;
+    int fast_kind = self->fast_kind;
+    Py_XINCREF(fast);
     int busy = is_busy(local);
     if (busy < 0)
         goto done;
@@ -564,14 +733,12 @@ static PyObject *copy_hook_call(Hook *self, PyObject *const *args, size_t nargsf
     }
     if (nbytes == NULL)
         goto done;
-    token = call3(before, kind, nbytes, on);
-    if (token == NULL)
-        goto done;
-    result = then_after(after, token, call3(self->original, array, ary, stream));
+    PyObject *call[3] = {array, ary, stream}, *described[3] = {kind, nbytes, on};
+    result = bracketed(self->original, call, before, after, fast, fast_kind, described, 3);
 done:
-    Py_XDECREF(token);
     Py_XDECREF(on);
     Py_XDECREF(nbytes);
+    Py_XDECREF(fast);
     Py_DECREF(sole);
     return result;
 }
@@ -587,7 +754,10 @@ static PyObject *launch_hook_call(Hook *self, PyObject *const *args, size_t narg
         return NULL;
     Py_INCREF(self->sole);   /* the subscription may close while the launch runs */
     PyObject *sole = self->sole, *result = NULL, *name = NULL, *on = NULL, *grid = NULL, *block = NULL,
-             *dims = NULL, *token = NULL, *py_func = NULL;
+             *dims = NULL, *py_func = NULL, *fast = self->fast, *fast_prefix = self->fast_prefix;
+    int fast_kind = self->fast_kind;
+    Py_XINCREF(fast);
+    Py_XINCREF(fast_prefix);
     int busy = is_busy(local);
     if (busy < 0)
         goto done;
@@ -595,7 +765,7 @@ static PyObject *launch_hook_call(Hook *self, PyObject *const *args, size_t narg
         result = call3(self->original, args[0], args[1], args[2]);
         goto done;
     }
-    if (PyObject_SetAttr(local, s_busy, Py_True) < 0)
+    if (set_busy(local, 1) < 0)
         goto done;
     PyObject *config = args[2];
     py_func = PyObject_GetAttr(args[0], s_py_func);
@@ -604,15 +774,17 @@ static PyObject *launch_hook_call(Hook *self, PyObject *const *args, size_t narg
         (grid = PyObject_GetAttr(config, s_griddim)) == NULL ||
         (block = PyObject_GetAttr(config, s_blockdim)) == NULL || (dims = PyTuple_Pack(2, grid, block)) == NULL)
         goto unbusy;
-    PyObject *before_args[4] = {name, on, dims, Py_False};
-    token = PyObject_Vectorcall(before, before_args, 4, NULL);
-    if (token == NULL)
-        goto unbusy;
-    result = then_after(after, token, call3(self->original, args[0], args[1], args[2]));
+    if (fast_kind == FAST_NONE) {
+        PyObject *described[4] = {name, on, dims, Py_False};
+        result = bracketed(self->original, args, before, after, NULL, FAST_NONE, described, 4);
+    } else {   /* before is partial(the half, kind): the kind first */
+        PyObject *described[5] = {fast_prefix, name, on, dims, Py_False};
+        result = bracketed(self->original, args, before, after, fast, fast_kind, described, 5);
+    }
 unbusy:;
     PyObject *type, *value, *traceback;   /* finally: local.busy = False, keeping any error */
     PyErr_Fetch(&type, &value, &traceback);
-    if (PyObject_SetAttr(local, s_busy, Py_False) < 0) {
+    if (set_busy(local, 0) < 0) {
         Py_XDECREF(type);
         Py_XDECREF(value);
         Py_XDECREF(traceback);
@@ -627,7 +799,8 @@ done:
     Py_XDECREF(grid);
     Py_XDECREF(block);
     Py_XDECREF(dims);
-    Py_XDECREF(token);
+    Py_XDECREF(fast);
+    Py_XDECREF(fast_prefix);
     Py_DECREF(sole);
     return result;
 }
@@ -651,6 +824,7 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds, ve
     self->ary_default = ary_default;
     self->sole = Py_None;
     self->to_host = to_host;
+    self->copy = copy;
     hold_objects(OBJECTS(Hook, original, ary_default));
     return (PyObject *)self;
 }
@@ -675,6 +849,53 @@ static PyObject *hook_get(PyObject *self, PyObject *instance, PyObject *owner)
     return PyMethod_New(self, instance);
 }
 
+/* `method` (a bound builtin method) is `function` of an instance of `type`: that instance, or NULL. */
+static PyObject *bound_to(PyObject *method, PyTypeObject *type, PyCFunction function)
+{
+    if (!PyCFunction_Check(method) || PyCFunction_GET_FUNCTION(method) != function)
+        return NULL;
+    PyObject *owner = PyCFunction_GET_SELF(method);
+    return owner != NULL && Py_IS_TYPE(owner, type) ? owner : NULL;
+}
+
+/* Which compiled halves the sole Bracket (before, after) is, if any (see FAST_NONE). */
+static int find_fast(Hook *self, PyObject *before, PyObject *after)
+{
+    PyObject *half = before, *prefix = NULL, *owner;
+    if (Py_IS_TYPE(before, (PyTypeObject *)partial_type)) {   /* partial(half, kind), nothing else bound */
+        PyObject *bound = PyObject_GetAttrString(before, "args"), *named = PyObject_GetAttrString(before, "keywords");
+        half = PyObject_GetAttrString(before, "func");
+        int plain = bound != NULL && named != NULL && half != NULL && PyTuple_Check(bound) &&
+                    PyTuple_GET_SIZE(bound) == 1 && PyDict_Check(named) && PyDict_GET_SIZE(named) == 0;
+        if (plain)
+            prefix = Py_NewRef(PyTuple_GET_ITEM(bound, 0));
+        Py_XDECREF(bound);
+        Py_XDECREF(named);
+        Py_XDECREF(half);   /* the partial holds it */
+        if (!plain) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    if (self->copy != (prefix == NULL)) {   /* a copy is described with its kind, a launch without */
+        Py_XDECREF(prefix);
+        return 0;
+    }
+    if ((owner = bound_to(half, &RecorderType, (PyCFunction)(void (*)(void))recorder_start)) != NULL &&
+        bound_to(after, &RecorderType, (PyCFunction)(void (*)(void))recorder_end) == owner)
+        self->fast_kind = FAST_RECORDER;
+    else if ((owner = bound_to(half, &NoterType, (PyCFunction)(void (*)(void))noter_note)) != NULL &&
+             after == Py_None)
+        self->fast_kind = FAST_NOTER;
+    else {
+        Py_XDECREF(prefix);
+        return 0;
+    }
+    self->fast = Py_NewRef(owner);
+    self->fast_prefix = prefix;
+    return 0;
+}
+
 static int hook_set_sole(Hook *self, PyObject *value, void *closure)
 {
     if (value == NULL || (value != Py_None && (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 3))) {
@@ -683,7 +904,10 @@ static int hook_set_sole(Hook *self, PyObject *value, void *closure)
     }
     Py_INCREF(value);
     Py_SETREF(self->sole, value);
-    return 0;
+    Py_CLEAR(self->fast);
+    Py_CLEAR(self->fast_prefix);
+    self->fast_kind = FAST_NONE;
+    return value == Py_None ? 0 : find_fast(self, PyTuple_GET_ITEM(value, 1), PyTuple_GET_ITEM(value, 2));
 }
 
 static PyObject *hook_get_sole(Hook *self, void *closure)
@@ -701,17 +925,20 @@ static PyGetSetDef hook_getset[] = {
 static PyMemberDef hook_members[] = {
     {"original", T_OBJECT, offsetof(Hook, original), READONLY, "numba-cuda's own"},
     {"fallback", T_OBJECT, offsetof(Hook, fallback), READONLY, "the Python hook, for every other call"},
+    {"fast", T_OBJECT, offsetof(Hook, fast), READONLY,
+     "the compiled Recorder or Noter whose halves the sole Bracket is, called directly; else None"},
     {NULL},
 };
 
 static int hook_traverse(Hook *self, visitproc visit, void *arg)
 {
-    return visit_objects(OBJECTS(Hook, original, ary_default), visit, arg);
+    return visit_objects(OBJECTS(Hook, original, fast_prefix), visit, arg);
 }
 
 static int hook_clear(Hook *self)
 {
-    return clear_objects(OBJECTS(Hook, original, ary_default));
+    self->fast_kind = FAST_NONE;
+    return clear_objects(OBJECTS(Hook, original, fast_prefix));
 }
 
 #define HOOK_TYPE(VAR, NAME, NEW, DOC)                                                            \
@@ -793,15 +1020,22 @@ PyMODINIT_FUNC PyInit__hotpath(void)
             return NULL;
     if ((zero = PyLong_FromLong(0)) == NULL)
         return NULL;
-    PyTypeObject *types[] = {&NoterType, &RecorderType, &CopyHookType, &LaunchHookType};
-    const char *type_names[] = {"Noter", "Recorder", "CopyHook", "LaunchHook"};
-    for (size_t i = 0; i < 4; i++)
+    PyObject *functools = PyImport_ImportModule("functools");
+    if (functools == NULL)
+        return NULL;
+    partial_type = PyObject_GetAttrString(functools, "partial");
+    Py_DECREF(functools);
+    if (partial_type == NULL)
+        return NULL;
+    PyTypeObject *types[] = {&NoterType, &RecorderType, &CopyHookType, &LaunchHookType, &BusyFlagType};
+    const char *type_names[] = {"Noter", "Recorder", "CopyHook", "LaunchHook", "BusyFlag"};
+    for (size_t i = 0; i < 5; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 5; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, type_names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(types[i]);

@@ -197,7 +197,9 @@ class _Subscription:
         self.brackets = {op: h for op, h in handlers.items() if isinstance(h, Bracket)}
         self.arounds = {op: _around_of(op, h) if isinstance(h, Bracket) else h for op, h in handlers.items()}
         self.replace_launch = replace_launch
-        self._local = _BusyFlag()
+        # per thread, whether it is busy: the compiled flag where the hooks are compiled (they read it
+        # directly, with no thread-local dictionary to look in)
+        self._local = _compiled.BusyFlag() if _compiled is not None else _BusyFlag()
 
     def run(self, handler: Callable, proceed: Callable, *args, **kwargs):
         """handler(proceed, *args, **kwargs) with this subscription busy; `proceed()` alone if it

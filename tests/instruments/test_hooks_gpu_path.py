@@ -468,6 +468,7 @@ def test_the_compiled_hot_path_keeps_no_reference_it_does_not_own(hot_path):
     reference per op would grow a long pipeline's memory with every op it records."""
     if hot_path == "python":
         pytest.skip("the compiled hot path's own references")
+    import functools
     import gc
     import sys
     import threading
@@ -510,6 +511,21 @@ def test_the_compiled_hot_path_keeps_no_reference_it_does_not_own(hot_path):
         recorder.end(recorder.start("h2d", nbytes, handle))
         note("kernel", "busy_kernel", stream)
     assert flag.busy is False
+    busy = compiled.BusyFlag()            # and with the halves a compiled Timeline's, called directly
+    copy.sole = (busy, recorder.start, recorder.end)
+    launch.sole = refused.sole = (busy, functools.partial(recorder.start, "h2d"), recorder.end)
+    assert copy.fast is recorder and launch.fast is recorder
+    for _ in range(1000):
+        array.copy_to_device(host, stream=stream)
+        launch(dispatcher, (1, 2), config)
+        with pytest.raises(ZeroDivisionError):
+            refused(dispatcher, (1, 2), config)
+    copy.sole = (busy, note, None)
+    for _ in range(1000):
+        array.copy_to_device(host)
+    assert busy.busy is False
+    copy.sole = launch.sole = refused.sole = None
+    recorder.start("kernel", "busy_kernel", handle)   # its last stream the handle again, as counted
     for held in (submitted, ends, own_starts, returned, ready):
         held.clear()
     spare[:] = events                           # as a closing timeline gives its events back
@@ -539,3 +555,73 @@ def test_the_compiled_hot_path_gives_streams_in_turn_each_its_own_key(hot_path):
     for stream in order:
         recorder.end(recorder.start("h2d", 64, stream))
     assert [entry[2] for entry in submitted] == expected
+
+
+def test_the_compiled_hooks_call_a_compiled_timelines_halves_directly(hot_path):
+    """Where the sole Bracket is a compiled Recorder's start and end (a launch's start bound to its
+    kind by functools.partial) or a Noter's note, the compiled hook calls them in C: the same entries
+    as through the methods, no end for a call that raised, the busy flag clear after it. Any other
+    Bracket (a launch's start with no kind bound, a copy's with one, more bound, another after) is
+    called as given."""
+    if hot_path == "python":
+        pytest.skip("the compiled hooks' direct calls")
+    import functools
+    import threading
+    compiled, stream = hooks.hot_path(), HandleStream(21)
+    keys, submitted, ends, own_starts, returned, ready = timeline._StreamKeys(), [], {}, {}, {}, {}
+    recorded = []
+    spare = [(object(), handle) for handle in range(1, 9)]
+    recorder = compiled.Recorder(submitted, keys, keys.remember, ready, timeline._SPECIAL_ROWS, ("h2d", "kernel"),
+                                 spare, lambda: (object(), 99), ends, own_starts, returned,
+                                 lambda handle, key: recorded.append((handle, key)) or 0, True)
+    noted = []
+    noter = compiled.Noter(noted, keys, keys.remember)
+    flag = compiled.BusyFlag()
+
+    def refuse(*call):
+        raise ZeroDivisionError("numba-cuda refused the launch")
+    copy = compiled.CopyHook(lambda self, ary, stream=0: "copied", None, False, hooks._REQUIRED)
+    launch = compiled.LaunchHook(lambda *call: "launched", None)
+    refused = compiled.LaunchHook(refuse, None)
+    kernel_start = functools.partial(recorder.start, "kernel")
+    copy.sole = (flag, recorder.start, recorder.end)
+    launch.sole = refused.sole = (flag, kernel_start, recorder.end)
+    assert copy.fast is recorder and launch.fast is recorder
+    array = type("Array", (), {"copy_to_device": copy, "nbytes": 64, "stream": stream})()
+    dispatcher = types.SimpleNamespace(py_func=types.SimpleNamespace(__name__="busy_kernel"))
+    config = types.SimpleNamespace(stream=stream, griddim=(1, 1, 1), blockdim=(32, 1, 1))
+    host = types.SimpleNamespace(nbytes=1024)
+    assert array.copy_to_device(host, stream=stream) == "copied"
+    assert launch(dispatcher, (), config) == "launched"
+    with pytest.raises(ZeroDivisionError):
+        refused(dispatcher, (), config)
+    assert flag.busy is False
+    assert [entry[:3] + entry[4:] for entry in submitted] == [
+        ("h2d", 1024, 21, None), ("kernel", "busy_kernel", 21, ((1, 1, 1), (32, 1, 1))),
+        ("kernel", "busy_kernel", 21, ((1, 1, 1), (32, 1, 1)))]
+    assert list(own_starts) == [0] and list(ends) == [0, 1] and list(returned) == [0, 1]   # raised: no end
+    assert [key for _, key in recorded] == [21, 21, 21]
+    copy.sole = (flag, noter.note, None)
+    launch.sole = (flag, functools.partial(noter.note, "kernel"), None)
+    assert copy.fast is noter and launch.fast is noter
+    array.copy_to_device(host)
+    launch(dispatcher, (), config)
+    assert [entry[:3] for entry in noted] == [("h2d", 1024, 21), ("kernel", "busy_kernel", 21)]
+    for sole, hook in [((flag, recorder.start, recorder.end), launch),                 # a launch's kind not bound
+                       ((flag, kernel_start, recorder.end), copy),                      # a copy's kind bound
+                       ((flag, functools.partial(recorder.start, "kernel", "more"), recorder.end), launch),
+                       ((flag, functools.partial(recorder.start, "kernel", stream=1), recorder.end), launch),
+                       ((flag, recorder.start, noter.note), copy), ((flag, noter.note, recorder.end), copy),
+                       ((flag, lambda *described: None, None), copy)]:
+        hook.sole = sole
+        assert hook.fast is None, sole
+    hook.sole = None
+    assert hook.fast is None
+    flag.busy = True                              # set on this thread only
+    elsewhere = []
+    thread = threading.Thread(target=lambda: elsewhere.append(flag.busy))
+    thread.start()
+    thread.join()
+    assert flag.busy is True and elsewhere == [False]
+    flag.busy = False
+    assert flag.busy is False
