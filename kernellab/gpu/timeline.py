@@ -568,6 +568,7 @@ class Timeline:
         self._opened: dict = {}
         self._ready: dict = {}
         self._returned: dict = {}
+        self._log = None              # the compiled recorder, which holds the ops it times until flushed
         self._starts: dict = {}       # once it has run: start_sources()
         self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
         self._data: TimelineData | None = None
@@ -617,6 +618,7 @@ class Timeline:
     def _take_submitted(self) -> None:
         """Turn the ops noted on the hot path into the trace's Ops: their labels, rows and sizes
         are worked out here, once, not while the measured code submits them."""
+        self._flush()
         submitted, trace = self._submitted, self._trace
         for index in range(len(trace), len(submitted)):
             kind, what, key, seconds, extra = submitted[index]
@@ -639,6 +641,7 @@ class Timeline:
         stream work. An event record holds nothing back, on any stream (the window's events that
         `kernellab bench 07` records on the default stream around the call): it changes none."""
         key = _NO_ROW if stream is None else self._stream_keys.of(stream)
+        self._flush()                   # the ops timed so far come first, in order
         self._submitted.append((kind, label, key, time.perf_counter(), event))
         if not self._ready or kind == "record":
             return
@@ -646,6 +649,12 @@ class Timeline:
             self._ready.clear()
         else:
             self._ready.pop(key, None)
+
+    def _flush(self) -> None:
+        """The ops the compiled recorder holds handed to the containers the rest of the timeline reads
+        (`_submitted`, `_ends`, `_own_starts`, `_returned`), in order (`_hotpath.Recorder.flush`)."""
+        if self._log is not None:
+            self._log.flush()
 
     @property
     def events(self) -> str:
@@ -684,16 +693,20 @@ class Timeline:
         only (no launch configuration, stream or array per op: holding those made the garbage
         collector's passes grow with the trace, ~1-2 us per op here), and time with pooled events
         recorded by the driver directly. Where kernellab was installed with a C compiler, the two
-        halves are compiled (`_hotpath.Recorder`): the same steps on the same containers, with the
-        driver called by its address; on the H200 that halved what the pipeline's recorder costs a
-        copy (Lab 07's claim compiled_hot_path, session 17)."""
+        halves are compiled (`_hotpath.Recorder`): the same steps, with the driver called by its
+        address; on the H200 that halved what the pipeline's recorder costs a copy (Lab 07's claim
+        compiled_hot_path, session 17). The compiled halves hold each op in a C array until the
+        timeline reads its containers (`_flush`), so the op's tuple, floats, index and dict entries
+        are made then, not on the hot path, where they cost ~1.2 us per op (session 19, call H)."""
         compiled = hooks.hot_path()
-        if compiled is not None:     # the same, in C (kernellab/gpu/_hotpath.c), on the same containers
+        if compiled is not None:     # the same, in C (kernellab/gpu/_hotpath.c), flushed into the same containers
             recorder = compiled.Recorder(
                 self._submitted, self._stream_keys, self._stream_keys.remember, self._ready, _SPECIAL_ROWS,
                 self._timing, _spare_events, functools.partial(_new_event, self._cuda), self._ends,
                 self._own_starts, self._returned, _driver_address(self._record), self.infer_starts,
                 _compiled_clock())
+            self._flush()            # (halves made again: what the last ones hold comes first)
+            self._log = recorder
             return recorder.start, recorder.end
         known_key, remember = self._stream_keys.get, self._stream_keys.remember
         submitted, clock = self._submitted, time.perf_counter
@@ -836,6 +849,7 @@ class Timeline:
             self._subscription.__exit__(*exc)
         finally:
             Timeline._active = None
+        self._flush()
         if self.timed:
             try:
                 if exc[0] is None:

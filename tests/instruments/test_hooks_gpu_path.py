@@ -385,6 +385,8 @@ def test_the_compiled_recorder_calls_the_driver_by_its_address_and_reads_perf_co
     index = recorder.start("kernel", "busy_kernel", 11, ((1, 1, 1), (32, 1, 1)))
     recorder.end(index)
     after = time.perf_counter()
+    assert submitted == [] and ends == {}          # held in C until flushed
+    recorder.flush()
     assert calls == [(502, 11), (501, 11)] and spare == []       # the pool's last event first
     assert before <= submitted[0][3] <= returned[0] <= after
     assert ready == {11: True} and list(ends) == [0] and list(own_starts) == [0]
@@ -498,6 +500,7 @@ def test_the_compiled_hot_path_keeps_no_reference_it_does_not_own(hot_path):
     handle, nbytes = 10**12 + 11, 10**12 + 4       # ints no cache holds: their counts are theirs alone
     note("kernel", "busy_kernel", stream)        # the stream keys keep the stream from here on, by design
     recorder.start("kernel", "busy_kernel", handle)   # (and the handle's key): not timed, noted
+    recorder.flush()
     submitted.clear()
     watched = [host, stream, token, array, flag, dispatcher, config, events[0], events[-1], handle, nbytes]
     gc.collect()
@@ -526,6 +529,7 @@ def test_the_compiled_hot_path_keeps_no_reference_it_does_not_own(hot_path):
     assert busy.busy is False
     copy.sole = launch.sole = refused.sole = None
     recorder.start("kernel", "busy_kernel", handle)   # its last stream the handle again, as counted
+    recorder.flush()                                   # what it held handed over
     for held in (submitted, ends, own_starts, returned, ready):
         held.clear()
     spare[:] = events                           # as a closing timeline gives its events back
@@ -554,6 +558,7 @@ def test_the_compiled_hot_path_gives_streams_in_turn_each_its_own_key(hot_path):
                                  lambda: (object(), 9), ends, {}, {}, lambda handle, key: 0, False)
     for stream in order:
         recorder.end(recorder.start("h2d", 64, stream))
+    recorder.flush()
     assert [entry[2] for entry in submitted] == expected
 
 
@@ -596,6 +601,7 @@ def test_the_compiled_hooks_call_a_compiled_timelines_halves_directly(hot_path):
     with pytest.raises(ZeroDivisionError):
         refused(dispatcher, (), config)
     assert flag.busy is False
+    recorder.flush()
     assert [entry[:3] + entry[4:] for entry in submitted] == [
         ("h2d", 1024, 21, None), ("kernel", "busy_kernel", 21, ((1, 1, 1), (32, 1, 1))),
         ("kernel", "busy_kernel", 21, ((1, 1, 1), (32, 1, 1)))]
@@ -625,3 +631,32 @@ def test_the_compiled_hooks_call_a_compiled_timelines_halves_directly(hot_path):
     assert flag.busy is True and elsewhere == [False]
     flag.busy = False
     assert flag.busy is False
+
+
+def test_the_compiled_recorder_hands_its_ops_over_in_order_when_flushed(hot_path):
+    """The compiled recorder holds the ops it notes until flush() hands them to the containers, in
+    order, each with its index: an op ended after a flush gets its end event all the same, and an op
+    noted by Python in between (Timeline._note flushes first) keeps its place."""
+    if hot_path == "python":
+        pytest.skip("the compiled recorder's log")
+    compiled, keys = hooks.hot_path(), timeline._StreamKeys()
+    submitted, ends, own_starts, returned, ready = [], {}, {}, {}, {}
+    spare = [(object(), handle) for handle in range(1, 9)]
+    recorder = compiled.Recorder(submitted, keys, keys.remember, ready, timeline._SPECIAL_ROWS, ("h2d",), spare,
+                                 lambda: (object(), 99), ends, own_starts, returned, lambda handle, key: 0, True)
+    first = recorder.start("h2d", 64, 11)
+    recorder.end(first)
+    second = recorder.start("h2d", 128, 11)
+    recorder.flush()
+    submitted.append(("wait", "event wait", 11, 0.0, None))    # as Timeline._note appends, after a flush
+    recorder.end(second)                                        # ended after the flush
+    third = recorder.start("h2d", 256, 11)
+    recorder.end(third)
+    recorder.flush()
+    assert (first, second, third) == (0, 1, 3)
+    assert [entry[:3] for entry in submitted] == [("h2d", 64, 11), ("h2d", 128, 11), ("wait", "event wait", 11),
+                                                  ("h2d", 256, 11)]
+    assert sorted(ends) == [0, 1, 3] and sorted(returned) == [0, 1, 3] and list(own_starts) == [0]
+    assert all(isinstance(submitted[i][3], float) and submitted[i][3] <= returned[i] for i in (0, 1, 3))
+    recorder.flush()                                            # nothing held: nothing more
+    assert len(submitted) == 4
