@@ -335,7 +335,7 @@ RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host tim
                         "(timing.in_turn, seeded)")
 
 
-def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict:
+def measure_recorder_cost(lab, stream, reps: int = 150, inner: int = 100) -> dict:
     """The host's time per op inside a Timeline over the same call bare (a one-block launch and a
     1 KiB pinned copy on a stream); inside a Timeline that times nothing (`timed=()`: the trace
     alone, no event on the hot path); inside the pipeline's recorder (RECORDER: one event per op
@@ -348,7 +348,9 @@ def measure_recorder_cost(lab, stream, reps: int = 60, inner: int = 100) -> dict
     the recorders on the Python one too, and the floor of the compiled parts: one event after the
     call recorded from C, and the compiled hook with halves in C that do nothing. Each rep times
     `inner` calls of every way in turn (RECORDER_COST_METHOD), so each cost is a paired difference
-    with its own spread. Events are reserved before, as the pipeline's are."""
+    with its own spread. Events are reserved before, as the pipeline's are. 150 reps: on the H200's
+    host a copy's paired differences spread 6-10 us between quartiles, so with 60 the median moved
+    ~1 us from repeat to repeat, as much as the 5 us target's margin (session 19, calls G and H)."""
     cuda = device.cuda()
     small = cuda.device_array(256, dtype=np.float32)
     host = cuda.pinned_array(256, dtype=np.float32)
