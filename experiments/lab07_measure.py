@@ -333,6 +333,12 @@ def hidden_by_events(data: TimelineData) -> float:
 RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
                         "in the same rep): the ways taken in turn within each rep, in an order shuffled rep by rep "
                         "(timing.in_turn, seeded)")
+# The recorders the target judges, taken again in turn with the bare call and nothing else, so each
+# rep's three samples lie within ~30 ms of each other rather than among a dozen other ways: on the
+# H200's host a copy's paired differences among all the ways spread 6-10 us between quartiles, and
+# the median of 150 reps still moved ~1 us from repeat to repeat (session 19, calls H and I).
+TARGET_WAYS = ("recorded", "inferred_starts")
+TARGET_REPS = 300
 
 
 def measure_recorder_cost(lab, stream, reps: int = 150, inner: int = 100) -> dict:
@@ -386,8 +392,38 @@ def measure_recorder_cost(lab, stream, reps: int = 150, inner: int = 100) -> dic
                            for way in names if way not in ("bare", "recorded")},
                         **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
                         "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD,
-                        "hot_path": hot_path_words()}
+                        "hot_path": hot_path_words(),
+                        "targeted": recorders_beside_bare(ways, call, inner)}
     return result
+
+
+def recorders_beside_bare(ways: dict, call, inner: int, reps: int = TARGET_REPS) -> dict:
+    """The recorders the target judges (TARGET_WAYS) over the bare call, taken in turn with it and
+    nothing else, `reps` reps of `inner` calls (RECORDER_COST_METHOD): per way the median paired
+    difference and its spread, us."""
+    close = ("bare", *TARGET_WAYS)
+    taken = timing.time_host_in_turn({way: (ways[way], call) for way in close}, inner=inner, reps=reps)
+    over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in TARGET_WAYS}
+    return {**{f"{way}_over_bare_us": float(np.median(over[way])) for way in TARGET_WAYS},
+            **{f"{way}_over_bare_spread_us": spread(over[way]) for way in TARGET_WAYS},
+            "bare_us": spread([1e3 * t for t in taken["bare"].samples_ms]), "reps": reps,
+            "method": f"{RECORDER_COST_METHOD}; the bare call and {', '.join(TARGET_WAYS)} alone"}
+
+
+def recorders_judged(recorder: dict) -> dict:
+    """Per call ("launch", "copy"): what the pipeline's recorder ("inferred_starts") and the default one
+    ("recorded") cost per op over bare, as the target judges them: taken in turn with the bare call
+    alone (`targeted`, measure_recorder_cost), or in older records among all the ways; with the method."""
+    judged = {}
+    for call in ("launch", "copy"):
+        figures = recorder[call]
+        close = figures.get("targeted")
+        judged[call] = ({"inferred_starts": close["inferred_starts_over_bare_us"],
+                         "recorded": close["recorded_over_bare_us"],
+                         "method": f"{close['method']}, {close['reps']} reps", "reps": close["reps"]} if close else
+                        {"inferred_starts": figures["inferred_starts_over_bare_us"], "recorded": figures["us_per_op"],
+                         "method": figures.get("method", RECORDER_COST_METHOD), "reps": None})
+    return judged
 
 
 def in_python(opened):
