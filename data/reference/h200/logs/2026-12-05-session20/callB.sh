@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Call B (session 20), on a lent H100 (no H200 came in five tries over 25 minutes): the code of session 19
-# (the compiled recorder's C log, the direct calls, the compiled busy flag) first run on a GPU: Lab 07's
-# pipeline x3 (bench 07:pipeline, the target's recorders taken in turn with the bare call alone, 300
-# reps) and the GPU tests of the instruments and Labs 01 and 07. Its records are an H100's: kept in
-# this log folder, not in data/reference/h200/.
+# Call B (session 20), on whichever lent GPU came (no machine came in the tries of 11:53-12:30 UTC; call A,
+# session 19's call J with bench 01 x3 too, never ran): session 19's code (the compiled recorder's C log,
+# the direct calls, the compiled busy flag) first run on a GPU: Lab 07's pipeline x3 (bench 07:pipeline,
+# the target's recorders taken in turn with the bare call alone, 300 reps) and the GPU tests of the
+# instruments and Labs 01 and 07. Records from an H100 stay in this log folder, never in data/reference/h200/.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD KERNELLAB_DEVICE=gpu KERNELLAB_TARGET=solutions PYTHONUNBUFFERED=1
