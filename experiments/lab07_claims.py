@@ -127,18 +127,19 @@ def _methods_part_values(records):
 
 def _recorder_values(records):
     """What the pipeline's recorder and the default one cost per op on the host over bare, as the
-    target judges them (recorders_judged: taken in turn with the bare call alone), worst repeat."""
+    target judges them (recorders_judged: the worse of the two pairings), worst repeat; and each
+    pairing's own worst for the pipeline's recorder."""
     repeats = _pipeline_repeats(records)
     for record in repeats:
-        need(record, "recorder", "launch", "inferred_starts_over_bare_us")
+        need(record, "recorder", "copy", "targeted")   # older records: one pairing only
     judged = [recorders_judged(r["recorder"]) for r in repeats]
     values = {f"{prefix}{call}": max(j[call][way] for j in judged)
               for prefix, way in (("inferred_", "inferred_starts"), ("", "recorded")) for call in ("launch", "copy")}
-    reps = {j[call]["reps"] for j in judged for call in ("launch", "copy")}
-    return {**values, "inferred_per_op": max(values["inferred_launch"], values["inferred_copy"]),
-            "per_op": max(values["launch"], values["copy"]), "plain": _plain_launch_us(repeats),
-            "taken": (f"taken in turn with the bare call alone, {reps.pop()} reps" if reps != {None} and len(reps) == 1
-                      else "taken in turn among all the ways"),
+    pairings = {pairing: max(j[call][f"inferred_starts_{pairing}"] for j in judged for call in ("launch", "copy"))
+                for pairing in ("beside_bare", "among_all")}
+    return {**values, **pairings, "inferred_per_op": max(values["inferred_launch"], values["inferred_copy"]),
+            "better": min(pairings.values()), "per_op": max(values["launch"], values["copy"]),
+            "plain": _plain_launch_us(repeats), "beside_reps": max(j["copy"]["reps"] for j in judged),
             "target_us": TARGETS["recorder_us_per_op"], "repeats": len(repeats)}
 
 
@@ -454,13 +455,18 @@ CLAIMS = [
     Claim("recorder_costs",
           "Inside the pipeline's recorder (`Timeline(infer_starts=True)`: one event per op where it can), a "
           "launch costs the host {inferred_launch:+.1f} us and a copy {inferred_copy:+.1f} us over the bare call "
-          "(a plain launch: {plain:.1f} us; {taken}; worst of {repeats} repeat(s)): at worst "
-          "{inferred_per_op:+.2f} us per op (target: at most {target_us:.0f} us, {met}). With a pair of events "
-          "per op (the default `Timeline()`), a launch costs {launch:+.1f} us and a copy {copy:+.1f} us: at "
-          "worst {per_op:+.2f} us per op, {two_events}.",
-          headline="pipeline's recorder {inferred_per_op:+.2f} us per op (target {target_us:.0f} us: {met})",
+          "(a plain launch: {plain:.1f} us; worst of {repeats} repeat(s)), each the worse of two pairings of "
+          "the same repeats: taken in turn with the bare call alone ({beside_reps} reps), at worst "
+          "{beside_bare:+.2f} us per op, and among all the ways (150 reps), {among_all:+.2f} us. Judged on the "
+          "worse, {inferred_per_op:+.2f} us per op (target: at most {target_us:.0f} us, {met}); the better "
+          "pairing reads {better:+.2f} us, {better_met}. With a pair of events per op (the default "
+          "`Timeline()`), a launch costs {launch:+.1f} us and a copy {copy:+.1f} us: at worst {per_op:+.2f} us "
+          "per op, {two_events}.",
+          headline="pipeline's recorder {inferred_per_op:+.2f} us per op, the worse of two pairings (target "
+                   "{target_us:.0f} us: {met}; the better {better:+.2f})",
           values=_recorder_values,
           checks=(target("met", "inferred_per_op", "<=", "target_us"),
+                  says("better_met", "better", "<=", "target_us", "within the target", "over the target too"),
                   says("two_events", "per_op", ">", "target_us",
                        "over the target: where the full set of events would disturb, the pipeline records one "
                        "per op", "within the target as well")),
@@ -468,10 +474,14 @@ CLAIMS = [
                    "recorded through the driver's cuEventRecord: the default brackets each launch and copy "
                    "with two, the pipeline's records one after each and infers its start from the op before on "
                    "its stream. The parts measured apart are the floor on this host (claims recorder_parts and "
-                   "compiled_floor): timing an op needs its records, and watching it needs the hook. The "
-                   "target is judged on the recorders taken in turn with the bare call alone, so each rep's "
-                   "samples lie close together; among all the ways the medians moved ~1 us from repeat to "
-                   "repeat on the H200's host (session 19, calls H and I). A pipeline whose host submits faster than the GPU "
+                   "compiled_floor): timing an op needs its records, and watching it needs the hook. Among "
+                   "all the ways the medians moved ~1 us from repeat to repeat on the H200's host (session "
+                   "19, calls G and H), so the recorders are taken again in turn with the bare call alone, "
+                   "each rep's samples close together. The two pairings of the same repeats then differed "
+                   "by up to 2.5 us per copy, either way round, on an H200's host and an H100's, more than "
+                   "a median of 150-300 reps moves by chance, and every per-op cost rose with the host's "
+                   "bare call, which slowed up to 1.7x within one bench (session 20, calls B and C): until "
+                   "why is known, the target holds only where both pairings say so. A pipeline whose host submits faster than the GPU "
                    "works hides that cost, so the makespan can stay within its target while the per-op "
                    "cost does not; one whose host falls behind is slowed by all of it. CUPTI's activity "
                    "trace, which times each op on the GPU's side with no event on its stream, cost more "

@@ -184,11 +184,13 @@ def targets(lab, records: dict) -> dict:
             "value": recorder_us, "target": TARGETS["recorder_us_per_op"],
             "met": recorder_us <= TARGETS["recorder_us_per_op"],
             "two_events_per_op_us": two_events_us,
+            "pairings_us": {f"{call}_{pairing}": figure for call in ("launch", "copy")
+                            for pairing, figure in judged[call].items() if pairing.startswith("inferred_starts_")},
             "method": f"host time per call inside the pipeline's recorder, Timeline(infer_starts=True) with its "
                       f"stream opened (one CUDA event per op: the fewer events Lab 07 records; the default "
                       f"Timeline, a pair per op, beside it as two_events_per_op_us) over the same call bare, the "
-                      f"worse of a one-block launch and a 1 KiB pinned copy on a stream: "
-                      f"{judged['launch']['method']}; events reserved before; {hot_path}"},
+                      f"worse of a one-block launch and a 1 KiB pinned copy on a stream, each {judged['launch']['method']} "
+                      f"(pairings_us: each pairing's figure); events reserved before; {hot_path}"},
         **{f"{way}_us_per_op": {
             "value": us, "target": TARGETS["recorder_us_per_op"], "met": us <= TARGETS["recorder_us_per_op"],
             "method": f"as recorder_us_per_op, inside {what}"}
