@@ -417,9 +417,9 @@ def recorders_judged(recorder: dict) -> dict:
     bench takes, in turn with the bare call alone (`targeted`) and among all the ways, each pairing's
     figure beside it (`<way>_beside_bare`, `<way>_among_all`; a record from before the first has the
     second alone); with the method. The two are the same cost in the same repeat, and they differed
-    by up to 2.5 us per copy either way round on the lent hosts (session 20, calls B and C), more
-    than a median of 150-300 reps moves by chance: until why is known, the target holds only where
-    both pairings say so."""
+    by up to 2.5 us per copy on the H200's host, about three standard errors of the difference of
+    their medians (session 20, call C), and by 1.2-1.3 us either way round on an H100's (call B):
+    until why is known, the target holds only where both pairings say so."""
     judged = {}
     for call in ("launch", "copy"):
         figures = recorder[call]
