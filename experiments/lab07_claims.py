@@ -140,6 +140,7 @@ def _recorder_values(records):
     return {**values, **pairings, "inferred_per_op": max(values["inferred_launch"], values["inferred_copy"]),
             "better": min(pairings.values()), "per_op": max(values["launch"], values["copy"]),
             "plain": _plain_launch_us(repeats), "beside_reps": max(j["copy"]["reps"] for j in judged),
+            "among_reps": max(r["recorder"]["copy"]["inferred_starts_over_bare_spread_us"]["reps"] for r in repeats),
             "target_us": TARGETS["recorder_us_per_op"], "repeats": len(repeats)}
 
 
@@ -457,7 +458,7 @@ CLAIMS = [
           "launch costs the host {inferred_launch:+.1f} us and a copy {inferred_copy:+.1f} us over the bare call "
           "(a plain launch: {plain:.1f} us; worst of {repeats} repeat(s)), each the worse of two pairings of "
           "the same repeats: taken in turn with the bare call alone ({beside_reps} reps), at worst "
-          "{beside_bare:+.2f} us per op, and among all the ways (150 reps), {among_all:+.2f} us. Judged on the "
+          "{beside_bare:+.2f} us per op, and among all the ways ({among_reps} reps), {among_all:+.2f} us. Judged on the "
           "worse, {inferred_per_op:+.2f} us per op (target: at most {target_us:.0f} us, {met}); the better "
           "pairing reads {better:+.2f} us, {better_met}. With a pair of events per op (the default "
           "`Timeline()`), a launch costs {launch:+.1f} us and a copy {copy:+.1f} us: at worst {per_op:+.2f} us "
