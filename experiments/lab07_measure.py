@@ -358,13 +358,34 @@ def measure_recorder_cost(lab, stream, reps: int = 150, inner: int = 100) -> dic
     with its own spread. Events are reserved before, as the pipeline's are. 150 reps: on the H200's
     host a copy's paired differences spread 6-10 us between quartiles, so with 60 the median moved
     ~1 us from repeat to repeat, as much as the 5 us target's margin (session 19, calls G and H)."""
+    reserve_events(reps * inner + inner)
+    calls, ways = recorder_ways(lab, stream)
+    names = list(ways)
+    result = {}
+    for name, call in calls.items():
+        taken = timing.time_host_in_turn({way: ways[way](call) for way in names}, inner=inner, reps=reps)
+        samples = {way: taken[way].samples_ms for way in names}
+        over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
+        result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
+                        **{f"{way}_over_bare_us": float(np.median(over[way]))
+                           for way in names if way not in ("bare", "recorded")},
+                        **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
+                        "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD,
+                        "hot_path": hot_path_words(),
+                        "targeted": recorders_beside_bare({way: ways[way](call) for way in ("bare", *TARGET_WAYS)}, inner)}
+    return result
+
+
+def recorder_ways(lab, stream) -> tuple[dict, dict]:
+    """The calls measure_recorder_cost times (name -> call: a one-block launch, a 1 KiB pinned copy,
+    on `stream`) and its ways (name -> a function of the call giving (the context opened around each
+    sample, the call as that way makes it))."""
     cuda = device.cuda()
     small = cuda.device_array(256, dtype=np.float32)
     host = cuda.pinned_array(256, dtype=np.float32)
     host[:] = 1.0
     calls = {"launch": lambda: lab.busy(small, 1, out=small, stream=stream),
              "copy": lambda: small.copy_to_device(host, stream=stream)}
-    reserve_events(reps * inner + inner)
     passing_on = hooks.Bracket(lambda *args, **kwargs: None)    # the recorder's kind of handler, doing nothing
     ways = {"bare": contextlib.nullcontext, "recorded": Timeline,
             "trace_only": lambda: Timeline(timed=()), "inferred_starts": lambda: Timeline(**RECORDER, streams=(stream,)),
@@ -380,30 +401,19 @@ def measure_recorder_cost(lab, stream, reps: int = 150, inner: int = 100) -> dic
         ways.update({"event_after_compiled": contextlib.nullcontext,
                      "hooks_only_compiled": lambda: hooks.subscribe(launch=doing_nothing, copy_to_device=doing_nothing)})
         with_events["event_after_compiled"] = lambda call: events_around(call, stream, before=False, compiled=True)
-    names = list(ways)
-    result = {}
-    for name, call in calls.items():
-        taken = timing.time_host_in_turn(
-            {way: (opened, with_events.get(way, lambda bare: bare)(call)) for way, opened in ways.items()},
-            inner=inner, reps=reps)
-        samples = {way: taken[way].samples_ms for way in names}
-        over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
-        result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
-                        **{f"{way}_over_bare_us": float(np.median(over[way]))
-                           for way in names if way not in ("bare", "recorded")},
-                        **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
-                        "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD,
-                        "hot_path": hot_path_words(),
-                        "targeted": recorders_beside_bare(ways, call, inner)}
-    return result
+    return calls, {way: functools.partial(_way_of, opened, with_events.get(way)) for way, opened in ways.items()}
 
 
-def recorders_beside_bare(ways: dict, call, inner: int, reps: int = TARGET_REPS) -> dict:
+def _way_of(opened, made, call) -> tuple:
+    """(opened, the call as the way makes it: `made(call)`, or the call itself where `made` is None)."""
+    return opened, (made(call) if made else call)
+
+
+def recorders_beside_bare(ways: dict, inner: int, reps: int = TARGET_REPS) -> dict:
     """The recorders the target judges (TARGET_WAYS) over the bare call, taken in turn with it and
-    nothing else, `reps` reps of `inner` calls (RECORDER_COST_METHOD): per way the median paired
-    difference and its spread, us."""
-    close = ("bare", *TARGET_WAYS)
-    taken = timing.time_host_in_turn({way: (ways[way], call) for way in close}, inner=inner, reps=reps)
+    nothing else (`ways`: those three, name -> (opened, call)), `reps` reps of `inner` calls
+    (RECORDER_COST_METHOD): per way the median paired difference and its spread, us."""
+    taken = timing.time_host_in_turn(ways, inner=inner, reps=reps)
     over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in TARGET_WAYS}
     return {**{f"{way}_over_bare_us": float(np.median(over[way])) for way in TARGET_WAYS},
             **{f"{way}_over_bare_spread_us": spread(over[way]) for way in TARGET_WAYS},
