@@ -429,14 +429,14 @@ def recorders_judged(recorder: dict) -> dict:
     second alone); with the method. The two are the same cost in the same repeat, and they differed
     by up to 2.5 us per copy on the H200's host, about three standard errors of the difference of
     their medians (session 20, call C), and by 1.2-1.3 us either way round on an H100's (call B).
-    Session 21 looked for why, on H100 hosts. Call A: among all the ways read 0.6-1.5 us per copy
-    above the bare call alone in 5 of 5 rounds, with the garbage collector on or off in the windows
-    (so collections are not the cause). Call B: the two agreed within 0.12 us in 2 of 2 rounds, taken
-    in shuffled order among runs with each group of the other ways, and no group raised the figure
-    beyond the scatter of the runs themselves: 2.0-4.5 us per copy in one process, where each run's
-    bootstrap standard error was 0.13-0.37. A run's median moves with the host by more than its reps
-    say, so each pairing is one more run of the same cost, and the target, judged on the worst run,
-    holds only where both say so."""
+    Session 21 looked for why, on H100 hosts. Calls A and C: among all the ways read 0.6-1.5 us per
+    copy above the bare call alone in 6 of 6 rounds, with the garbage collector on or off in the
+    windows (collections are not the cause). Call B: taken in shuffled order among runs with each
+    group of the other ways added, the two agreed within 0.12 us in 2 of 2 rounds, and no group
+    raised the figure beyond the scatter of the runs themselves: 2.0-4.5 us per copy in one process,
+    where each run's bootstrap standard error was 0.13-0.37. Why is not established; a run's median
+    moves by more than its reps say, so each pairing is taken as one more run of the same cost, and
+    the target, judged on the worst run, holds only where both say so."""
     judged = {}
     for call in ("launch", "copy"):
         figures = recorder[call]
