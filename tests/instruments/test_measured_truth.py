@@ -460,3 +460,22 @@ def test_the_copy_engines_claim_sees_two_engines_only_when_one_stream_is_clearly
     assert "1.70x at least over 1 repeat(s): on four streams the copies in and out ran at once" in seen
     unseen = claims.evaluate(engines, _with_one_copy_stream(1.1)).text
     assert "1.10x at least over 1 repeat(s): no second copy engine is seen" in unseen
+
+
+def test_the_recorders_beside_bare_pool_both_halves_and_keep_each_halfs_figure():
+    """The target's pairing is taken in two halves, before and after the pairing among all the ways:
+    its figure is the median paired difference over every rep of both, and each half's own median
+    is kept beside it, so a half that reads apart from the other shows in the record."""
+    from experiments.lab07_measure import TARGET_WAYS, recorders_beside_bare
+    from kernellab.gpu.timing import Timing
+
+    def half(bare_ms, extra_us):
+        return {"bare": Timing(tuple(bare_ms)),
+                **{way: Timing(tuple(t + 1e-3 * extra_us for t in bare_ms)) for way in TARGET_WAYS}}
+    first, second = half([0.080, 0.082, 0.081], 2.0), half([0.120, 0.118], 5.0)
+    figures = recorders_beside_bare((first, second))
+    assert figures["reps"] == 5
+    for way in TARGET_WAYS:
+        assert figures[f"{way}_over_bare_halves_us"] == pytest.approx([2.0, 5.0])
+        assert figures[f"{way}_over_bare_us"] == pytest.approx(2.0)     # the median of 2, 2, 2, 5, 5
+        assert figures[f"{way}_over_bare_spread_us"]["reps"] == 5
