@@ -367,9 +367,10 @@ def measure_recorder_cost(lab, stream, reps: int = 150, inner: int = 100) -> dic
     names = list(ways)
     result = {}
     for name, call in calls.items():
-        close = {way: ways[way](call) for way in ("bare", *TARGET_WAYS)}
+        made = {way: ways[way](call) for way in names}
+        close = {way: made[way] for way in ("bare", *TARGET_WAYS)}
         first_half = timing.time_host_in_turn(close, inner=inner, reps=TARGET_REPS // 2)
-        taken = timing.time_host_in_turn({way: ways[way](call) for way in names}, inner=inner, reps=reps)
+        taken = timing.time_host_in_turn(made, inner=inner, reps=reps)
         second_half = timing.time_host_in_turn(close, inner=inner, reps=TARGET_REPS - TARGET_REPS // 2)
         samples = {way: taken[way].samples_ms for way in names}
         over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
@@ -437,17 +438,10 @@ def recorders_judged(recorder: dict) -> dict:
     ("recorded") cost per op over bare, as the target judges them: the worse of the two pairings the
     bench takes, in turn with the bare call alone (`targeted`) and among all the ways, each pairing's
     figure beside it (`<way>_beside_bare`, `<way>_among_all`; a record from before the first has the
-    second alone); with the method. The two are the same cost in the same repeat, and they differed
-    by up to 2.5 us per copy on the H200's host, about three standard errors of the difference of
-    their medians (session 20, call C), and by 1.2-1.3 us either way round on an H100's (call B).
-    Session 21 looked for why, on H100 hosts. Calls A and C: among all the ways read 0.6-1.5 us per
-    copy above the bare call alone in 6 of 6 rounds, with the garbage collector on or off in the
-    windows (collections are not the cause). Call B: taken in shuffled order among runs with each
-    group of the other ways added, the two agreed within 0.12 us in 2 of 2 rounds, and no group
-    raised the figure beyond the scatter of the runs themselves: 2.0-4.5 us per copy in one process,
-    where each run's bootstrap standard error was 0.13-0.37. Why is not established; a run's median
-    moves by more than its reps say, so each pairing is taken as one more run of the same cost, and
-    the target, judged on the worst run, holds only where both say so."""
+    second alone); with the method. The two are the same cost in the same repeat, yet on some hosts
+    they differ by more than their reps say, for reasons not established (the logs of sessions 20
+    and 21 in data/reference/h200/logs/): each is taken as one more run of the same cost, and the
+    target, judged on the worst run, holds only where both say so."""
     judged = {}
     for call in ("launch", "copy"):
         figures = recorder[call]
