@@ -341,7 +341,9 @@ RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host tim
 # Its reps are taken in two halves, one before the pairing among all the ways and one after, so the
 # two pairings sample the same phases of the host: in session 21 the pairing among all the ways,
 # taken first, read 0.6-1.5 us per copy above the one taken after it in 6 of 6 rounds (calls A and
-# C), and in a shuffled order the two agreed within 0.12 us (call B). Each half's figure is kept.
+# C), and in a shuffled order the two agreed within 0.12 us (call B). Each half's figure is kept. In
+# session 22 (call A, an H100) the pairing among all read above both halves in 4 of the 6 figures
+# (copy and launch, 3 repeats), below both in 1: the gap is not the order of the pairings.
 TARGET_WAYS = ("recorded", "inferred_starts")
 TARGET_REPS = 300
 
@@ -440,7 +442,7 @@ def recorders_judged(recorder: dict) -> dict:
     figure beside it (`<way>_beside_bare`, `<way>_among_all`; a record from before the first has the
     second alone); with the method. The two are the same cost in the same repeat, yet on some hosts
     they differ by more than their reps say, for reasons not established (the logs of sessions 20
-    and 21 in data/reference/h200/logs/): each is taken as one more run of the same cost, and the
+    to 22 in data/reference/h200/logs/): each is taken as one more run of the same cost, and the
     target, judged on the worst run, holds only where both say so."""
     judged = {}
     for call in ("launch", "copy"):
