@@ -330,9 +330,21 @@ def hidden_by_events(data: TimelineData) -> float:
     return beside - copy_out_wait(data)["paid_ms"] / kernels
 
 
+# Calls each sample of the recorder's cost makes inside its way's context before its clock starts
+# (timing.time_host_in_turn's `settle`). Opening a recorder sets its hooks on numba-cuda's classes, and
+# closing one puts the originals back; each throws away what the interpreter had specialized for
+# those types, and the next calls run slower, the bare call's after a closed recorder too. Spread
+# over a sample's 100 calls, that cost of an opening read as a cost per op, larger the more other
+# samples came between two of the recorder's: on a lent H100, with 11 bare calls added to each rep
+# between them, the pipeline's recorder read +0.5-1.4 us per op more than beside the bare call alone,
+# while those fillers read +0.2-0.5 us per call over the bare call (session 22, call B). What the
+# settling calls cost over the bare call's is kept apart, per opening (`<way>_settle_over_bare_us`).
+SETTLE_CALLS = 20
 RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
                         "in the same rep): the ways taken in turn within each rep, in an order shuffled rep by rep "
-                        "(timing.in_turn, seeded)")
+                        f"(timing.in_turn, seeded); each sample's first {SETTLE_CALLS} calls made inside its "
+                        "context before its clock starts, their excess over the bare call's kept apart as the "
+                        "opening's cost (<way>_settle_over_bare_us, us per opening)")
 # The recorders the target judges, taken again in turn with the bare call and nothing else, so each
 # rep's three samples lie within ~30 ms of each other rather than among a dozen other ways: on the
 # H200's host a copy's paired differences among all the ways spread 6-10 us between quartiles, and
@@ -364,22 +376,24 @@ def measure_recorder_cost(lab, stream, reps: int = 150, inner: int = 100) -> dic
     with its own spread. Events are reserved before, as the pipeline's are. 150 reps: on the H200's
     host a copy's paired differences spread 6-10 us between quartiles, so with 60 the median moved
     ~1 us from repeat to repeat, as much as the 5 us target's margin (session 19, calls G and H)."""
-    reserve_events(reps * inner + inner)
+    reserve_events(reps * (inner + SETTLE_CALLS) + inner)
     calls, ways = recorder_ways(lab, stream)
     names = list(ways)
     result = {}
     for name, call in calls.items():
         made = {way: ways[way](call) for way in names}
         close = {way: made[way] for way in ("bare", *TARGET_WAYS)}
-        first_half = timing.time_host_in_turn(close, inner=inner, reps=TARGET_REPS // 2)
-        taken = timing.time_host_in_turn(made, inner=inner, reps=reps)
-        second_half = timing.time_host_in_turn(close, inner=inner, reps=TARGET_REPS - TARGET_REPS // 2)
+        first_half = timing.time_host_in_turn(close, inner=inner, reps=TARGET_REPS // 2, settle=SETTLE_CALLS)
+        taken = timing.time_host_in_turn(made, inner=inner, reps=reps, settle=SETTLE_CALLS)
+        second_half = timing.time_host_in_turn(close, inner=inner, reps=TARGET_REPS - TARGET_REPS // 2,
+                                               settle=SETTLE_CALLS)
         samples = {way: taken[way].samples_ms for way in names}
         over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
                         **{f"{way}_over_bare_us": float(np.median(over[way]))
                            for way in names if way not in ("bare", "recorded")},
                         **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
+                        **{f"{way}_settle_over_bare_us": settle_over_bare(taken, way) for way in names if way != "bare"},
                         "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD,
                         "hot_path": hot_path_words(),
                         "targeted": recorders_beside_bare((first_half, second_half))}
@@ -419,6 +433,16 @@ def _way_of(opened, made, call) -> tuple:
     return opened, (made(call) if made else call)
 
 
+def settle_over_bare(taken, way: str) -> float | None:
+    """What `way`'s settling calls took over the bare call's in the same rep, us per sample (per
+    opening of its context): the median over the reps, of one time_host_in_turn result or of several
+    pooled (a list of them); None where no sample settled."""
+    results = taken if isinstance(taken, list | tuple) else [taken]
+    over = [1e3 * (a - b) for result in results
+            for a, b in zip(result[way].settle_ms, result["bare"].settle_ms)]
+    return float(np.median(over)) if over else None
+
+
 def recorders_beside_bare(halves) -> dict:
     """The recorders the target judges (TARGET_WAYS) over the bare call, taken in turn with it and
     nothing else (`halves`: time_host_in_turn's results for those three ways, one before the pairing
@@ -429,6 +453,7 @@ def recorders_beside_bare(halves) -> dict:
     bare = [1e3 * t for half in halves for t in half["bare"].samples_ms]
     return {**{f"{way}_over_bare_us": float(np.median(every[way])) for way in TARGET_WAYS},
             **{f"{way}_over_bare_spread_us": spread(every[way]) for way in TARGET_WAYS},
+            **{f"{way}_settle_over_bare_us": settle_over_bare(halves, way) for way in TARGET_WAYS},
             **{f"{way}_over_bare_halves_us": [float(np.median(half)) for half in over[way]] for way in TARGET_WAYS},
             "bare_us": spread(bare), "reps": len(bare),
             "method": f"{RECORDER_COST_METHOD}; the bare call and {', '.join(TARGET_WAYS)} alone, in two halves, "

@@ -40,6 +40,7 @@ class Timing:
 
     samples_ms: tuple[float, ...]
     host_exposed: int = 0          # samples whose host submit outlasted the hold (see time_gpu)
+    settle_ms: tuple[float, ...] = ()   # per sample, its settling calls' time (see time_host_in_turn)
 
     @property
     def median_ms(self) -> float:
@@ -242,24 +243,36 @@ def in_turn(names: list, reps: int, seed: int = IN_TURN_SEED):
             yield rep, name
 
 
-def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: int = 1) -> dict[str, Timing]:
+def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: int = 1,
+                      settle: int = 0) -> dict[str, Timing]:
     """Host time per call of each way, the ways taken in turn within every rep, in an order shuffled
     rep by rep (`in_turn`): a host whose speed drifts during the run (the H200's lent host did,
     26-48 us per launch in one process) moves every way alike, so samples of one rep compare like with like
     (`paired`). `ways`: name -> (a context opened around each sample, outside its clock; the call).
-    Each sample is `inner` calls from an idle GPU (as `time_host`). GPU only."""
+    Each sample is `inner` calls from an idle GPU (as `time_host`). GPU only.
+
+    `settle`: calls each sample makes inside its context before its clock starts, timed apart
+    (`Timing.settle_ms`, their total per sample). Opening a hook, or closing the one of the sample
+    before, sets an attribute of a class, which throws away what the interpreter had specialized for
+    that type, and the first calls after it run slower: in the simulator on this project's 2-core
+    machine the first copy of a sample inside a Timeline took ~14 us against ~8 us for the rest, and
+    a bare one after a closed Timeline ~11 us (session 22). Spread over a sample's calls, that cost
+    of the opening reads as a cost per call, larger the fewer calls a sample has."""
     require_gpu("time_host_in_turn")
     names = list(ways)
 
-    def per_call(name: str, calls: int) -> float:
+    def per_call(name: str, calls: int) -> tuple[float, float]:
         opened, call = ways[name]
         with opened():
             cuda.synchronize()
             started = time.perf_counter()
+            for _ in range(settle):
+                call()
+            settled = time.perf_counter()
             for _ in range(calls):
                 call()
-            elapsed = time.perf_counter() - started
-        return elapsed * 1e3 / calls
+            elapsed = time.perf_counter() - settled
+        return elapsed * 1e3 / calls, (settled - started) * 1e3
 
     for name in names:
         for _ in range(warmup):
@@ -268,7 +281,8 @@ def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: i
     for _, name in in_turn(names, reps):
         samples[name].append(per_call(name, inner))
     cuda.synchronize()
-    return {name: Timing(tuple(times)) for name, times in samples.items()}
+    return {name: Timing(tuple(t for t, _ in taken), settle_ms=tuple(s for _, s in taken) if settle else ())
+            for name, taken in samples.items()}
 
 
 def paired(numerator: Timing, denominator: Timing, *, ratio: bool = False) -> list[float]:

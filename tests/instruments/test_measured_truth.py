@@ -479,3 +479,33 @@ def test_the_recorders_beside_bare_pool_both_halves_and_keep_each_halfs_figure()
         assert figures[f"{way}_over_bare_halves_us"] == pytest.approx([2.0, 5.0])
         assert figures[f"{way}_over_bare_us"] == pytest.approx(2.0)     # the median of 2, 2, 2, 5, 5
         assert figures[f"{way}_over_bare_spread_us"]["reps"] == 5
+
+
+def test_a_samples_settling_calls_run_inside_its_context_before_its_clock(monkeypatch):
+    """What opening a way's context costs the calls right after it (a transient: the first calls slow)
+    is paid by the settling calls, timed apart, and not spread over the sample's per-call figure."""
+    import contextlib
+    import time
+    from experiments.lab07_measure import settle_over_bare
+    from kernellab.gpu import timing
+    monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
+    made = {"calls": 0}
+
+    @contextlib.contextmanager
+    def opened():          # an instrument whose first 3 calls after each opening take 2 ms more
+        made["calls"] = 0
+        yield
+
+    def call():
+        made["calls"] += 1
+        if made["calls"] <= 3:
+            time.sleep(0.002)
+    ways = {"bare": (contextlib.nullcontext, lambda: None), "transient": (opened, call)}
+    spread = timing.time_host_in_turn(ways, inner=10, reps=4)
+    settled = timing.time_host_in_turn(ways, inner=10, reps=4, settle=5)
+    assert min(spread["transient"].samples_ms) >= 0.6       # 6 ms over 10 calls
+    assert max(settled["transient"].samples_ms) < 0.5
+    assert spread["transient"].settle_ms == () and len(settled["transient"].settle_ms) == 4
+    assert settle_over_bare(settled, "transient") >= 6e3     # us per opening
+    assert settle_over_bare([settled, settled], "transient") == settle_over_bare(settled, "transient")
+    assert settle_over_bare(spread, "transient") is None
