@@ -337,14 +337,18 @@ def hidden_by_events(data: TimelineData) -> float:
 # over a sample's 100 calls, that cost of an opening read as a cost per op, larger the more other
 # samples came between two of the recorder's: on a lent H100, with 11 bare calls added to each rep
 # between them, the pipeline's recorder read +0.5-1.4 us per op more than beside the bare call alone,
-# while those fillers read +0.2-0.5 us per call over the bare call (session 22, call B). What the
-# settling calls cost over the bare call's is kept apart, per opening (`<way>_settle_over_bare_us`).
+# while those fillers read -0.1 to +0.5 us per call over the bare call (session 22, call B). Timed
+# call by call there (call C), the first call in a sample after a closed recorder took ~130 us against
+# ~86 after a bare sample, and the next 19 a few us more each; from the 20th on the calls were level.
+# What the settling calls cost beyond as many later ones is kept apart, per opening
+# (`<way>_settle_over_bare_us`).
 SETTLE_CALLS = 20
 RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
                         "in the same rep): the ways taken in turn within each rep, in an order shuffled rep by rep "
                         f"(timing.in_turn, seeded); each sample's first {SETTLE_CALLS} calls made inside its "
-                        "context before its clock starts, their excess over the bare call's kept apart as the "
-                        "opening's cost (<way>_settle_over_bare_us, us per opening)")
+                        "context before its clock starts, and what they took beyond as many later calls, over "
+                        "the bare call's likewise, kept apart as the opening's cost (<way>_settle_over_bare_us, "
+                        "us per opening)")
 # The recorders the target judges, taken again in turn with the bare call and nothing else, so each
 # rep's three samples lie within ~30 ms of each other rather than among a dozen other ways: on the
 # H200's host a copy's paired differences among all the ways spread 6-10 us between quartiles, and
@@ -434,12 +438,15 @@ def _way_of(opened, made, call) -> tuple:
 
 
 def settle_over_bare(taken, way: str) -> float | None:
-    """What `way`'s settling calls took over the bare call's in the same rep, us per sample (per
-    opening of its context): the median over the reps, of one time_host_in_turn result or of several
-    pooled (a list of them); None where no sample settled."""
+    """What opening `way`'s context cost the calls right after it, us per opening: per rep, its
+    settling calls' time beyond as many of its sample's later calls, less the bare call's likewise
+    (so the per-op cost is not counted twice); the median over the reps, of one time_host_in_turn
+    result or of several pooled (a list of them). None where no sample settled."""
     results = taken if isinstance(taken, list | tuple) else [taken]
-    over = [1e3 * (a - b) for result in results
-            for a, b in zip(result[way].settle_ms, result["bare"].settle_ms)]
+
+    def beyond(timing_: timing.Timing) -> list[float]:
+        return [s - SETTLE_CALLS * t for s, t in zip(timing_.settle_ms, timing_.samples_ms)]
+    over = [1e3 * (a - b) for result in results for a, b in zip(beyond(result[way]), beyond(result["bare"]))]
     return float(np.median(over)) if over else None
 
 

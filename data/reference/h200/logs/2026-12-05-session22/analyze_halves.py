@@ -1,12 +1,14 @@
-"""Session 22, call A: bench 07's two pairings of the recorder's cost per op over bare, with the
+"""Session 22, calls A and C (argv[1]: the call's folder, default callA): bench 07's two pairings of the recorder's cost per op over bare, with the
 beside-bare pairing's two halves (taken before and after the pairing among all the ways), per repeat
-and call, from callA/lab07.json.gz; and the other per-op ways among all, for the breakdown."""
+and call, from <call>/lab07.json.gz; and the other per-op ways among all, for the breakdown."""
 import gzip
 import json
+import sys
 from pathlib import Path
 
 here = Path(__file__).parent
-record = json.loads(gzip.open(here / "callA" / "lab07.json.gz").read())
+CALL = sys.argv[1] if len(sys.argv) > 1 else "callA"
+record = json.loads(gzip.open(here / CALL / "lab07.json.gz").read())
 for i, repeat in enumerate(record["repeats"]):
     target = repeat["targets"]["recorder_us_per_op"]
     print(f"repeat {i + 1}: value {target['value']:.2f} us per op, {'met' if target['met'] else 'MISSED'}")
