@@ -334,14 +334,14 @@ def hidden_by_events(data: TimelineData) -> float:
 # (timing.time_host_in_turn's `settle`). Opening a recorder sets its hooks on numba-cuda's classes, and
 # closing one puts the originals back; each throws away what the interpreter had specialized for
 # those types, and the next calls run slower, the bare call's after a closed recorder too. Spread
-# over a sample's 100 calls, that cost of an opening read as a cost per op, larger the more other
-# samples came between two of the recorder's: on a lent H100, with 11 bare calls added to each rep
-# between them, the pipeline's recorder read +0.5-1.4 us per op more than beside the bare call alone,
-# while those fillers read -0.1 to +0.5 us per call over the bare call (session 22, call B). Timed
-# call by call there (call C), the first call in a sample after a closed recorder took ~130 us against
-# ~86 after a bare sample, and the next 19 a few us more each; from the 20th on the calls were level.
-# What the settling calls cost beyond as many later ones is kept apart, per opening
-# (`<way>_settle_over_bare_us`).
+# over a sample's 100 calls, that cost of an opening read as a cost per op, less what the bare call
+# paid after a closed recorder: on a lent H100, with 11 fillers (the bare call again) added to each
+# rep, so that the bare call's samples seldom followed a recorder's, the pipeline's recorder read
+# +0.5-1.4 us per op more than beside the bare call alone, while the fillers read -0.1 to +0.5 us
+# per call over the bare call (session 22, call B). Timed call by call there (call C), the first
+# copy in a sample after a closed recorder took ~130 us against ~86 after a bare sample, and the next
+# 19 a few us more each; from the 20th on the calls were level. What the settling calls cost beyond
+# as many later ones is kept apart, per opening (`<way>_settle_over_bare_us`).
 SETTLE_CALLS = 20
 RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
                         "in the same rep): the ways taken in turn within each rep, in an order shuffled rep by rep "
