@@ -255,8 +255,9 @@ def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: i
     (`Timing.settle_ms`, their total per sample). Opening a hook, or closing the one of the sample
     before, sets an attribute of a class, which throws away what the interpreter had specialized for
     that type, and the first calls after it run slower: in the simulator on this project's 2-core
-    machine the first copy of a sample inside a Timeline took ~14 us against ~8 us for the rest, and
-    a bare one after a closed Timeline ~11 us (session 22). Spread over a sample's calls, that cost
+    machine the first copy of a sample inside a Timeline took ~14 us against ~8 us for the rest, a
+    bare one after a closed Timeline ~11 us, and re-setting the copy method on its class, and nothing
+    else, cost the next 100 copies ~6 us in all (session 22). Spread over a sample's calls, that cost
     of the opening reads as a cost per call, larger the fewer calls a sample has."""
     require_gpu("time_host_in_turn")
     names = list(ways)
