@@ -10,6 +10,6 @@ python3 -m pip install --no-deps --no-build-isolation -e . > $R/install.txt 2>&1
 { date -u; echo "commit ${COMMIT:-?} (the working tree sent)"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; nproc; python3 --version;
   python3 -c "from kernellab.gpu import timeline; print(timeline.hot_path_words())"; } > $R/provenance.txt 2>&1
 cat $R/provenance.txt
-s=$SECONDS; timeout $((${BUDGET_S:-400} - SECONDS)) python3 $D/ab_settle.py $R/ab_settle.json > $R/ab_settle.txt 2>&1
+s=$SECONDS; timeout $((${BUDGET_S:-400} - SECONDS)) python3 $D/ab_settle.py $R/ab_settle.json ${ORDER:-0,20,20,0} > $R/ab_settle.txt 2>&1
 echo "ab_settle rc=$? $((SECONDS-s)) s" | tee $R/stages.txt
 cat $R/ab_settle.txt | cut -c1-1500
