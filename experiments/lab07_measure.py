@@ -341,7 +341,9 @@ def hidden_by_events(data: TimelineData) -> float:
 # per call over the bare call (session 22, call B). Timed call by call there (call C), the first
 # copy in a sample after a closed recorder took ~130 us against ~86 after a bare sample, and the next
 # 19 a few us more each; from the 20th on the calls were level. What the settling calls cost beyond
-# as many later ones is kept apart, per opening (`<way>_settle_over_bare_us`).
+# as many later ones is kept apart, per opening (`<way>_settle_over_bare_us`). It is not what parts
+# the two pairings below: with the settling calls, among all still read ~1 us per copy above beside
+# bare, as without them in the same process (call D).
 SETTLE_CALLS = 20
 RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
                         "in the same rep): the ways taken in turn within each rep, in an order shuffled rep by rep "
