@@ -485,29 +485,31 @@ def test_a_samples_settling_calls_run_inside_its_context_before_its_clock(monkey
     """What opening a way's context costs the calls right after it (a transient: the first calls slow)
     is paid by the settling calls, timed apart, and not spread over the sample's per-call figure."""
     import contextlib
-    import time
     from experiments import lab07_measure
     from experiments.lab07_measure import settle_over_bare
     from kernellab.gpu import timing
     monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
     monkeypatch.setattr(lab07_measure, "SETTLE_CALLS", 5)
-    made = {"calls": 0}
+    clock = {"s": 0.0, "calls": 0}           # a host clock that only the calls move
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock["s"])
 
     @contextlib.contextmanager
     def opened():          # an instrument whose first 3 calls after each opening take 2 ms more
-        made["calls"] = 0
+        clock["calls"] = 0
         yield
 
-    def call():
-        made["calls"] += 1
-        if made["calls"] <= 3:
-            time.sleep(0.002)
-    ways = {"bare": (contextlib.nullcontext, lambda: None), "transient": (opened, call)}
+    def transient():
+        clock["calls"] += 1
+        clock["s"] += 1e-6 + (2e-3 if clock["calls"] <= 3 else 0.0)
+
+    def bare():
+        clock["s"] += 1e-6
+    ways = {"bare": (contextlib.nullcontext, bare), "transient": (opened, transient)}
     spread = timing.time_host_in_turn(ways, inner=10, reps=4)
     settled = timing.time_host_in_turn(ways, inner=10, reps=4, settle=5)
-    assert min(spread["transient"].samples_ms) >= 0.6       # 6 ms over 10 calls
-    assert max(settled["transient"].samples_ms) < 0.5
-    assert spread["transient"].settle_ms == () and len(settled["transient"].settle_ms) == 4
-    assert 5.5e3 <= settle_over_bare(settled, "transient") <= 7e3   # us per opening: the 6 ms, not the calls
-    assert settle_over_bare([settled, settled], "transient") == settle_over_bare(settled, "transient")
+    assert spread["transient"].samples_ms == pytest.approx((0.601,) * 4)     # 6 ms over 10 calls
+    assert settled["transient"].samples_ms == pytest.approx((0.001,) * 4)
+    assert spread["transient"].settle_ms == () and settled["transient"].settle_ms == pytest.approx((6.005,) * 4)
+    assert settle_over_bare(settled, "transient") == pytest.approx(6e3)      # us per opening: not the calls
+    assert settle_over_bare([settled, settled], "transient") == pytest.approx(6e3)
     assert settle_over_bare(spread, "transient") is None
