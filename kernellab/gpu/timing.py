@@ -236,7 +236,8 @@ def in_turn(names: list, reps: int, seed: int = IN_TURN_SEED):
     did that, and a way's place then moved its figure: on the lent H200 a bare launch taken right
     after a closed Timeline read +0.4-1.2 us per call (a copy +1.2-2.7) over the bare one taken
     first, and -0.8 to +0.5 in shuffled orders (session 18, call B): what a closed Timeline leaves
-    behind is paid by the sample after it, whichever way that is."""
+    behind is paid by the sample after it, whichever way that is (its first ~20 calls, timed call by
+    call in session 22; `time_host_in_turn`'s `settle` keeps them off a sample's clock)."""
     order = random.Random(seed)
     for rep in range(reps):
         for name in order.sample(names, len(names)):
