@@ -331,19 +331,12 @@ def hidden_by_events(data: TimelineData) -> float:
 
 
 # Calls each sample of the recorder's cost makes inside its way's context before its clock starts
-# (timing.time_host_in_turn's `settle`). Opening a recorder sets its hooks on numba-cuda's classes, and
-# closing one puts the originals back; each throws away what the interpreter had specialized for
-# those types, and the next calls run slower, the bare call's after a closed recorder too. Spread
-# over a sample's 100 calls, that cost of an opening read as a cost per op, less what the bare call
-# paid after a closed recorder: on a lent H100, with 11 fillers (the bare call again) added to each
-# rep, so that the bare call's samples seldom followed a recorder's, the pipeline's recorder read
-# +0.5-1.4 us per op more than beside the bare call alone, while the fillers read -0.1 to +0.5 us
-# per call over the bare call (session 22, call B). Timed call by call there (call C), the first
-# copy in a sample after a closed recorder took ~130 us against ~86 after a bare sample, and the next
-# 19 a few us more each; from the 20th on the calls were level. What the settling calls cost beyond
-# as many later ones is kept apart, per opening (`<way>_settle_over_bare_us`). It is not what parts
-# the two pairings below: with the settling calls, among all still read ~1 us per copy above beside
-# bare, as without them in the same process (call D).
+# (timing.time_host_in_turn's `settle`, which says why): on a lent H100, timed call by call, the first
+# copy of a sample after a closed recorder took ~130 us against ~86 after a bare sample, and from the
+# 20th call on the calls were level (session 22, call C). What they cost beyond as many later calls
+# is kept apart, per opening (`<way>_settle_over_bare_us`). It is not what parts the two pairings
+# below: with them, among all still read ~1 us per copy above beside bare (call D; the logs of
+# session 22 in data/reference/h200/logs/).
 SETTLE_CALLS = 20
 RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
                         "in the same rep): the ways taken in turn within each rep, in an order shuffled rep by rep "
@@ -399,7 +392,7 @@ def measure_recorder_cost(lab, stream, reps: int = 150, inner: int = 100) -> dic
                         **{f"{way}_over_bare_us": float(np.median(over[way]))
                            for way in names if way not in ("bare", "recorded")},
                         **{f"{way}_over_bare_spread_us": spread(over[way]) for way in names if way != "bare"},
-                        **{f"{way}_settle_over_bare_us": settle_over_bare(taken, way) for way in names if way != "bare"},
+                        **{f"{way}_settle_over_bare_us": settle_over_bare([taken], way) for way in names if way != "bare"},
                         "us_per_op": float(np.median(over["recorded"])), "method": RECORDER_COST_METHOD,
                         "hot_path": hot_path_words(),
                         "targeted": recorders_beside_bare((first_half, second_half))}
@@ -439,15 +432,13 @@ def _way_of(opened, made, call) -> tuple:
     return opened, (made(call) if made else call)
 
 
-def settle_over_bare(taken, way: str) -> float | None:
+def settle_over_bare(results, way: str) -> float | None:
     """What opening `way`'s context cost the calls right after it, us per opening: per rep, its
     settling calls' time beyond as many of its sample's later calls, less the bare call's likewise
-    (so the per-op cost is not counted twice); the median over the reps, of one time_host_in_turn
-    result or of several pooled (a list of them). None where no sample settled."""
-    results = taken if isinstance(taken, list | tuple) else [taken]
-
-    def beyond(timing_: timing.Timing) -> list[float]:
-        return [s - SETTLE_CALLS * t for s, t in zip(timing_.settle_ms, timing_.samples_ms)]
+    (so the per-op cost is not counted twice); the median over the reps of `results`
+    (time_host_in_turn's, pooled). None where no sample settled."""
+    def beyond(taken: timing.Timing) -> list[float]:
+        return [s - taken.settle_calls * t for s, t in zip(taken.settle_ms, taken.samples_ms)]
     over = [1e3 * (a - b) for result in results for a, b in zip(beyond(result[way]), beyond(result["bare"]))]
     return float(np.median(over)) if over else None
 

@@ -41,6 +41,7 @@ class Timing:
     samples_ms: tuple[float, ...]
     host_exposed: int = 0          # samples whose host submit outlasted the hold (see time_gpu)
     settle_ms: tuple[float, ...] = ()   # per sample, its settling calls' time (see time_host_in_turn)
+    settle_calls: int = 0               # how many settling calls each sample made
 
     @property
     def median_ms(self) -> float:
@@ -283,7 +284,8 @@ def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: i
     for _, name in in_turn(names, reps):
         samples[name].append(per_call(name, inner))
     cuda.synchronize()
-    return {name: Timing(tuple(t for t, _ in taken), settle_ms=tuple(s for _, s in taken) if settle else ())
+    return {name: Timing(tuple(t for t, _ in taken), settle_ms=tuple(s for _, s in taken) if settle else (),
+                         settle_calls=settle)
             for name, taken in samples.items()}
 
 

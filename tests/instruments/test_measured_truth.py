@@ -485,11 +485,9 @@ def test_a_samples_settling_calls_run_inside_its_context_before_its_clock(monkey
     """What opening a way's context costs the calls right after it (a transient: the first calls slow)
     is paid by the settling calls, timed apart, and not spread over the sample's per-call figure."""
     import contextlib
-    from experiments import lab07_measure
     from experiments.lab07_measure import settle_over_bare
     from kernellab.gpu import timing
     monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
-    monkeypatch.setattr(lab07_measure, "SETTLE_CALLS", 5)
     clock = {"s": 0.0, "calls": 0}           # a host clock that only the calls move
     monkeypatch.setattr(timing.time, "perf_counter", lambda: clock["s"])
 
@@ -510,6 +508,6 @@ def test_a_samples_settling_calls_run_inside_its_context_before_its_clock(monkey
     assert spread["transient"].samples_ms == pytest.approx((0.601,) * 4)     # 6 ms over 10 calls
     assert settled["transient"].samples_ms == pytest.approx((0.001,) * 4)
     assert spread["transient"].settle_ms == () and settled["transient"].settle_ms == pytest.approx((6.005,) * 4)
-    assert settle_over_bare(settled, "transient") == pytest.approx(6e3)      # us per opening: not the calls
+    assert settle_over_bare([settled], "transient") == pytest.approx(6e3)    # us per opening: not the calls
     assert settle_over_bare([settled, settled], "transient") == pytest.approx(6e3)
-    assert settle_over_bare(spread, "transient") is None
+    assert settle_over_bare([spread], "transient") is None
