@@ -102,11 +102,23 @@ def _wrapper_values(records):
             "target_pct": 100 * need(records, "wrapper_overhead", "target", "max_overhead")}
 
 
+INSTRUMENT_WORDS = {"record_launches": "record_launches", "timeline": "a Timeline",
+                    "poisoned_allocations": "the grader's poisoned allocations"}
+
+
 def _while_on_values(records):
-    """Each instrument's cost to a plain launch while open, the worst repeat's."""
+    """Each instrument's cost to a plain launch while open, the worst repeat's; where the record
+    timed it after settling launches (`opening_us`), the costliest opening too, in words."""
     repeats = [need(r, "while_on") for r in repeats_of(records, "wrapper_overhead", "01")]
     costs = {name: max(r[name]["cost_us"] for r in repeats) for name in INSTRUMENTS}
-    return {**costs, "plain": float(np.median([r["none"]["us"] for r in repeats])),
+    settled = all("opening_us" in r[name] for r in repeats for name in INSTRUMENTS)
+    opening = ""
+    if settled:
+        name, worst = max(((name, max(r[name]["opening_us"] for r in repeats)) for name in INSTRUMENTS),
+                          key=lambda pair: pair[1])
+        opening = (f", each timed after its first {repeats[0][name]['settle_calls']} launches; opening one "
+                   f"slows the launches right after it, {INSTRUMENT_WORDS[name]} the most: {worst:+.1f} us in all")
+    return {**costs, "plain": float(np.median([r["none"]["us"] for r in repeats])), "opening": opening,
             "largest": max(costs.values()), "budget": INSTRUMENT_BUDGET_US, "repeats": len(repeats)}
 
 
@@ -202,8 +214,8 @@ CLAIMS = [
     Claim("instruments_while_on",
           "While open, record_launches adds {record_launches:+.1f} us to a plain launch ({plain:.1f} us), a "
           "Timeline {timeline:+.1f} us and the grader's poisoned allocations {poisoned_allocations:+.1f} us "
-          "(worst of {repeats} repeat(s), each against a bare launch in the same round; the traffic meter "
-          "runs only in the simulator): the costliest adds {largest:+.1f} us, {verdict} the {budget:.0f} us an "
+          "(worst of {repeats} repeat(s), each against a bare launch in the same round{opening}; the traffic "
+          "meter runs only in the simulator): the costliest adds {largest:+.1f} us, {verdict} the {budget:.0f} us an "
           "open instrument may add.",
           values=_while_on_values,
           checks=(says("verdict", "largest", "<=", "budget", "within", "more than"),),

@@ -121,14 +121,18 @@ INSTRUMENTS = {
 
 def instrument_costs(plain, reps: int = 60, inner: int = 100) -> dict:
     """A plain launch's host time with each instrument open against none, all taken in turn in
-    every rep (timing.time_host_in_turn; events reserved for the timeline first, as its users do):
-    each one's median and spread, and its cost, the median over the reps of its sample minus the
-    bare one of the same rep."""
-    reserve_events(2 * inner + 1)
+    every rep (timing.time_host_in_turn; events reserved for the timeline first, as its users do),
+    each sample's clock started after timing.SETTLE_CALLS launches inside it (opening an instrument
+    slows the launches right after it): each one's median and spread; its cost, the median over the
+    reps of its sample minus the bare one of the same rep; and what opening it cost the launches
+    right after it, per opening (`opening_us`, timing.opening_paired)."""
+    reserve_events(2 * (inner + timing.SETTLE_CALLS) + 1)
     taken = timing.time_host_in_turn({"none": (contextlib.nullcontext, plain),
                                       **{name: (instrument, plain) for name, instrument in INSTRUMENTS.items()}},
-                                     warmup=20, reps=reps, inner=inner)
-    return {name: {**us(times), "cost_us": 1e3 * float(np.median(timing.paired(times, taken["none"])))}
+                                     warmup=20, reps=reps, inner=inner, settle=timing.SETTLE_CALLS)
+    return {name: {**us(times), "cost_us": 1e3 * float(np.median(timing.paired(times, taken["none"]))),
+                   "opening_us": 1e3 * float(np.median(timing.opening_paired(times, taken["none"]))),
+                   "settle_calls": times.settle_calls}
             for name, times in taken.items()}
 
 

@@ -330,14 +330,11 @@ def hidden_by_events(data: TimelineData) -> float:
     return beside - copy_out_wait(data)["paid_ms"] / kernels
 
 
-# Calls each sample of the recorder's cost makes inside its way's context before its clock starts
-# (timing.time_host_in_turn's `settle`, which says why): on a lent H100, timed call by call, the first
-# copy of a sample after a closed recorder took ~130 us against ~86 after a bare sample, and from the
-# 20th call on the calls were level (session 22, call C). What they cost beyond as many later calls
-# is kept apart, per opening (`<way>_settle_over_bare_us`). It is not what parts the two pairings
-# below: with them, among all still read ~1 us per copy above beside bare (call D; the logs of
-# session 22 in data/reference/h200/logs/).
-SETTLE_CALLS = 20
+# The recorder's cost is taken after timing.SETTLE_CALLS settling calls per sample; what they cost
+# beyond as many later calls is kept apart, per opening (`<way>_settle_over_bare_us`). It is not what
+# parts the two pairings below: with them, among all still read ~1 us per copy above beside bare
+# (session 22, call D; the logs in data/reference/h200/logs/).
+SETTLE_CALLS = timing.SETTLE_CALLS
 RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
                         "in the same rep): the ways taken in turn within each rep, in an order shuffled rep by rep "
                         f"(timing.in_turn, seeded); each sample's first {SETTLE_CALLS} calls made inside its "
@@ -433,13 +430,10 @@ def _way_of(opened, made, call) -> tuple:
 
 
 def settle_over_bare(results, way: str) -> float | None:
-    """What opening `way`'s context cost the calls right after it, us per opening: per rep, its
-    settling calls' time beyond as many of its sample's later calls, less the bare call's likewise
-    (so the per-op cost is not counted twice); the median over the reps of `results`
-    (time_host_in_turn's, pooled). None where no sample settled."""
-    def beyond(taken: timing.Timing) -> list[float]:
-        return [s - taken.settle_calls * t for s, t in zip(taken.settle_ms, taken.samples_ms)]
-    over = [1e3 * (a - b) for result in results for a, b in zip(beyond(result[way]), beyond(result["bare"]))]
+    """What opening `way`'s context cost the calls right after it, us per opening: the median over
+    the reps of `results` (time_host_in_turn's, pooled) of timing.opening_paired against the bare
+    call. None where no sample settled."""
+    over = [1e3 * d for result in results for d in timing.opening_paired(result[way], result["bare"])]
     return float(np.median(over)) if over else None
 
 

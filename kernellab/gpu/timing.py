@@ -294,6 +294,22 @@ def paired(numerator: Timing, denominator: Timing, *, ratio: bool = False) -> li
     return [a / b if ratio else a - b for a, b in zip(numerator.samples_ms, denominator.samples_ms)]
 
 
+# Settling calls a sample makes before its clock starts, where an instrument is opened around each
+# sample (time_host_in_turn's `settle`, which says why): on a lent H100, timed call by call, the first
+# copy of a sample after a closed recorder took ~130 us against ~86 after a bare sample, and from the
+# 20th call on the calls were level (session 22, call C; data/reference/h200/logs/).
+SETTLE_CALLS = 20
+
+
+def opening_paired(way: Timing, bare: Timing) -> list[float]:
+    """Per rep, what opening `way`'s context cost the calls right after it, ms per opening: its
+    settling calls' time beyond as many of its sample's later calls, less the bare way's likewise (so
+    the per-call cost is not counted twice). Empty where the samples did not settle."""
+    def beyond(taken: Timing) -> list[float]:
+        return [s - taken.settle_calls * t for s, t in zip(taken.settle_ms, taken.samples_ms)]
+    return [a - b for a, b in zip(beyond(way), beyond(bare))]
+
+
 CEILING_L2_MULTIPLE = 8      # copy buffers are at least this many times the L2: no copy is served by it
 FMA_TRIPS = 2048             # the FMA chain's trip count, a compile-time constant
 FMA_CHAINS = 8               # independent chains per thread: enough in flight to fill the FMA pipes

@@ -205,3 +205,24 @@ def test_no_measured_looking_figure_is_typed_into_markdown(notebook):
     typed = [m.group(0) for c in cells if c["cell_type"] == "markdown"
              for m in MEASURED_LOOKING.finditer("".join(c["source"]))]
     assert not typed, f"{notebook.name}: typed into markdown: {typed}"
+
+
+def test_lab01s_instrument_costs_name_the_costliest_opening_only_where_the_record_timed_it(monkeypatch):
+    """A record taken after settling launches (`opening_us`) says so and prints the costliest
+    opening; one taken before (the H200's of session 18) reads as it always did."""
+    claim = next(c for c in claims.claims_of("01") if c.name == "instruments_while_on")
+    stored = reference.load
+    before = claims.evaluate(claim, claims.sources("01", live=False)).text
+    assert "opening" not in before
+
+    def settled(lab, gpu=reference.DEFAULT_GPU):
+        record = stored(lab, gpu)
+        repeats = [r["wrapper_overhead"] for r in (record or {}).get("repeats", []) if "wrapper_overhead" in r]
+        for repeat, timeline_opening in zip(repeats, (12.0, 31.5, 7.0)):
+            for name, figures in repeat["while_on"].items():
+                figures.update(settle_calls=20, opening_us=timeline_opening if name == "timeline" else 1.0)
+        return record
+    monkeypatch.setattr(reference, "load", settled)
+    after = claims.evaluate(claim, claims.sources("01", live=False)).text
+    assert "each timed after its first 20 launches" in after and "a Timeline the most: +31.5 us in all" in after
+    assert after.replace(after[after.index(", each timed"):after.index("; the traffic")], "") == before
