@@ -330,14 +330,13 @@ def hidden_by_events(data: TimelineData) -> float:
     return beside - copy_out_wait(data)["paid_ms"] / kernels
 
 
-# The recorder's cost is taken after timing.SETTLE_CALLS settling calls per sample; what they cost
-# beyond as many later calls is kept apart, per opening (`<way>_settle_over_bare_us`). It is not what
-# parts the two pairings below: with them, among all still read ~1 us per copy above beside bare
+# Each sample of the recorder's cost makes timing.SETTLE_CALLS calls before its clock starts; what they
+# cost beyond as many later calls is kept apart, per opening (`<way>_settle_over_bare_us`). It is not
+# what parts the two pairings below: with them, among all still read ~1 us per copy above beside bare
 # (session 22, call D; the logs in data/reference/h200/logs/).
-SETTLE_CALLS = timing.SETTLE_CALLS
 RECORDER_COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's "
                         "in the same rep): the ways taken in turn within each rep, in an order shuffled rep by rep "
-                        f"(timing.in_turn, seeded); each sample's first {SETTLE_CALLS} calls made inside its "
+                        f"(timing.in_turn, seeded); each sample's first {timing.SETTLE_CALLS} calls made inside its "
                         "context before its clock starts, and what they took beyond as many later calls, over "
                         "the bare call's likewise, kept apart as the opening's cost (<way>_settle_over_bare_us, "
                         "us per opening)")
@@ -372,17 +371,17 @@ def measure_recorder_cost(lab, stream, reps: int = 150, inner: int = 100) -> dic
     with its own spread. Events are reserved before, as the pipeline's are. 150 reps: on the H200's
     host a copy's paired differences spread 6-10 us between quartiles, so with 60 the median moved
     ~1 us from repeat to repeat, as much as the 5 us target's margin (session 19, calls G and H)."""
-    reserve_events(reps * (inner + SETTLE_CALLS) + inner)
+    reserve_events(reps * (inner + timing.SETTLE_CALLS) + inner)
     calls, ways = recorder_ways(lab, stream)
     names = list(ways)
     result = {}
     for name, call in calls.items():
         made = {way: ways[way](call) for way in names}
         close = {way: made[way] for way in ("bare", *TARGET_WAYS)}
-        first_half = timing.time_host_in_turn(close, inner=inner, reps=TARGET_REPS // 2, settle=SETTLE_CALLS)
-        taken = timing.time_host_in_turn(made, inner=inner, reps=reps, settle=SETTLE_CALLS)
+        first_half = timing.time_host_in_turn(close, inner=inner, reps=TARGET_REPS // 2, settle=timing.SETTLE_CALLS)
+        taken = timing.time_host_in_turn(made, inner=inner, reps=reps, settle=timing.SETTLE_CALLS)
         second_half = timing.time_host_in_turn(close, inner=inner, reps=TARGET_REPS - TARGET_REPS // 2,
-                                               settle=SETTLE_CALLS)
+                                               settle=timing.SETTLE_CALLS)
         samples = {way: taken[way].samples_ms for way in names}
         over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in names}
         result[name] = {**{f"{way}_us": spread([1e3 * t for t in times]) for way, times in samples.items()},
