@@ -226,3 +226,17 @@ def test_lab01s_instrument_costs_name_the_costliest_opening_only_where_the_recor
     after = claims.evaluate(claim, claims.sources("01", live=False)).text
     assert "each timed after its first 20 launches" in after and "a Timeline the most: +31.5 us in all" in after
     assert after.replace(after[after.index(", each timed"):after.index("; the traffic")], "") == before
+
+
+@pytest.mark.parametrize("notebook", sorted((target.ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_every_claim_of_a_lab_is_printed_by_its_notebook(notebook):
+    """A claim no notebook prints is a measurement the student never reads: each lab's notebook
+    reports all of them (`claims.report("NN")`) or names each one in a `claims.report` call."""
+    lab = notebook.name[:2]
+    code = "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code")
+    calls = re.findall(r"claims\.report\((.*?)\)", code, re.S)
+    if any(re.fullmatch(rf'\s*"{lab}"\s*', call) for call in calls):
+        return
+    named = set(re.findall(r'"(\w+)"', " ".join(calls)))
+    unprinted = [claim.name for claim in claims.claims_of(lab) if claim.name not in named]
+    assert not unprinted, f"{notebook.name} prints no sentence of {unprinted}"
