@@ -79,7 +79,7 @@ def cmd_profile(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from kernellab.grading import runner
+    from kernellab.grading import batch, runner
     from kernellab.course import settings, target
     labs = [target.lab_number(lab) for lab in args.labs] or None   # a bad lab: one line, now
     if args.batch:
@@ -88,7 +88,7 @@ def cmd_grade(args) -> int:
                              "with --batch, read the gradebook instead")
         if args.root:
             raise ValueError("give --root (one submission) or --batch (a folder of them), not both")
-        runner.grade_batch(Path(args.batch), jobs=args.jobs, labs=labs,
+        batch.grade_batch(Path(args.batch), jobs=args.jobs, labs=labs,
                            out_dir=Path(args.out) if args.out else None, force=args.force,
                            timeout=args.timeout, seed=settings.seed(args.seed), stress=args.stress)
         return 0
@@ -115,7 +115,7 @@ def cmd_grade(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from kernellab.grading import runner
+    from kernellab.grading import batch, runner
     from kernellab.course import settings, target
     target.require_solutions()
     return 0 if runner.check(args.labs or None, Path(args.out), seed=settings.seed(args.seed),

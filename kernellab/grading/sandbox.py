@@ -48,7 +48,25 @@ from kernellab.course import target
 COURSE_FOLDERS = ("kernellab", "labs", "experiments", "data", "tests/labs")
 COURSE_FILES = ("pyproject.toml",)
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-PROTECTIONS = ("user", "bwrap", "copy")
+PROTECTIONS = ("bwrap", "user", "copy")     # strongest first
+
+
+class ProtectionError(ValueError):
+    """The machine's protection is weaker than the one the instructor required."""
+
+
+def require(kind: str | None) -> "Protection":
+    """This machine's protection, or ProtectionError (one line) when `kind` (bwrap or user) is
+    stronger than what it gives: `--require-protection` refuses to grade under anything weaker."""
+    found = protection()
+    if kind is None:
+        return found
+    if kind not in PROTECTIONS[:2]:
+        raise ProtectionError(f"--require-protection takes bwrap or user, not {kind!r}")
+    if PROTECTIONS.index(found.kind) > PROTECTIONS.index(kind):
+        raise ProtectionError(f"--require-protection {kind}: this machine gives only "
+                              f"{found.describe()}")
+    return found
 
 # The uids the children of a root grader run as: one per workspace, none with a passwd entry,
 # so each owns only its own scratch folder (a submission cannot signal or read another's).

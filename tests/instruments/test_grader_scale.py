@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernellab.grading import runner, plugin
+from kernellab.grading import batch, runner, plugin
 from kernellab.course import target
 
 SOLUTION = target.ROOT / "solutions" / "lab00_indexing.py"
@@ -21,7 +21,7 @@ def test_batch_grading_writes_a_gradebook(tmp_path):
     for name, source in (("alice", SOLUTION), ("bob", STARTER)):
         (tmp_path / "subs" / name / "labs").mkdir(parents=True)
         shutil.copy(source, tmp_path / "subs" / name / "labs" / "lab00_indexing.py")
-    gradebook = runner.grade_batch(tmp_path / "subs", jobs=2, labs=["00"],
+    gradebook = batch.grade_batch(tmp_path / "subs", jobs=2, labs=["00"],
                                    out_dir=tmp_path / "out", seed=7, out=lambda *a: None)
     assert gradebook == tmp_path / "out" / "gradebook.csv"
     rows = {row["submission"]: row for row in csv.DictReader(open(gradebook))}
@@ -44,13 +44,13 @@ def test_batch_reports_go_to_a_folder_of_their_own_and_are_never_overwritten(tmp
         Path(results).write_text(json.dumps(document))
         return document
     monkeypatch.setattr(runner, "grade", graded)
-    gradebook = runner.grade_batch(tmp_path / "subs", labs=["00"], seed=7, out=lambda *a: None)
+    gradebook = batch.grade_batch(tmp_path / "subs", labs=["00"], seed=7, out=lambda *a: None)
     assert gradebook.parent.parent == tmp_path and gradebook.parent.name.startswith("gradebook-")
     with pytest.raises(ValueError, match="already holds reports.*--force"):
-        runner.grade_batch(tmp_path / "subs", labs=["00"], out_dir=gradebook.parent, out=lambda *a: None)
+        batch.grade_batch(tmp_path / "subs", labs=["00"], out_dir=gradebook.parent, out=lambda *a: None)
     with pytest.raises(ValueError, match="inside"):
-        runner.batch_folder(tmp_path / "subs", tmp_path / "subs" / "reports", force=True)
+        batch.batch_folder(tmp_path / "subs", tmp_path / "subs" / "reports", force=True)
     (gradebook.parent / "notes.txt").write_text("kept")
-    runner.grade_batch(tmp_path / "subs", labs=["00"], out_dir=gradebook.parent, force=True,
+    batch.grade_batch(tmp_path / "subs", labs=["00"], out_dir=gradebook.parent, force=True,
                        seed=7, out=lambda *a: None)
     assert (gradebook.parent / "notes.txt").read_text() == "kept" and gradebook.exists()
