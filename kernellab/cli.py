@@ -1,4 +1,5 @@
-"""The `kernellab` command: info, tour, grade, check, bench, profile, occupancy, gradescope, release."""
+"""The `kernellab` command: info, tour, grade, check, bench, profile, occupancy, gradescope, release,
+collect."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def cmd_profile(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from kernellab.grading import batch, runner
+    from kernellab.grading import batch, outputs, runner, sandbox
     from kernellab.course import settings, target
     labs = [target.lab_number(lab) for lab in args.labs] or None   # a bad lab: one line, now
     if args.batch:
@@ -89,16 +90,18 @@ def cmd_grade(args) -> int:
         if args.root:
             raise ValueError("give --root (one submission) or --batch (a folder of them), not both")
         batch.grade_batch(Path(args.batch), jobs=args.jobs, labs=labs,
-                           out_dir=Path(args.out) if args.out else None, force=args.force,
-                           timeout=args.timeout, seed=settings.seed(args.seed), stress=args.stress)
+                          out_dir=Path(args.out) if args.out else None, force=args.force,
+                          timeout=args.timeout, seed=settings.seed(args.seed), stress=args.stress,
+                          roster=Path(args.roster) if args.roster else None,
+                          require_protection=args.require_protection)
         return 0
-    if args.out or args.force:
-        raise ValueError("--out and --force go with --batch; one submission's report is --results")
-    results = Path(args.results)
-    if results.is_dir():
-        raise ValueError(f"--results {results} is a folder: give the path of a JSON file")
+    if args.out or args.force or args.roster:
+        raise ValueError("--out, --force and --roster go with --batch; one submission's report "
+                         "is --results")
+    results = outputs.report_file(Path(args.results))     # before grading: a grade is never lost
     if args.root:
         runner.submission_labs(Path(args.root))            # a wrong folder: one line, before grading
+    sandbox.require(args.require_protection)
     document = runner.grade(labs, target_name="labs", results=results,
                             seed=settings.seed(args.seed), timeout=args.timeout,
                             root=Path(args.root) if args.root else None, jobs=args.jobs,
@@ -136,6 +139,7 @@ def number_type(convert, valid, wants: str):
 
 
 positive_int = number_type(int, lambda v: v >= 1, "a whole number of at least 1")          # -j
+seed_int = number_type(int, lambda v: v >= 0, "a whole number of at least 0")              # --seed
 positive_seconds = number_type(float, lambda v: v > 0, "a number of seconds above 0")      # --timeout
 percentage = number_type(float, lambda v: 0 <= v <= 100, "a percentage from 0 to 100")   # --fail-under
 
@@ -156,12 +160,19 @@ def cmd_mutants(args) -> int:
 
 def cmd_gradescope(args) -> int:
     from kernellab.grading import gradescope
-    print(gradescope.build_bundle(Path(args.out), args.labs or None))
+    print(gradescope.build_bundle(Path(args.out), args.labs or None, force=args.force))
+    return 0
+
+
+def cmd_collect(args) -> int:
+    from kernellab.grading import collect
+    collect.collect(Path(args.roster), Path(args.dir), args.deadline, jobs=args.jobs)
     return 0
 
 
 def cmd_release(args) -> int:
-    from kernellab.grading import release
+    from kernellab.grading import outputs, release
+    outputs.writable(Path(args.out), "release")
     print(f"student release written to {release.build(Path(args.out), args.repo_url)} "
           "(no solution code in it)")
     return 0
@@ -212,7 +223,8 @@ def parser() -> argparse.ArgumentParser:
                            ("check", "instructors: solutions must score 100%%, the starter 0")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("labs", nargs="*", help="lab numbers (default: all)")
-        p.add_argument("--seed", type=int, default=None, help="replay the inputs of an earlier run")
+        p.add_argument("--seed", type=seed_int, default=None,
+                       help="replay the inputs of an earlier run")
         p.add_argument("--timeout", type=positive_seconds, default=None,
                        help="seconds a single test may run before it is killed")
         p.add_argument("--no-stress", dest="stress", action="store_false",
@@ -229,9 +241,17 @@ def parser() -> argparse.ArgumentParser:
                                        "gradebook-<date>-<time> folder here)")
     grade_p.add_argument("--force", action="store_true",
                          help="with --batch: replace the reports in an --out that holds some")
+    grade_p.add_argument("--roster", metavar="ROSTER.csv",
+                         help="with --batch: the class list (submission,name,email,sis_user_id,"
+                              "sis_login_id,section,username; only submission is required), for "
+                              "canvas.csv and moodle.csv beside gradebook.csv")
+    grade_p.add_argument("--require-protection", choices=("bwrap", "user"),
+                         help="refuse to grade where student code would run less protected "
+                              "than this (see the grade's header)")
     grade_p.add_argument("--fail-under", type=percentage, metavar="PERCENT",
-                         help="exit with code 1 when the score is under PERCENT of the points "
-                              "(GitHub Classroom); without it the exit code ignores the points")
+                         help="exit with code 1 when the score is under PERCENT of the points, "
+                              "or the grade is not official; without it the exit code ignores "
+                              "the points")
     grade_p.set_defaults(func=cmd_grade)
     check_p.add_argument("--out", default=".kernellab/check", help="folder for both results.json")
     check_p.set_defaults(func=cmd_check)
@@ -253,13 +273,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=positive_int, default=2)
     p.add_argument("--seeds", type=positive_int, default=3,
                    help="seeds each mutant is graded on; killed only if every seed kills it")
-    p.add_argument("--seed", type=int, default=None, help="the first seed (default: fresh, printed)")
+    p.add_argument("--seed", type=seed_int, default=None,
+                   help="the first seed (default: fresh, printed)")
     p.set_defaults(func=cmd_mutants)
 
     p = sub.add_parser("gradescope", help="build a Gradescope autograder bundle")
     p.add_argument("labs", nargs="*", help="labs it grades (default: all)")
     p.add_argument("--out", default="build/gradescope", help="folder for the bundle and its zip")
+    p.add_argument("--force", action="store_true", help="replace a bundle already in --out")
     p.set_defaults(func=cmd_gradescope)
+
+    p = sub.add_parser("collect", help="instructors: each student's repository at the deadline, "
+                                       "for grade --batch")
+    p.add_argument("roster", help="the roster CSV, with a repo column (a git URL per submission)")
+    p.add_argument("dir", help="a new folder: one folder per submission, and collected.csv")
+    p.add_argument("--deadline", metavar="ISO-8601",
+                   help="take each repository's last commit at or before this time, with its "
+                        "time zone (e.g. 2026-12-01T23:59:00+00:00); default: the newest")
+    p.add_argument("-j", "--jobs", type=positive_int, default=4,
+                   help="repositories fetched at once")
+    p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("release", help="instructors: write the student distribution (no solutions)")
     p.add_argument("out", help="a new folder for the release")

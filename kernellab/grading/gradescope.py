@@ -13,11 +13,15 @@ tests. setup.sh installs apt's python3.11 on 22.04 and uses python3 (3.12) on 24
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
-from kernellab.grading import runner, release
+from kernellab.course import target
+from kernellab.grading import outputs, runner, release
 
 GRADER_USER = "student"       # the unprivileged user that runs student code on Gradescope
 
@@ -74,7 +78,16 @@ PY
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
-cp -r "$AUTOGRADER/submission" "$work/submission"
+cd "$AUTOGRADER/source"
+# The lab files, wherever the upload put them (top level, one folder down, a .zip); an upload
+# with none of them gets a report that names what it holds and what was expected.
+"$PYTHON" -m kernellab.grading.gradescope gather "$AUTOGRADER/submission" "$work/submission" \
+    "$work/upload.txt" "$RESULTS" {labs}2> "$LOG"
+case $? in
+  0) ;;
+  3) cat "$work/upload.txt"; exit 0 ;;
+  *) rm -rf "$work/submission"; cp -r "$AUTOGRADER/submission" "$work/submission" ;;
+esac
 as_user=()
 sandboxed="run_autograder, as $(id -un)"
 if [ "$(id -u)" = 0 ] && id "$GRADER_USER" > /dev/null 2>&1; then
@@ -88,28 +101,34 @@ if [ "$(id -u)" = 0 ] && id "$GRADER_USER" > /dev/null 2>&1; then
     exit 0
   fi
 fi
-cd "$AUTOGRADER/source"
 "${as_user[@]}" env HOME="$work" TMPDIR="$work" KERNELLAB_DEVICE=sim \
     KERNELLAB_SANDBOXED="$sandboxed" \
     "$PYTHON" -m kernellab.cli grade {labs}--root "$work/submission" \
-    --results "$work/results.json" > "$LOG" 2>&1
+    --results "$work/results.json" >> "$LOG" 2>&1
 status=$?
 cp "$work/results.json" "$RESULTS" 2> /dev/null
 if ! "$PYTHON" -c 'import json, sys; assert "score" in json.load(open(sys.argv[1]))' "$RESULTS" 2> /dev/null; then
   fail "kernellab grade exited with code $status and wrote no report"
+elif [ -s "$work/upload.txt" ]; then
+  "$PYTHON" -m kernellab.grading.gradescope annotate "$RESULTS" "$work/upload.txt"
 fi
 cat "$LOG"
 """
 
 
-def build_bundle(out_dir: Path, labs=None) -> Path:
+def build_bundle(out_dir: Path, labs=None, force: bool = False) -> Path:
     """A Gradescope autograder zip: setup.sh, run_autograder, and the course without solutions.
 
     `labs` limits it to some labs (one Gradescope assignment per lab, say). The solutions and
-    the mutants (near-copies of them) stay out: nothing in the bundle can leak them.
+    the mutants (near-copies of them) stay out, and the bundle is searched for every solution
+    body before it is zipped (`release.leaks`). An existing bundle in `out_dir` is replaced only
+    with `force`; `out_dir` is checked (writable, outside the course or under build/) first.
     """
     chosen = "".join(f"{n} " for n in runner.resolve_labs(labs)) if labs else ""
-    out_dir = release.check_output(out_dir, "bundle", new=False)
+    out_dir = outputs.output_folder(out_dir, "bundle")
+    archive = out_dir / "autograder.zip"
+    if archive.exists() and not force:
+        raise ValueError(f"{archive} exists already: give a new --out, or --force to replace it")
     source = out_dir / "source"
     if source.exists():
         shutil.rmtree(source)
@@ -120,9 +139,111 @@ def build_bundle(out_dir: Path, labs=None) -> Path:
                        ("setup.sh", SETUP_SH)):
         (source / name).write_text(text.replace("{user}", GRADER_USER))
         (source / name).chmod(0o755)
-    archive = out_dir / "autograder.zip"
+    found = release.leaks(source)
+    if found:
+        shutil.rmtree(source)
+        raise RuntimeError("the bundle would hold solution code:\n  " + "\n  ".join(found[:20]))
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(source.rglob("*")):
             if path.is_file():
                 zf.write(path, path.relative_to(source))
     return archive
+
+
+LAB_FILE_LIMIT = 1_000_000   # bytes: a lab file is a few KiB; anything larger is not taken
+NO_LAB_FILE = 3              # gather's exit code when the upload holds none of the lab files
+
+
+def upload_files(upload: Path):
+    """(where, name, read) for every regular file of an upload at its top level or one folder
+    down, and for every member of a .zip there (up to two folders deep inside it). No link is
+    followed and nothing is extracted: `read()` gives a file's bytes only when it is asked."""
+    upload = Path(upload)
+    for folder, dirs, files in os.walk(upload):             # os.walk follows no link
+        depth = len(Path(folder).relative_to(upload).parts)
+        dirs[:] = [] if depth >= 1 else sorted(d for d in dirs if d != "__MACOSX")
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            where = str(path.relative_to(upload))
+            if name.lower().endswith(".zip"):
+                yield from zip_members(path, where)
+            elif path.stat().st_size <= LAB_FILE_LIMIT:
+                yield where, name, path.read_bytes
+
+
+def zip_members(path: Path, where: str):
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = [m for m in zf.infolist() if not m.is_dir()]
+    except (zipfile.BadZipFile, OSError):
+        yield where, Path(where).name, None                   # named, never graded
+        return
+    for member in members:
+        parts = Path(member.filename).parts
+        if len(parts) > 3 or "__MACOSX" in parts or parts[-1].startswith("._"):
+            continue
+        read = (lambda m=member: zipfile.ZipFile(path).read(m)) \
+            if member.file_size <= LAB_FILE_LIMIT else None
+        yield f"{where}:{member.filename}", parts[-1], read
+
+
+def gather(upload: Path, dest: Path, labs=None) -> tuple[list[str], str]:
+    """Copy the lab files of a Gradescope upload into `dest` (flat), wherever the upload put
+    them (see `upload_files`; the shallowest copy of a file wins). Returns the lab files taken,
+    and a note (empty when every lab file was at the top level) that names what the upload
+    holds, what was expected, and where each file came from."""
+    expected = [f"{target.labs()[n]}.py" for n in runner.resolve_labs(labs)]
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    held, taken, came_from = [], [], {}
+    files = sorted(upload_files(upload), key=lambda f: f[0].replace(":", "/").count("/"))
+    for where, name, read in files:
+        held.append(where)
+        if name in expected and name not in taken and read is not None:
+            (dest / name).write_bytes(read())
+            taken.append(name)
+            came_from[name] = where
+    missing = [name for name in expected if name not in taken]
+    moved = [f"{name} from {where}" for name, where in came_from.items() if where != name]
+    lines = []
+    if missing:
+        lines.append(f"missing from your upload: {', '.join(missing)} (expected at the top level "
+                     "of the upload, in one folder, or in a .zip)")
+        lines.append(f"your upload holds: {', '.join(held) or 'nothing'}")
+        if any(where.endswith(".ipynb") for where in held):
+            lines.append("a notebook is not graded: upload the labs/labNN_topic.py files")
+    if moved:
+        lines.append(f"graded: {', '.join(moved)}")
+    return taken, "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """run_autograder's steps, as root before the grade drops privileges:
+    `gather UPLOAD DEST NOTE RESULTS [LAB...]` copies the lab files and writes the note (with
+    none, it writes a report of score 0 that says so, and exits 3); `annotate RESULTS NOTE`
+    puts the note above the grade's output."""
+    if argv[:1] == ["gather"] and len(argv) >= 5:
+        upload, dest, note, results, *labs = argv[1:]
+        taken, text = gather(Path(upload), Path(dest), labs or None)
+        Path(note).write_text(text)
+        if taken:
+            return 0
+        Path(results).write_text(json.dumps({"score": 0, "tests": [], "output": (
+            "Your upload holds none of the lab files this assignment grades, so nothing was "
+            f"graded.\n{text}")}))
+        return NO_LAB_FILE
+    if argv[:1] == ["annotate"] and len(argv) == 3:
+        results, note = Path(argv[1]), Path(argv[2]).read_text().strip()
+        document = json.loads(results.read_text())
+        document["output"] = f"{note}\n\n{document.get('output', '')}"
+        results.write_text(json.dumps(document))
+        return 0
+    print("usage: python -m kernellab.grading.gradescope gather UPLOAD DEST NOTE RESULTS [LAB...]"
+          " | annotate RESULTS NOTE", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

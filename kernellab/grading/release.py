@@ -184,6 +184,8 @@ def build(out: Path, repo_url: str | None = None) -> Path:
         clear_outputs(notebook)
     (out / "README.md").write_text(STUDENT_README)
     (out / "Makefile").write_text(STUDENT_MAKEFILE)
+    from kernellab.grading import student_repo
+    student_repo.write(out)             # the workflow that grades each push, and a .gitignore
     found = leaks(out)
     if found:
         raise RuntimeError("the release holds solution code, not written out safely:\n  "

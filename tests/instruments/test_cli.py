@@ -19,6 +19,7 @@ def test_help_prints(command, capsys):
     assert "usage: kernellab" in capsys.readouterr().out
 
 
+UNWRITABLE = "/sys/kernellab-unwritable"     # no user, root included, can make a file in /sys
 BAD_INPUTS = {   # arguments -> words the one line must hold
     ("grade", "--root", "/missing"): "no submission folder /missing",
     ("grade", "--batch", "/missing"): "no folder /missing",
@@ -26,12 +27,27 @@ BAD_INPUTS = {   # arguments -> words the one line must hold
     ("grade", "-j", "0"): "-j/--jobs: must be a whole number of at least 1",
     ("grade", "--timeout", "0"): "--timeout: must be a number of seconds above 0",
     ("grade", "42"): "no lab 42",
-    ("grade", "00", "--out", "{tmp}/o"): "--out and --force go with --batch",
+    ("grade", "00", "--out", "{tmp}/o"): "--out, --force and --roster go with --batch",
+    ("grade", "00", "--roster", "{file}"): "--out, --force and --roster go with",
+    ("grade", "00", "--seed", "-5"): "--seed: must be a whole number of at least 0",
     ("grade", "--results", "{tmp}"): "is a folder",
+    ("grade", "--results", "{unwritable}/results.json"): "cannot be written",
+    ("grade", "--results", "{course}/labs/results.json"): "lies inside the course folder",
+    ("grade", "00", "--require-protection", "none"): "invalid choice: 'none'",
+    ("grade", "--batch", "{empty}", "--out", "{course}/labs/gb"): "lies inside the course folder",
+    ("grade", "--batch", "{empty}", "--out", "{unwritable}/gb"): "--out /sys/kernellab-unwritable",
+    ("grade", "--batch", "{empty}", "--roster", "{tmp}/none.csv"): "no roster",
+    ("grade", "--batch", "{empty}", "--roster", "{file}"): "has no submission column",
     ("gradescope", "--out", "{file}"): "is a file",
     ("gradescope", "--out", "{course}/labs/gs"): "lies inside the course folder",
+    ("gradescope", "--out", "{unwritable}/gs"): "bundle /sys/kernellab-unwritable/gs cannot be",
     ("release", "{course}/labs/out"): "lies inside the course folder",
     ("release", "{file}"): "is a file",
+    ("release", "{unwritable}/out"): "release /sys/kernellab-unwritable/out cannot be written",
+    ("collect", "{file}", "{tmp}/c"): "has no submission column",
+    ("collect", "{tmp}/none.csv", "{tmp}/c"): "no roster",
+    ("collect", "{file}", "{tmp}/c", "--deadline", "friday"): "'friday' is not an ISO-8601 time",
+    ("collect", "{file}", "{tmp}/c", "--deadline", "2026-12-01T23:59"): "has no time zone",
     ("occupancy", "--block-size", "0", "--registers", "32"): "--block-size: must be a whole number",
     ("occupancy", "--block-size", "4096", "--registers", "32"): "block_size must be in 1..1024",
     ("profile", "02:nope"): "lab 02 has no kernel 'nope'",
@@ -47,7 +63,7 @@ def test_bad_input_gets_one_line_exit_2_and_writes_nothing(words, tmp_path, caps
     (tmp_path / "a_file").write_text("")
     monkeypatch.chdir(tmp_path)
     filled = [a.format(tmp=tmp_path, empty=tmp_path / "empty", file=tmp_path / "a_file",
-                       course=target.ROOT) for a in args]
+                       course=target.ROOT, unwritable=UNWRITABLE) for a in args]
     course_before = sorted(target.ROOT.rglob("*"))
     before = sorted(tmp_path.rglob("*"))
     try:

@@ -1,4 +1,5 @@
-"""Grading at scale: local batch grading, on Lab 00 submissions (the Gradescope bundle: test_gradescope.py)."""
+"""Grading at scale: where local batch grading writes its reports (a batch graded for real, with a
+roster: test_batch_lms.py; the Gradescope bundle: test_gradescope.py)."""
 
 import csv
 import json
@@ -15,21 +16,6 @@ STARTER = target.ROOT / "labs" / "lab00_indexing.py"
 
 
 pytestmark = pytest.mark.usefixtures("grade_in_the_simulator")
-
-
-def test_batch_grading_writes_a_gradebook(tmp_path):
-    for name, source in (("alice", SOLUTION), ("bob", STARTER)):
-        (tmp_path / "subs" / name / "labs").mkdir(parents=True)
-        shutil.copy(source, tmp_path / "subs" / name / "labs" / "lab00_indexing.py")
-    gradebook = batch.grade_batch(tmp_path / "subs", jobs=2, labs=["00"],
-                                   out_dir=tmp_path / "out", seed=7, out=lambda *a: None)
-    assert gradebook == tmp_path / "out" / "gradebook.csv"
-    rows = {row["submission"]: row for row in csv.DictReader(open(gradebook))}
-    alice = json.loads((tmp_path / "out" / "alice.results.json").read_text())
-    assert float(rows["alice"]["score"]) == float(rows["alice"]["max_score"]) > 0, (
-        plugin.lost_points(alice))
-    assert float(rows["bob"]["score"]) == 0 and rows["bob"]["lab00"] == "0.0"
-    assert (tmp_path / "out" / "alice.results.json").exists()
 
 
 def test_batch_reports_go_to_a_folder_of_their_own_and_are_never_overwritten(tmp_path, monkeypatch):
