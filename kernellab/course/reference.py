@@ -1,13 +1,15 @@
 """Recorded GPU measurements in data/reference/<gpu>/labNN.json, each with its provenance.
 
 Without a GPU, figures are drawn from these files and labelled as reference data; on a GPU,
-`kernellab bench` writes new ones. Every record says what produced it: GPU, driver,
-versions, date and the exact command.
+`kernellab bench` writes new ones. Every record says what produced it: GPU, driver, CUDA, the
+Python, numba, numba-cuda and numpy versions, the date, the commit and the exact command
+(`PROVENANCE_FIELDS`; tests/instruments/test_reference_provenance.py checks every stored record).
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import shlex
@@ -47,10 +49,36 @@ def settings() -> dict:
             "clocks": clocks()}
 
 
+# What every record's provenance names: top-level keys, then keys of its "versions".
+PROVENANCE_FIELDS = ("gpu", "date", "commit", "command")
+VERSION_FIELDS = ("nvidia_driver", "cuda_driver", "cuda_runtime", "python", "numba", "numba-cuda", "numpy")
+NOT_RECORDED = "unknown (not recorded)"
+
+
+@functools.cache
+def commit() -> str:
+    """The commit of the code that measures: KERNELLAB_COMMIT where the run's script sets it (a tree
+    copied to a GPU machine may carry a stale .git), else git's HEAD, with the count of files changed
+    from it; NOT_RECORDED outside a git checkout. Read once per process."""
+    named = os.environ.get("KERNELLAB_COMMIT", "").strip()
+    if named:
+        return named
+    try:
+        head = subprocess.run(["git", "-C", str(target.ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=20, check=True).stdout.strip()
+        changed = subprocess.run(["git", "-C", str(target.ROOT), "status", "--porcelain"],
+                                 capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return NOT_RECORDED
+    count = len(changed.splitlines())
+    return f"{head} with {count} changed files" if count else head
+
+
 def provenance(command: str | None = None) -> dict:
     """Where a measurement came from, with the settings that change results; the date is UTC."""
     facts = device.facts()
     return {
+        "commit": commit(),
         "gpu": facts.name,
         "cc": f"{facts.cc[0]}.{facts.cc[1]}",
         "sm_count": facts.sm_count,
