@@ -42,15 +42,18 @@ else. Any other error is a bug in the claim and propagates.
 
 `article` names the seed-article claim a claim gives the verdict on (`ARTICLE` lists them);
 `explains` says why, where the claim is a model miss (model against measurement) or a figure
-that needs a reason beside it; `headline` is its short form for README.md's table of labs
-(kernellab.course.readme), filled from the same values and words.
+that needs a reason beside it; `headline` is its short form, filled from the same values and
+words: the line a notebook prints (`report`), and README.md's table of labs
+(kernellab.course.readme). A claim without one prints its sentence's first clause.
 
 Where the numbers come from: `sources(lab)` merges the recorded reference with what this
 process measured live (`reference.live_or_recorded` notes every live record in
 `reference.LIVE`), record by record, and each printed claim says which it read:
 "live" or "H200 reference, recorded <date>" (a claim whose numbers the live run did not
 measure, a tour's shorter sweep say, falls back to the reference and says so). `report(lab)`
-prints a lab's claims; `evaluate(claim, records)` returns a `Verdict`;
+prints a lab's claims, one line each: a verdict tag and the headline; `report(lab, names,
+detail=True)` prints each one's full sentence, what it compared and where its numbers come
+from. `evaluate(claim, records)` returns a `Verdict`;
 tests/instruments/test_claims.py evaluates every claim against data/reference/h200/ and fails
 when a printed sentence is false, never because a target was missed.
 """
@@ -150,7 +153,7 @@ class Claim:
     checks: tuple[Compare, ...]                     # what the sentence compares, as data
     article: str | None = None                      # a key of ARTICLE, for an article verdict
     explains: str | None = None                     # a model miss: why model and measurement differ
-    headline: str | None = None                     # its short form for README.md's table, same placeholders
+    headline: str | None = None                     # its short form (report's line, README.md's table), same placeholders
 
     def __post_init__(self):
         if self.article is not None and self.article not in ARTICLE:
@@ -187,6 +190,37 @@ class Verdict:
     source: str = ""             # where the numbers came from
     contradicted: tuple[str, ...] = ()   # the stated comparisons the data contradict
     headline: str | None = None          # the claim's headline, filled from the same values
+    values: dict = dataclasses.field(default_factory=dict)   # the numbers it was filled from
+
+    def tag(self) -> str:
+        """The verdict in one tag: [holds] or [MISSED] for a claim with targets (MISSED when any
+        is), [measured] for a finding whose verdict is in its words, [CONTRADICTED] for a false
+        sentence, [awaiting data]."""
+        if self.true is None:
+            return "[awaiting data]"
+        if not self.true:
+            return "[CONTRADICTED]"
+        targets = [c.outcome(self.values) for c in self.claim.checks if c.words == TARGET_WORDS]
+        if targets:
+            return "[holds]" if all(targets) else "[MISSED]"
+        return "[measured]"
+
+    def short(self) -> str:
+        """The tag and the headline (or the sentence's first clause); a missed target adds its why."""
+        if self.true is None:
+            return f"{self.tag()} {self.claim.name} ({self.missing})"
+        text = f"{self.tag()} {self.headline or first_clause(self.text)}"
+        if self.tag() == "[MISSED]" and self.claim.explains:
+            text += f"\n    why: {self.claim.explains}"
+        return text
+
+    def detailed(self) -> str:
+        """The claim's name, its full line (sentence, source, why) and what it compared."""
+        text = f"{self.claim.name}: {self.line()}"
+        if self.true is not None:
+            compared = "; ".join(c.described(self.values) for c in self.claim.checks)
+            text += f"\n    compared: {compared}"
+        return text
 
     def line(self) -> str:
         head = ""
@@ -200,6 +234,19 @@ class Verdict:
         if self.claim.explains:
             text += f"\n    why: {self.claim.explains}"
         return text
+
+
+CLAUSE_ENDS = (": ", "; ", ". ")
+
+
+def first_clause(text: str) -> str:
+    """`text` up to its first colon, semicolon or full stop outside brackets, without the stop."""
+    depth = 0
+    for i, char in enumerate(text):
+        depth += (char in "([{") - (char in ")]}")
+        if depth == 0 and text[i:i + 2] in CLAUSE_ENDS:
+            return text[:i]
+    return text.rstrip(".")
 
 
 def render(claim: Claim, values: dict, form: str | None = None) -> tuple[str, tuple[str, ...]]:
@@ -285,7 +332,7 @@ def evaluate(claim: Claim, records: dict) -> Verdict:
     text, failed = render(claim, values)
     headline = render(claim, values, claim.headline)[0] if claim.headline else None
     return Verdict(claim, text, not failed, source=_source(records, tracked.read), contradicted=failed,
-                   headline=headline)
+                   headline=headline, values=values)
 
 
 def lab_records(lab: str, live: bool = True) -> dict:
@@ -320,16 +367,57 @@ def claims_of(lab: str) -> list[Claim]:
     return list(protocol.declaration(lab).claims)
 
 
-def report(lab: str, names: list[str] | None = None, out=print) -> list[Verdict]:
-    """Print the lab's claims (or those named), each with its numbers, verdict and source."""
+def report(lab: str, names: list[str] | None = None, detail: bool = False, out=print,
+           collapsed: bool | str = False) -> list[Verdict]:
+    """Print the lab's claims (or those named), in their order: one line each, its verdict tag
+    and headline, then where the numbers come from (once, when they share it). `detail=True`:
+    each one's name, full sentence, source, why and what it compared.
+
+    `collapsed` (in a notebook): True shows each claim as its headline, the detail one click
+    away (an HTML <details> element); a string shows them all under one such element, the string
+    its summary (for claims about the course's instruments, which a lesson keeps out of the way).
+    Outside a notebook it prints as without it."""
     chosen = claims_of(lab)
     unknown = set(names or ()) - {c.name for c in chosen}
     if unknown:
         raise ValueError(f"lab {lab} declares no claim {', '.join(sorted(unknown))}")
     results = [judge(c, lab)[0] for c in chosen if names is None or c.name in names]
+    if collapsed and _in_notebook():
+        _display_collapsed(results, collapsed)
+        return results
+    if detail:
+        for verdict in results:
+            out(verdict.detailed())
+        return results
+    judged = {v.source for v in results if v.true is not None}
     for verdict in results:
-        out(verdict.line())
+        out(verdict.short() + (f" ({verdict.source})" if len(judged) > 1 and verdict.true is not None else ""))
+    if len(judged) == 1:
+        out(f"(numbers: {judged.pop()}; claims.report(\"{lab}\", detail=True) shows how each was judged)")
     return results
+
+
+def _in_notebook() -> bool:
+    import sys
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and "Terminal" not in type(shell).__name__
+
+
+def _display_collapsed(results: list[Verdict], collapsed: bool | str) -> None:
+    """Each verdict's detail under its headline (True), or all under one summary (a string)."""
+    import html
+    from IPython.display import display
+
+    def element(summary: str, body: str) -> str:
+        return (f"<details><summary>{html.escape(summary)}</summary>"
+                f"<pre style='white-space: pre-wrap'>{html.escape(body)}</pre></details>")
+    if isinstance(collapsed, str):
+        shown = element(collapsed, "\n\n".join(v.detailed() for v in results))
+        plain = collapsed
+    else:
+        shown = "".join(element(v.short(), v.detailed()) for v in results)
+        plain = "\n".join(v.short() for v in results)
+    display({"text/html": shown, "text/plain": plain}, raw=True)
 
 
 def compare_prediction(prediction, lab: str, claim: str, key: str, what: str, unit: str = "",

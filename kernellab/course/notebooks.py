@@ -2,10 +2,14 @@
 
     python -m kernellab.course.notebooks --check-clean --execute [NOTEBOOK ...]
     python -m kernellab.course.notebooks --write-setup      # after editing SETUP_CELL or COURSE_REPO
+    python -m kernellab.course.notebooks --execute --output-dir /tmp/run notebooks/00_indexing.ipynb
 
 Notebooks execute with the solutions target, in their own folder, two at a time; a failure
-names the notebook and the cell. Every notebook opens with the same setup cell and an
-"Open in Colab" badge, both generated here from COURSE_REPO.
+names the notebook and the cell. A notebook whose lab is in reading.ENFORCED also fails over the
+reading budget (kernellab.course.reading), counted on its executed copy; --output-dir keeps
+those copies (never commit them: notebooks are committed without outputs). Every notebook
+opens with the same setup cell and an "Open in Colab" badge, both generated here from
+COURSE_REPO.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from kernellab.course import target
+from kernellab.course import reading, target
 
 NOTEBOOKS = target.ROOT / "notebooks"
 CELL_TIMEOUT = 300
@@ -187,9 +191,10 @@ class CellClock:
         return f"slowest cell {index}: {took[index]:.1f} s{running} ({first_line})"
 
 
-def execute(path: Path) -> tuple[Path, float, str | None, str]:
+def execute(path: Path, output_dir: Path | None = None) -> tuple[Path, float, str | None, str]:
     """Run a notebook headless with the solutions target; returns (path, seconds, error or None,
-    its slowest cell)."""
+    its slowest cell). The error is also a lab in reading.ENFORCED over the reading budget. The
+    executed copy goes to `output_dir` when given."""
     import nbclient
     import nbformat
     from kernellab.course import settings
@@ -207,7 +212,14 @@ def execute(path: Path) -> tuple[Path, float, str | None, str]:
     except Exception as exc:  # report the failing notebook and carry on with the rest
         return (path, time.perf_counter() - started, f"{type(exc).__name__}: {str(exc)[-1500:]}",
                 clock.slowest(notebook))
-    return path, time.perf_counter() - started, None, clock.slowest(notebook)
+    seconds = time.perf_counter() - started
+    if output_dir is not None:
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, Path(output_dir) / Path(path).name)
+    over = reading.read(notebook, Path(path).name).over_budget() if reading.enforced(path) else []
+    error = (f"over the reading budget: {'; '.join(over)} (python -m kernellab.course.reading on an "
+             f"executed copy, --output-dir, lists them)") if over else None
+    return path, seconds, error, clock.slowest(notebook)
 
 
 def main(argv=None) -> int:
@@ -217,6 +229,7 @@ def main(argv=None) -> int:
     parser.add_argument("--execute", action="store_true", help="run each one headless")
     parser.add_argument("--write-setup", action="store_true",
                         help="give each the Colab badge and the setup cell (from SETUP_CELL)")
+    parser.add_argument("--output-dir", type=Path, help="with --execute: write the executed copies here")
     parser.add_argument("-j", "--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -234,7 +247,8 @@ def main(argv=None) -> int:
         print(f"{len(paths)} notebooks checked for outputs")
     if args.execute:
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            for path, seconds, error, slowest in pool.map(execute, paths):
+            runs = pool.map(execute, paths, [args.output_dir] * len(paths))
+            for path, seconds, error, slowest in runs:
                 print(f"{'FAILED' if error else 'ok':<7}{seconds:6.1f} s  {path.name}"
                       + (f"  ({slowest})" if seconds > SLOW_NOTEBOOK_S else ""))
                 if error:

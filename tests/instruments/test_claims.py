@@ -184,6 +184,18 @@ def test_a_prediction_is_compared_when_written_and_asked_for_when_not():
         claims.compare_prediction(1, "00", "no_such_claim", key, "it")
 
 
+def test_a_report_prints_a_headline_per_claim_and_the_detail_on_demand():
+    lines, detailed = [], []
+    verdicts = claims.report("01", out=lines.append)
+    assert len(lines) == len(verdicts) + 1 and "detail=True" in lines[-1]      # the source, once
+    assert all(line.split("]")[0] + "]" in ("[holds]", "[MISSED]", "[measured]") for line in lines[:-1])
+    named = [v.claim.name for v in verdicts if v.claim.headline]
+    claims.report("01", named[:1], detail=True, out=detailed.append)
+    assert detailed[0].startswith(f"{named[0]}: ") and "compared: " in detailed[0] and "reference" in detailed[0]
+    assert claims.first_clause("a (b: c; d), e: f; g") == "a (b: c; d), e"
+    assert claims.first_clause("one clause.") == "one clause"
+
+
 def test_a_claim_the_live_run_did_not_measure_falls_back_to_the_reference(monkeypatch):
     size = claims.Claim("size", "n = {n}, {sign}", values=lambda r: {"n": claims.need(r, "grid_size_sweep", "n")},
                         checks=(claims.says("sign", "n", ">", 0, "positive", "not positive"),))
@@ -235,7 +247,7 @@ def test_every_claim_of_a_lab_is_printed_by_its_notebook(notebook):
     lab = notebook.name[:2]
     code = "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code")
     calls = re.findall(r"claims\.report\((.*?)\)", code, re.S)
-    if any(re.fullmatch(rf'\s*"{lab}"\s*', call) for call in calls):
+    if any(re.fullmatch(rf'\s*"{lab}"\s*(,\s*\w+\s*=\s*[^,]+)*', call) for call in calls):
         return
     named = set(re.findall(r'"(\w+)"', " ".join(calls)))
     unprinted = [claim.name for claim in claims.claims_of(lab) if claim.name not in named]
