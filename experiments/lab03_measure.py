@@ -8,6 +8,8 @@ times) and the benchmarks that time these calls.
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 
 from kernellab.course import bench as harness
@@ -158,10 +160,16 @@ def launches_record(records: dict) -> dict:
     return tasks
 
 
+def typical_ms(row: dict) -> float:
+    """A row's time for a finding about a phenomenon: the median of its repeats' medians where it
+    has repeats (a merged recording's `median_ms` is its worst repeat, which judges targets)."""
+    return statistics.median(row["repeat_ms"]) if row.get("repeat_ms") else row["median_ms"]
+
+
 def crossover(lab, records: dict, suffix: str = LAUNCHES) -> dict:
     """Speed-up per size of `separate<suffix>` over `horizontal<suffix>` (the launches alone by
     default; "" for the whole calls), measured and predicted from the host's cost of one launch
-    and the copy bandwidth of the same run, and the first size where merging stops paying."""
+    and the copy bandwidth of the same run, and the first size where merging stops paying; each row's time is the median of its repeats."""
     tasks = records["tasks"]
     launch_us, gbps = records["host_launch"]["us"], tasks["copy_gbps"]
     rows = []
@@ -172,9 +180,9 @@ def crossover(lab, records: dict, suffix: str = LAUNCHES) -> dict:
             continue  # a version that failed validation has no time to compare
         predicted = (lab.predicted_time_us(4, separate["bytes"], launch_us, gbps)
                      / lab.predicted_time_us(1, merged["bytes"], launch_us, gbps))
-        rows.append({"n": n, "separate_ms": separate["median_ms"], "horizontal_ms": merged["median_ms"],
-                     "measured_speedup": separate["median_ms"] / merged["median_ms"],
-                     "predicted_speedup": predicted})
+        separate_ms, merged_ms = typical_ms(separate), typical_ms(merged)
+        rows.append({"n": n, "separate_ms": separate_ms, "horizontal_ms": merged_ms,
+                     "measured_speedup": separate_ms / merged_ms, "predicted_speedup": predicted})
 
     def first_below(key):
         return next((r["n"] for r in rows if r[key] < GAIN_THAT_PAYS), None)

@@ -16,7 +16,7 @@ The four tasks (independent: different arrays, sizes and ops), written into one 
   square  y3 = x3 * x3
 out = [y0 | y1 | y2 | y3]; `split_output(out, sizes)` gives the four views.
 
-Exercises (each stub says `Lab 03.M`):
+Exercises (each stub says `Lab 03.M`; the notebook has a hint for each, collapsed):
   03.1  task_block_starts(sizes, block)  where each task's blocks start: prefix sums of
                                          ceil(size / block), with the total at the end
   03.2  horizontal_kernel                each block finds its task and does that task's part
@@ -30,6 +30,10 @@ returns the output. The kernels write into the one flat `out` at each task's off
 (`task_output_starts`): a launcher never slices `out` into views, because each device-array
 slice is a new array object built in Python on every call (the lab's benchmark measures what
 that costs, on its own).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -164,9 +168,8 @@ def separate_tasks(x0, x1, z1, x2, x3, alpha=2.0, out=None, block=DEFAULT_BLOCK)
 
 def task_block_starts(sizes, block):
     """[0, b0, b0 + b1, ..., total]: task t owns blocks starts[t] .. starts[t + 1] - 1."""
-    # FILL ME IN (roughly 4 lines): reject block <= 0 or a negative size with ValueError; blocks
-    # per task = ceil(size / block) in integers; return [0, then the running sums] as np.int64
-    # (len(sizes) + 1 entries; an empty task owns no block).
+    # FILL ME IN. Contract: ValueError for block <= 0 or a negative size; an np.int64 array of
+    # len(sizes) + 1 entries, starting at 0; an empty task owns no block.
     raise NotImplementedError("Lab 03.1: task_block_starts")
 
 
@@ -174,12 +177,8 @@ def task_block_starts(sizes, block):
 
 @cuda.jit
 def horizontal_kernel(block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out):
-    # FILL ME IN (roughly 20 lines): task t owns blocks [block_starts[t], block_starts[t + 1])
-    # (block_starts[0] is 0; task 3 owns the rest of the grid) and writes its results into
-    # out[out_starts[t]:], one element per thread. Compare cuda.blockIdx.x with block_starts[1],
-    # [2], [3]; then i = (block - the task's first block) * cuda.blockDim.x + cuda.threadIdx.x,
-    # a bounds guard against that task's input size, and the task's op, storing to
-    # out[out_starts[t] + i] (as the four kernels above do with their `start`).
+    # FILL ME IN. Task t owns blocks [block_starts[t], block_starts[t + 1]) (task 3 owns the rest of
+    # the grid) and writes its results to out[out_starts[t]:], one element per thread.
     # Budget: every input element read once, every output element written once, grid-wide.
     raise NotImplementedError("Lab 03.2: horizontal_kernel")
 
@@ -193,10 +192,8 @@ def horizontal_tasks(x0, x1, z1, x2, x3, alpha=2.0, out=None, block=DEFAULT_BLOC
     the device), and the kernel writes into `out` at each task's offset (no slices).
     """
     sizes, alpha, out, out_starts = _prepare(x0, x1, z1, x2, x3, alpha, out)
-    # FILL ME IN (roughly 5 lines): block_starts = task_block_starts(sizes, block) as a tuple of
-    # Python ints; the grid is its last entry, the total number of blocks (skip the launch when
-    # it is 0); launch horizontal_kernel once, with block_starts, out_starts, alpha, the five
-    # inputs and `out` itself (no slices); return out.
+    # FILL ME IN. One launch of horizontal_kernel, its tables passed as tuples of Python ints and
+    # `out` whole (no slices); no launch when there is no block. Return out.
     raise NotImplementedError("Lab 03.3: horizontal_tasks")
 
 
@@ -208,8 +205,7 @@ def predicted_time_us(launches, nbytes, launch_us, gbps):
     The GPU runs a kernel while the host submits the next one, so whichever is slower sets the
     pace: `launches` submissions of `launch_us` each, or `nbytes` at `gbps` GB/s.
     """
-    # FILL ME IN (roughly 1 line): the larger of the two times, in microseconds
-    # (1 GB/s moves 1e3 bytes per microsecond).
+    # FILL ME IN: microseconds (1 GB/s moves 1e3 bytes per microsecond).
     raise NotImplementedError("Lab 03.4: predicted_time_us")
 
 

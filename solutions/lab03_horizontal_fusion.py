@@ -30,6 +30,10 @@ returns the output. The kernels write into the one flat `out` at each task's off
 (`task_output_starts`): a launcher never slices `out` into views, because each device-array
 slice is a new array object built in Python on every call (the lab's benchmark measures what
 that costs, on its own).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
