@@ -18,7 +18,7 @@ WORKFLOW = """\
 # `make test` does, and shows the score table on the run's page (its summary). The score here is
 # feedback: your instructor grades the commit collected at the deadline with the same tests.
 name: grade
-on:
+"on":
   push:
   workflow_dispatch:
 permissions:
