@@ -29,6 +29,10 @@ Asked to, the meter also traces what a warp asks of the memory system, on the sa
     traffic.coalescing      # per (array, load or store site): SiteSectors, sectors per request
     traffic.bank_conflicts  # per (shared array, site): SiteBanks, wavefronts per request
 
+and, with "accesses" in `trace`, every traced access itself, in the order the threads made them
+(`traffic.accesses`: [Access], block, thread, warp, lane, element and byte offset each), which
+kernellab.course.pictures draws.
+
 (Tracing costs a few microseconds per access, several times the count alone on a kernel that
 loops over shared memory, so it is off unless asked for.)
 
@@ -64,6 +68,7 @@ import dataclasses
 import linecache
 import sys
 import threading
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -94,6 +99,8 @@ class TrafficCount(dict):
 
     coalescing: list | None = None        # [SiteSectors]; None unless trace has "global"
     bank_conflicts: list | None = None    # [SiteBanks]; None unless trace has "shared"
+    accesses: list | None = None          # [Access]; None unless trace has "accesses"
+    addresses: dict | None = None         # {array name: buffer_address}, after the block
 
     def traced(self, kind: str) -> list:
         """The traced sites of `kind` ("global" or "shared"); a clear error if not traced."""
@@ -254,6 +261,30 @@ class SiteBanks:
                 f"({self.ways:.1f}-way)")
 
 
+class Access(typing.NamedTuple):
+    """One load or store of one thread, as the meter traced it (trace=(..., "accesses"))."""
+
+    order: int            # its place among all traced accesses of the meter's block
+    space: str            # "global" or "shared"
+    array: str            # the meter's name for the array (a shared one: where it was declared)
+    kind: str             # "load" or "store"
+    block: tuple          # blockIdx (x, y, z)
+    thread: tuple         # threadIdx (x, y, z)
+    warp: int             # the warp of the block it belongs to
+    lane: int             # its lane in that warp
+    index: tuple          # the element, one int per dimension
+    offset: int           # its byte offset from the start of the allocation
+    width: int            # bytes per element
+    site: Site
+    occurrence: int       # how many times this thread had run this site before
+
+
+def element_index(array: np.ndarray, idx) -> tuple:
+    """The element `idx` names, one non-negative int per dimension (an int idx of a 1-D array too)."""
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    return tuple(int(i) % n for i, n in zip(idx, array.shape))
+
+
 def request_sectors(lanes: dict, width: int, row_lanes: int = WARP) -> tuple[int, int]:
     """(sectors touched, fewest sectors) of a request, {lane: byte offset}. The fewest: for each
     row of the block in the warp (`row_lanes` lanes share a threadIdx.y), the sectors its
@@ -292,8 +323,10 @@ class WarpTrace:
         # (space, array, width, site, block, lanes in a row of the block, warp, occurrence)
         #   -> {lane: byte offset}
         self._requests: dict[tuple, dict[int, int]] = {}
+        self.accesses: list[Access] | None = None   # a list: every access is kept too
 
-    def note(self, space: str, array: str, width: int, offset: int | None, kind: str, frame):
+    def note(self, space: str, array: str, width: int, offset: int | None, kind: str, frame,
+             index: tuple = ()):
         thread = threading.current_thread()
         if offset is None or not isinstance(thread, self._thread_class):
             return
@@ -312,6 +345,12 @@ class WarpTrace:
             key = (space, array, width, site, block, thread._manager._block_dim[0],
                    thread.thread_id // WARP, occurrence)
             self._requests.setdefault(key, {})[thread.thread_id % WARP] = offset
+            if self.accesses is not None:
+                self.accesses.append(Access(
+                    len(self.accesses), space, array, kind, block,
+                    (thread.threadIdx.x, thread.threadIdx.y, thread.threadIdx.z),
+                    thread.thread_id // WARP, thread.thread_id % WARP, index, offset, width,
+                    site, occurrence))
 
     def summaries(self) -> tuple[list[SiteSectors], list[SiteBanks]]:
         """Per site: the sectors of its global requests, the wavefronts of its shared ones."""
@@ -343,8 +382,9 @@ def _traced_shared_class(trace: WarpTrace, in_atomic: threading.local):
 
         def _note(self, idx, kind):
             if not getattr(in_atomic, "active", False):
-                trace.note("shared", self._kernellab_name, self.dtype.itemsize,
-                           byte_offset(self, idx), kind, sys._getframe(2))
+                offset = byte_offset(self, idx)
+                trace.note("shared", self._kernellab_name, self.dtype.itemsize, offset, kind,
+                           sys._getframe(2), element_index(self, idx) if offset is not None else ())
 
         def __getitem__(self, idx):
             value = super().__getitem__(idx)
@@ -397,10 +437,12 @@ _lock = threading.Lock()
 @contextlib.contextmanager
 def meter(trace: tuple = (), **named_arrays):
     """Count global loads and stores per array for the launches inside the block (simulator only);
-    with `trace` ("global", "shared" or both), also each warp's requests (the module docstring)."""
-    unknown = set(trace) - {"global", "shared"}
+    with `trace` ("global", "shared" or both), also each warp's requests (the module docstring),
+    and with "accesses" too, every traced access (`accesses`)."""
+    unknown = set(trace) - {"global", "shared", "accesses"}
     if unknown:
-        raise ValueError(f"meter traces 'global' and 'shared' requests, not {', '.join(sorted(unknown))}")
+        raise ValueError(f"meter traces 'global' and 'shared' requests (and keeps their "
+                         f"'accesses'), not {', '.join(sorted(unknown))}")
     if not device.is_simulator():
         raise RuntimeError("the traffic meter counts loads and stores in Numba's simulator; "
                            "on a GPU use the ledger's declared bytes (or a profiler such as ncu)")
@@ -410,6 +452,8 @@ def meter(trace: tuple = (), **named_arrays):
 
     counts = TrafficCount()
     warps, tracing_global = WarpTrace(), "global" in trace
+    if "accesses" in trace:
+        warps.accesses = counts.accesses = []     # filled as the threads run
     names = {buffer_address(array): name for name, array in named_arrays.items()}
     for name, array in named_arrays.items():
         counts[name] = ArrayTraffic(name, array.dtype.itemsize)
@@ -428,8 +472,9 @@ def meter(trace: tuple = (), **named_arrays):
     def traced(within, idx, kind, counted: ArrayTraffic):
         if tracing_global:
             array = within._item._ary
-            warps.note("global", counted.name, array.dtype.itemsize, byte_offset(array, idx), kind,
-                       sys._getframe(2))
+            offset = byte_offset(array, idx)
+            warps.note("global", counted.name, array.dtype.itemsize, offset, kind, sys._getframe(2),
+                       element_index(array, idx) if offset is not None else ())
 
     def counted_get(self, idx):
         value = original_get(self, idx)
@@ -485,6 +530,7 @@ def meter(trace: tuple = (), **named_arrays):
         coalescing, bank_conflicts = warps.summaries()
         counts.coalescing = coalescing if tracing_global else None
         counts.bank_conflicts = bank_conflicts if "shared" in trace else None
+        counts.addresses = {name: address for address, name in names.items()}
 
 
 # --- The ledger: the bytes each variant declares it moves ---------------------------------------
