@@ -154,21 +154,21 @@ def plot_occupancy_vs_speed(record: dict, figures_dir: Path) -> tuple[Path, str]
                                              "dynamic shared memory; the code never changes)",
                                              record, ncols=2)
     max_warps = occ.architecture(record["provenance"]["cc"]).max_warps_per_sm
-    panels = ((ax_mem, "memory", "gbps", "GB/s"), (ax_fma, "compute", "gflops", "GFLOP/s"))
-    for ax, kind, field, unit in panels:
+    panels = ((ax_mem, "memory", "gbps", "GB/s", 1.0), (ax_fma, "compute", "gflops", "TFLOP/s", 1e-3))
+    for ax, kind, field, unit, scale in panels:
         for i, name in enumerate(n for n, (_, k, _) in PROBES.items() if k == kind):
             rows = [r for r in record["rows"] if r["probe"] == name]
-            ax.plot([r["warps_per_sm"] for r in rows], [r[field] for r in rows], "o-", color=f"C{i}",
+            ax.plot([r["warps_per_sm"] for r in rows], [scale * r[field] for r in rows], "o-", color=f"C{i}",
                     label=f"{name}: {record['why'][name]}")
         ceiling = (record["copy_ceiling"]["gbps"] if kind == "memory" else record.get("fp32_peak_gflops"))
         if ceiling:
-            ax.axhline(ceiling, color="k", ls=":", label="copy ceiling (same run)" if kind == "memory"
+            ax.axhline(scale * ceiling, color="k", ls=":", label="copy ceiling (same run)" if kind == "memory"
                        else "FP32 peak (sm_count x lanes x 2 x clock)")
         ax.set_xscale("log", base=2)
         ax.set_xlabel(f"resident warps per SM (of {max_warps})")
         ax.set_ylabel(unit)
         ax.set_title(f"{kind}-bound")
-        ax.legend()
+        ax.legend(loc="lower right")               # the curves rise to the right: their top stays clear
         ax.grid(alpha=0.3)
     return plots.save(fig, "lab06_occupancy_vs_speed", figures_dir), occupancy_headline(record)
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from kernellab.gpu import checks, device
 from kernellab.course import bench as harness
-from kernellab.course import protocol
+from kernellab.course import claims, protocol
 from kernellab.kernels import driver
 from kernellab import occupancy as occ
 
@@ -165,6 +165,27 @@ def key_figure(lab, records: dict) -> str:
     if "occupancy_vs_speed" in records:
         key += f"; {occupancy_headline(records['occupancy_vs_speed'])}"
     return key
+
+
+def take_away() -> str:
+    """Notebook 06's last cell: the lesson in three lines, each figure from the records its claims
+    read (live where this process measured them, the H200 reference otherwise)."""
+    figures, sources = {}, set()
+    for claim in CLAIMS:
+        if claim.name in ("caps_against_occupancy", "memory_needs_bytes_in_flight"):
+            verdict, records = claims.judge(claim, NUMBER)
+            if verdict.true is None:
+                return f"What to take away: awaiting data ({verdict.missing})"
+            figures.update(claim.values(records))
+            sources.add(verdict.source)
+    return "\n".join((
+        "What to take away",
+        "  1. The scarcest resource (warp slots, registers, shared memory, blocks) sets the blocks an SM holds.",
+        f"  2. Occupancy is a means: the fastest linear_relu ran {figures['best']:.2f} TFLOP/s at "
+        f"{figures['occ']:.0%} occupancy, TUNED {figures['t_tuned']:.2f} at {figures['occ_tuned']:.0%}.",
+        f"  3. A memory-bound kernel needs bytes in flight: {figures['one']} warps per SM with one load per "
+        f"thread, {figures['four']} with four, for 90% of its best speed.",
+        f"  ({'; '.join(sorted(sources))})"))
 
 
 def measured(name: str) -> dict | None:

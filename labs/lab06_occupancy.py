@@ -44,8 +44,9 @@ import numpy as np
 
 def blocks_limited_by_warps(arch, block_size):
     """Blocks per SM the warp slots allow (0 when the block is larger than a block may be)."""
-    # FILL ME IN (roughly 4 lines): 0 if block_size exceeds arch.max_threads_per_block; else
-    # arch.max_warps_per_sm // (warps per block), where a partial warp counts as a whole warp.
+    # 06.1: how many blocks of block_size threads the SM's warp slots hold. Contract: 0 for a
+    # block larger than a block may be (arch.max_threads_per_block); a partial warp takes a whole
+    # warp slot. Budget: about 4 lines. Stuck? Hint 06.1 in notebook 06.
     raise NotImplementedError("Lab 06.1: blocks_limited_by_warps")
 
 
@@ -53,11 +54,10 @@ def blocks_limited_by_warps(arch, block_size):
 
 def blocks_limited_by_registers(arch, block_size, registers_per_thread):
     """Blocks per SM the register file allows; UNLIMITED for a kernel that uses no registers."""
-    # FILL ME IN (roughly 11 lines): 0 above arch.max_registers_per_thread. Registers per warp =
-    # registers_per_thread * 32 rounded UP to arch.register_allocation_unit (256); 0 of them ->
-    # UNLIMITED. 0 if (per warp) * (warps per block rounded up to a multiple of the 4
-    # sub-partitions) exceeds arch.registers_per_block. Otherwise each sub-partition holds
-    # (registers_per_sm / 4) // per_warp warps: 4 times that, divided by the block's warps.
+    # 06.2: how many blocks the register file holds, by the rules of notebook 06's section 2
+    # (registers granted per warp in units; each warp's registers in one sub-partition). Contract:
+    # 0 above arch.max_registers_per_thread or when one block does not fit; UNLIMITED when the
+    # kernel uses no registers. Budget: about 11 lines. Stuck? Hints 06.2 in notebook 06.
     raise NotImplementedError("Lab 06.2: blocks_limited_by_registers")
 
 
@@ -69,9 +69,9 @@ def blocks_limited_by_shared_memory(arch, shared_bytes_per_block, carveout=-1):
     `shared_per_sm(arch, carveout, allocated)` (given) is the shared memory the driver configures
     on the SM: the carveout rounded up to a supported size, bumped up when one block would not fit.
     """
-    # FILL ME IN (roughly 5 lines): allocated = shared_bytes_per_block + the reservation
-    # (arch.reserved_shared_per_block), then rounded UP to arch.shared_allocation_unit; 0 bytes ->
-    # UNLIMITED; else blocks = shared_per_sm(arch, carveout, allocated) // allocated.
+    # 06.3: how many blocks the SM's shared memory holds, counting what the hardware adds to each
+    # block (notebook 06, section 2). Contract: UNLIMITED when a block takes no shared memory at
+    # all. Budget: about 5 lines. Stuck? Hint 06.3 in notebook 06.
     raise NotImplementedError("Lab 06.3: blocks_limited_by_shared_memory")
 
 
@@ -91,14 +91,12 @@ def occupancy(cc, block_size, registers_per_thread, static_shared=0, dynamic_sha
     max_dynamic_shared is the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES attribute (None: the
     default, 48 KiB - static); a launch asking for more dynamic shared memory gets 0 blocks.
     """
-    # FILL ME IN (roughly 25 lines): arch = architecture(cc) (ValueError for an unknown cc).
-    # Raise ValueError naming the argument when one is out of range: block_size 1..1024,
-    # registers 0..255, static 0..48 KiB, dynamic >= 0, carveout -1..100, max_dynamic_shared
-    # (None -> 48 KiB - static) up to arch.shared_per_block_optin - static. Take the minimum of
-    # the four limits (warps, registers, shared memory - 0 when dynamic_shared exceeds
-    # max_dynamic_shared - and arch.max_blocks_per_sm) and return SMOccupancy(active_blocks,
-    # active_warps, occupancy, limiters): limiters lists every limit equal to the minimum, in
-    # the order of LIMITERS.
+    # 06.4: the SM's resident blocks, warps and occupancy for this kernel, and every limit that
+    # sets them (in the order of LIMITERS). Contract: architecture(cc) raises ValueError for an
+    # unknown cc; an argument out of range (block_size 1..1024, registers 0..255, static 0..48 KiB,
+    # dynamic >= 0, carveout -1..100, max_dynamic_shared up to arch.shared_per_block_optin - static)
+    # raises ValueError naming it; a launch asking for more dynamic shared memory than
+    # max_dynamic_shared gets 0 blocks. Budget: about 25 lines. Stuck? Hint 06.4 in notebook 06.
     raise NotImplementedError("Lab 06.4: occupancy")
 
 
@@ -131,13 +129,9 @@ class LinearReluConfig(NamedTuple):
 
 AS_WRITTEN = LinearReluConfig(block_size=128, tile_k=64, max_registers=None)
 
-# 06.5 FILL ME IN (roughly 1 line): choose block_size, tile_k and max_registers so that
-# linear_relu_kernel reaches >= 75% occupancy on an H200 (cc 9.0); it must still compute
-# relu(x @ w + b). Start from what limits AS_WRITTEN:
-#   found = kernel_resources(linear_relu_kernel, None, cc=(9, 0))   # its real figures
-#   kernellab.occupancy.occupancy((9, 0), TUNED.block_size, found.registers_per_thread,
-#                                 found.static_shared_bytes)                 # or your occupancy()
-# then change one knob at a time and watch the limiter move (notebook 06 draws it).
+# 06.5: a configuration (block size, register cap, tile depth) that gives linear_relu_kernel at
+# least 75% occupancy on an H200 (cc 9.0); it must still compute relu(x @ w + b). Budget: 1 line,
+# found by changing one knob at a time. Stuck? Hint 06.5 in notebook 06.
 TUNED = AS_WRITTEN
 
 
