@@ -15,6 +15,12 @@ from experiments.lab08_constants import GAP_LINEAR_PCT, GAP_TARGET, LONG_KERNEL_
 from experiments.lab08_measure import below_resolution, duration_used, resolved
 
 
+# The cost bars' labels, in words (the record's keys name its instruments).
+COST_LABELS = {"eager_gpu_events": "eager: GPU time", "eager_host_submit": "eager: host's submit",
+               "graph_gpu_events": "replayed: GPU time", "graph_host_submit": "replayed: host's submit",
+               "kernel_gpu_queue_full": "eager, queue kept full: GPU time"}
+
+
 def plot_timeline(lab, records: dict, figures_dir: Path) -> Path:
     """A 100-kernel pipeline before and after capture, for the shortest and the longest kernels."""
     gaps = records["idle_gaps"]
@@ -68,7 +74,7 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
     ax_gap.set_ylabel("idle gaps, % of kernel time\n(signed, not clamped)")
     ax_gap.legend(loc="lower left")                 # below the points: the negative gaps are few
     names = list(tiny["rows"])
-    ax_cost.barh(names, [tiny["rows"][n]["us_per_kernel"] for n in names],
+    ax_cost.barh([COST_LABELS.get(n, n) for n in names], [tiny["rows"][n]["us_per_kernel"] for n in names],
                  color=["C0" if n.startswith("eager") else "C1" if n.startswith("graph") else "grey"
                         for n in names])
     ax_cost.set_xscale("log")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernellab.course import bench as harness
-from kernellab.course import protocol
+from kernellab.course import claims, protocol
 from kernellab.gpu import checks, device, graphs
 from kernellab.gpu.traffic import Ledger
 
@@ -122,6 +122,28 @@ def targets(lab, records: dict) -> dict:
         "replayed_gaps": {"value": max((r["graph_gap"] for r in long_rows), default=float("nan")),
                           "target": GAP_TARGET, "met": gaps["target"]["ok"], "method": gaps["method"]},
     }
+
+
+def take_away() -> str:
+    """Notebook 08's last cell: the lesson in three lines, each figure from the records its claims
+    read (live where this process measured them, the H200 reference otherwise)."""
+    figures, sources = {}, set()
+    for claim in CLAIMS:
+        if claim.name in ("replay_cost", "gaps_below_5pct", "replayed_short_kernels"):
+            verdict, records = claims.judge(claim, NUMBER)
+            if verdict.true is None:
+                return f"What to take away: awaiting data ({verdict.missing})"
+            figures.update({f"{claim.name}.{k}": v for k, v in claim.values(records).items()})
+            sources.add(verdict.source)
+    return "\n".join((
+        "What to take away",
+        f"  1. A graph replays a whole pipeline with one submission: {figures['replay_cost.replay']:.2f} us of "
+        f"GPU time per kernel, against {figures['replay_cost.eager']:.1f} us eager.",
+        f"  2. Eager, gaps fall under 5% only for kernels of {figures['gaps_below_5pct.eager_from_us']:.0f} us "
+        f"or more; replayed, kernels of 20 us or more stay at or below {figures['gaps_below_5pct.worst']:.2f}%.",
+        f"  3. Each kernel still costs the GPU its dispatch: a {figures['replayed_short_kernels.short_us']:.2f} us "
+        f"kernel replayed leaves the GPU idle {figures['replayed_short_kernels.gap']:.0f}% of its time.",
+        f"  ({'; '.join(sorted(sources))})"))
 
 
 def key_figure(lab, records: dict) -> str:

