@@ -1,8 +1,9 @@
 """Lab 04: GEMM with a fused epilogue.
 
 What you will learn
-- Why a naive matmul is limited by memory, not arithmetic: it reads every element of A N times
-  and every element of B M times, for one multiply-add per pair of loads.
+- Why a naive matmul is limited by its loads, not arithmetic: it reads every element of A N times
+  and every element of B M times, for one multiply-add per pair of loads (the caches serve most
+  of them; the load instructions still cost).
 - Shared-memory tiling: a block stages a TILE x TILE tile of A and of B in shared memory once,
   and each loaded element then feeds TILE multiply-adds; the loads fall by a factor of TILE.
 - How to fuse an epilogue (bias, ReLU, dropout by a given mask) into the matmul: the result is
@@ -13,7 +14,7 @@ What you will learn
 - Register pressure: what each variant costs in registers and shared memory, and what that does to
   occupancy (`kernel_resources` from kernellab.lab, `kernellab.occupancy`; see the experiments and the notebook).
 
-Exercises (each stub says `Lab 04.M`):
+Exercises (each stub says `Lab 04.M`; the notebook has a hint for each, collapsed):
   04.1  tiled_dot                         one element of A @ B through TILE x TILE shared tiles
                                             budget: per tile step, 1 global read of A and 1 of B
                                             per thread; A is read ceil(N / TILE) times in all,
@@ -29,6 +30,10 @@ The operation: out = dropout(relu(a @ b + bias)) with a given keep-mask, i.e.
 out[r, c] = max(a[r, :] @ b[:, c] + bias[c], 0) * mask[r, c] / (1 - p).
 a is (M, K), b is (K, N), bias (N,) float32; mask is (M, N) uint8 (1 = keep).
 Every launcher takes device arrays, `out=None` (allocates) and returns the output.
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -202,8 +207,7 @@ def linear_relu_dropout_unfused(a, b, bias, mask, p, out=None, matmul=None, **ma
 @cuda.jit(device=True)
 def bias_relu_dropout(acc, bias, keep, scale):
     """The finished element: relu(acc + bias), then dropout: 0 unless kept, scaled by 1/(1-p)."""
-    # FILL ME IN (roughly 4 lines): value = acc + bias; return value * scale when value > ZERO and
-    # keep != 0, else ZERO. Use ZERO, not 0.0 (a float64 constant makes the kernel compute in float64).
+    # FILL ME IN. Contract: float32 in, float32 out; no float64 constant (use ZERO).
     raise NotImplementedError("Lab 04.2: bias_relu_dropout")
 
 
@@ -216,13 +220,9 @@ def tiled_dot(a, b, row, col):
     """a[row, :] @ b[:, col] through tile x tile shared tiles, tile = the (square) block's side.
     Every thread of the block calls it, also those past the edge of C: they help load the tiles,
     and the barriers need them."""
-    # FILL ME IN (roughly 20 lines): declare two (MAX_TILE, MAX_TILE) float32 shared arrays, one per
-    # line (cuda.shared.array); tile = cuda.blockDim.x; start acc at ZERO; step k0 through K by tile.
-    # Each step: thread (ty, tx)
-    # copies a[row, k0 + tx] into a_tile[ty, tx] and b[k0 + ty, col] into b_tile[ty, tx], writing ZERO
-    # where the index is past the edge of A or B (lanes, tx, walk along rows of A and B: coalesced, the
-    # tests count the sectors per request); cuda.syncthreads(); add a_tile[ty, k] * b_tile[k, tx]
-    # for k in range(tile); cuda.syncthreads() again before the next step. Return acc.
+    # FILL ME IN. Contract: acc = sum over k of a[row, k] * b[k, col], through TILE x TILE tiles of A and B
+    # staged in shared memory; out-of-range elements count as ZERO; coalesced global loads (the tests
+    # count the sectors per request).
     # Budget: per step, 1 global read of A and 1 of B per thread: A is loaded ceil(N / tile) times in all.
     raise NotImplementedError("Lab 04.1: tiled_dot")
 
@@ -237,8 +237,7 @@ def matmul_tiled_kernel(a, b, c):
 
 @cuda.jit
 def linear_relu_dropout_tiled_kernel(a, b, bias, mask, scale, out):
-    # FILL ME IN (roughly 4 lines): as matmul_tiled_kernel, but store
-    # bias_relu_dropout(acc, bias[col], mask[row, col], scale) instead of acc.
+    # FILL ME IN: matmul_tiled_kernel with bias_relu_dropout(acc, bias[col], mask[row, col], scale) stored.
     # Budget: the matmul's reads, plus 1 read of bias and of mask and 1 write of out per element.
     raise NotImplementedError("Lab 04.2: linear_relu_dropout_tiled_kernel")
 
@@ -276,12 +275,8 @@ def linear_relu_dropout_tiled(a, b, bias, mask, p, out=None, tile=TILE):
 def linear_ledger(m, n, k, fused, block_rows=TILE, block_cols=TILE):
     """The bytes one form of out = dropout(relu(a @ b + bias)) moves, per op and array, for a matmul
     whose blocks compute block_rows x block_cols of C (arrays named a, b, bias, mask, out)."""
-    # FILL ME IN (roughly 15 lines): return a Ledger (kernellab.lab; see its docstring) with
-    # one .add(op, array, reads=..., writes=..., itemsize=...) per op and array, in elements:
-    # the matmul reads each element of a once per block column (ceil(n / block_cols) times) and of
-    # b once per block row. Fused: bias and mask (itemsize MASK) read once per element of out, out
-    # written once. Unfused: the matmul writes out; add_bias, relu and dropout each read and write
-    # out once more; add_bias reads bias and dropout reads mask once per element.
+    # FILL ME IN: a Ledger (kernellab.lab) of every op's reads and writes per array, in elements, for the
+    # fused or the unfused form (the notebook's section 3 says what each form moves).
     raise NotImplementedError("Lab 04.3: linear_ledger")
 
 

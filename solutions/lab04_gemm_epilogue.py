@@ -1,8 +1,9 @@
 """Lab 04: GEMM with a fused epilogue.
 
 What you will learn
-- Why a naive matmul is limited by memory, not arithmetic: it reads every element of A N times
-  and every element of B M times, for one multiply-add per pair of loads.
+- Why a naive matmul is limited by its loads, not arithmetic: it reads every element of A N times
+  and every element of B M times, for one multiply-add per pair of loads (the caches serve most
+  of them; the load instructions still cost).
 - Shared-memory tiling: a block stages a TILE x TILE tile of A and of B in shared memory once,
   and each loaded element then feeds TILE multiply-adds; the loads fall by a factor of TILE.
 - How to fuse an epilogue (bias, ReLU, dropout by a given mask) into the matmul: the result is
@@ -13,7 +14,7 @@ What you will learn
 - Register pressure: what each variant costs in registers and shared memory, and what that does to
   occupancy (`kernel_resources` from kernellab.lab, `kernellab.occupancy`; see the experiments and the notebook).
 
-Exercises (each stub says `Lab 04.M`):
+Exercises (each stub says `Lab 04.M`; the notebook has a hint for each, collapsed):
   04.1  tiled_dot                         one element of A @ B through TILE x TILE shared tiles
                                             budget: per tile step, 1 global read of A and 1 of B
                                             per thread; A is read ceil(N / TILE) times in all,
@@ -29,6 +30,10 @@ The operation: out = dropout(relu(a @ b + bias)) with a given keep-mask, i.e.
 out[r, c] = max(a[r, :] @ b[:, c] + bias[c], 0) * mask[r, c] / (1 - p).
 a is (M, K), b is (K, N), bias (N,) float32; mask is (M, N) uint8 (1 = keep).
 Every launcher takes device arrays, `out=None` (allocates) and returns the output.
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
