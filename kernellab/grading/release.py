@@ -1,11 +1,14 @@
 """`kernellab release OUT`: the student distribution of the course, without the answers.
 
-It holds the starter (labs/), the notebooks (outputs cleared), experiments/, kernellab/, the
-recorded GPU data, the graded tests with their checksums, the packaging files, and a student
-README and Makefile. It leaves out solutions/, tests/mutants/ (near-copies of the solutions)
-and the tests of kernellab itself (they need the solutions). Before it returns, the release is
-searched for the body of every solution function that differs from the starter; any hit fails
-the build.
+It holds what the notebooks, the grade and the tour read, and nothing else: the starter
+(labs/), the notebooks (outputs cleared) and the docs/ pages they link to, experiments/,
+kernellab/ (no build outputs), the recorded GPU data (each lab's records, written compactly, and
+the figures the tour shows, as 256-colour PNGs), the graded tests with their checksums, the
+packaging files, and a student README and Makefile. It leaves out solutions/, tests/mutants/
+(near-copies of the solutions) and the tests of kernellab itself (they need the solutions).
+Before it returns, the release is searched for solution code: the body of every solution
+function that differs from the starter, and every single line of such a body at least
+MIN_LINE_CHARS long that the starter does not contain; any hit fails the build.
 
 In a release, `make test` grades the student's labs (the untouched starter scores 0: the stubs
 fail by design) and `make tour` shows the recorded H200 figures where a solution is needed.
@@ -24,10 +27,18 @@ from kernellab.grading import integrity
 from kernellab.course import target
 
 CONSTRAINTS = "constraints.txt"
-COPIED = ("kernellab", "labs", "experiments", "data")
+COPIED = ("kernellab", "labs", "experiments")
 COPIED_FILES = ("pyproject.toml", "environment.yml", CONSTRAINTS)
-IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints",   # caches
+                                 "*.so", "*.o", "*.egg-info", "build")          # build outputs
 MIN_BODY_CHARS = 40          # shorter bodies ("return out") are too common to identify a solution
+MIN_LINE_CHARS = 30          # a single solution line this long (stripped) identifies it
+# Published models a lab checks its exercises against, which the release must ship: a line of a
+# solution that one of them holds is given, not leaked. Lab 06's exercises 06.1-06.4 re-derive
+# NVIDIA's occupancy rules, which kernellab.occupancy publishes and the lab names as its check.
+GIVEN_MODELS = ("kernellab/occupancy.py",)
+DOC_LINK = re.compile(r"docs/[\w.-]+\.md")
+FIGURE_COLOURS = 256         # the tour's figures, quantized: they look the same at under a third the bytes
 
 STUDENT_MAKEFILE = """\
 # kernellab, student release: `make tour` and `make test` each set themselves up.
@@ -126,11 +137,38 @@ def check_output(out: Path, what: str, new: bool) -> Path:
 
 
 def copy_course(dest: Path, folders=COPIED, files=COPIED_FILES) -> None:
-    """Copy course folders and top-level files into `dest`, without caches."""
+    """Copy course folders and top-level files into `dest`, without caches or build outputs."""
     for folder in folders:
         shutil.copytree(target.ROOT / folder, dest / folder, ignore=IGNORED)
     for name in files:
         shutil.copy2(target.ROOT / name, dest / name)
+
+
+def copy_recorded_data(dest: Path) -> None:
+    """What the notebooks, claims and tour read of data/reference/: each GPU's labNN.json,
+    rewritten without indentation (the same JSON), and its figures/*.png, quantized to
+    FIGURE_COLOURS colours."""
+    from PIL import Image
+    for record in sorted(target.ROOT.glob("data/reference/*/lab*.json")):
+        copied = dest / record.relative_to(target.ROOT)
+        copied.parent.mkdir(parents=True, exist_ok=True)
+        copied.write_text(json.dumps(json.loads(record.read_text()), separators=(",", ":"),
+                                     sort_keys=True) + "\n")
+    for figure in sorted(target.ROOT.glob("data/reference/*/figures/*.png")):
+        copied = dest / figure.relative_to(target.ROOT)
+        copied.parent.mkdir(parents=True, exist_ok=True)
+        with Image.open(figure) as image:
+            image.convert("RGB").quantize(FIGURE_COLOURS, method=Image.Quantize.FASTOCTREE).save(copied)
+
+
+def copy_linked_docs(dest: Path) -> None:
+    """The docs/ pages a notebook or a starter file links to (docs/NAME.md), as they are."""
+    texts = [p.read_text() for p in (*sorted((target.ROOT / "notebooks").glob("*.ipynb")),
+                                     *sorted((target.ROOT / "labs").glob("lab*.py")))]
+    for name in sorted({link for text in texts for link in DOC_LINK.findall(text)}):
+        if (target.ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(target.ROOT / name, dest / name)
 
 
 def graded_test_files(tests: Path = integrity.TESTS) -> list[Path]:
@@ -177,8 +215,10 @@ def build(out: Path, repo_url: str | None = None) -> Path:
                          "solutions: give the students' repository")
     out = check_output(out, "release", new=True)
     copy_course(out)
+    copy_recorded_data(out)
     copy_graded_tests(out / "tests" / "labs")
     shutil.copytree(target.ROOT / "notebooks", out / "notebooks", ignore=IGNORED)
+    copy_linked_docs(out)
     for notebook in (out / "notebooks").glob("*.ipynb"):
         notebooks.write_setup(notebook, repo=repo_url or "")
         clear_outputs(notebook)
@@ -193,31 +233,34 @@ def build(out: Path, repo_url: str | None = None) -> Path:
     return out
 
 
-def function_bodies(source: str) -> dict[str, tuple[str, str]]:
-    """Every function in `source` by qualified name: (its body unparsed, its body's own text
-    with whitespace collapsed), both without the docstring."""
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    bodies = {}
+def functions(source: str) -> dict[str, list[ast.stmt]]:
+    """Every function in `source` by qualified name (`Class.method`, `outer.inner`): its body's
+    statements without the docstring; a function whose body is only a docstring is left out."""
+    found = {}
 
     def visit(node, prefix):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}{child.name}"
-                if not isinstance(child, ast.ClassDef):
-                    body = child.body
-                    if body and isinstance(body[0], ast.Expr) and isinstance(
-                            getattr(body[0], "value", None), ast.Constant) and isinstance(
-                            body[0].value.value, str):
-                        body = body[1:]
-                    if body:
-                        text = "\n".join(lines[body[0].lineno - 1:body[-1].end_lineno])
-                        bodies[name] = ("\n".join(ast.unparse(stmt) for stmt in body),
-                                        collapse(textwrap.dedent(text)))
+                body = [] if isinstance(child, ast.ClassDef) else child.body
+                if body and isinstance(body[0], ast.Expr) and isinstance(
+                        getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+                    body = body[1:]
+                if body:
+                    found[name] = body
                 visit(child, name + ".")
 
-    visit(tree, "")
-    return bodies
+    visit(ast.parse(source), "")
+    return found
+
+
+def function_bodies(source: str) -> dict[str, tuple[str, str]]:
+    """Every function in `source` by qualified name: (its body unparsed, its body's own text
+    with whitespace collapsed), both without the docstring."""
+    lines = source.splitlines()
+    return {name: ("\n".join(ast.unparse(stmt) for stmt in body),
+                   collapse(textwrap.dedent("\n".join(lines[body[0].lineno - 1:body[-1].end_lineno]))))
+            for name, body in functions(source).items()}
 
 
 def collapse(text: str) -> str:
@@ -237,6 +280,25 @@ def solution_bodies(root: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
+def solution_lines(root: Path) -> dict[str, str]:
+    """Each line of a solution function's body (its docstring aside), whitespace collapsed, at least
+    MIN_LINE_CHARS long, that neither the starter (any lab) nor a published model (GIVEN_MODELS)
+    contains: {line: 'solutions/labNN_x.py:name'}."""
+    given = collapse("\n".join(p.read_text() for p in (*sorted((root / "labs").glob("lab*.py")),
+                                                       *(root / m for m in GIVEN_MODELS))
+                               if p.is_file()))
+    found = {}
+    for solution in sorted((root / "solutions").glob("lab*.py")):
+        source = solution.read_text()
+        lines = source.splitlines()
+        for name, body in functions(source).items():
+            for line in lines[body[0].lineno - 1:body[-1].end_lineno]:
+                line = collapse(line)
+                if len(line) >= MIN_LINE_CHARS and line not in given:
+                    found.setdefault(line, f"solutions/{solution.name}:{name}")
+    return found
+
+
 def release_texts(folder: Path):
     """(path, text) for every text file in `folder`; a notebook's text is its cells' sources."""
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
@@ -250,9 +312,11 @@ def release_texts(folder: Path):
 
 
 def leaks(folder: Path, root: Path | None = None) -> list[str]:
-    """Where in `folder` a solution body appears, one line each: the same statements in any
-    function (compared as parsed code) or the same text anywhere (whitespace aside)."""
+    """Where in `folder` solution code appears, one line each: a solution body as the same
+    statements in any function (compared as parsed code) or the same text anywhere, or a single
+    line of one (`solution_lines`) anywhere (whitespace aside)."""
     solutions = solution_bodies(root or target.ROOT)
+    lines = solution_lines(root or target.ROOT)
     by_code = {code: name for name, (code, _) in solutions.items()}
     found = []
     for path, text in release_texts(Path(folder)):
@@ -261,12 +325,13 @@ def leaks(folder: Path, root: Path | None = None) -> list[str]:
         for name, (_, body_text) in solutions.items():
             if body_text in flat:
                 found.append(f"{where}: holds the text of {name}")
+        found += [f"{where}: holds a line of {name}: {line}" for line, name in lines.items() if line in flat]
         if path.suffix == ".py":
             try:
-                functions = function_bodies(text)
+                bodies = function_bodies(text)
             except SyntaxError:
                 continue
-            for function, (code, _) in functions.items():
+            for function, (code, _) in bodies.items():
                 if code in by_code:
                     found.append(f"{where}:{function} has the body of {by_code[code]}")
     return sorted(set(found))

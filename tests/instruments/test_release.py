@@ -76,6 +76,37 @@ def test_release_leaves_the_answers_out(student_release):
     assert release.leaks(student_release) == []
 
 
+def test_release_holds_what_a_student_needs_in_at_most_10_mb(student_release):
+    """The recorded data the notebooks, claims and tour read (each lab's records, the tour's figures),
+    no run logs or scripts, no build outputs; at most 10 MB in all."""
+    files = [p for p in student_release.rglob("*") if p.is_file()]
+    data = {str(p.relative_to(student_release / "data" / "reference")) for p in files
+            if p.is_relative_to(student_release / "data")}
+    recorded = {str(p.relative_to(target.ROOT / "data" / "reference"))
+                for pattern in ("*/lab*.json", "*/figures/*.png")
+                for p in (target.ROOT / "data" / "reference").glob(pattern)}
+    assert data == recorded
+    assert not [p for p in files if p.suffix in (".so", ".o", ".pyc")]
+    stored = json.loads((student_release / "data/reference/h200/lab07.json").read_text())
+    assert stored == json.loads((target.ROOT / "data/reference/h200/lab07.json").read_text())
+    assert sum(p.stat().st_size for p in files) <= 10_000_000
+
+
+def test_leak_search_finds_a_single_solution_line_anywhere(student_release, tmp_path):
+    """One line of a solution body (30 characters or more, not in the starter) planted in a copied
+    file fails the check (the fresh release passes it: test_release_leaves_the_answers_out)."""
+    lines = release.solution_lines(target.ROOT)
+    starter = release.collapse("\n".join(p.read_text() for p in (target.ROOT / "labs").glob("lab*.py")))
+    assert lines and not [line for line in lines if line in starter or len(line) < release.MIN_LINE_CHARS]
+    line, name = next(iter(lines.items()))
+    copy = shutil.copytree(student_release, tmp_path / "release")
+    planted = copy / "experiments" / "lab00_indexing.py"
+    planted.write_text(planted.read_text() + f"\n# kept from a diagnostic:\n    {line}\n")
+    found = release.leaks(copy)
+    assert f"experiments/lab00_indexing.py: holds a line of {name}: {line}" in found
+    assert all(hit.startswith("experiments/lab00_indexing.py") for hit in found), found
+
+
 def test_leak_search_finds_a_solution_body_anywhere(tmp_path):
     """Copied whole, renamed into a starter file, or pasted into a notebook: each is found."""
     body = next(iter(release.solution_bodies(target.ROOT).items()))
