@@ -54,7 +54,7 @@ def run(python, *args, cwd, timeout=600):
     """A command as a student runs it: in the simulator, with no target set (each command's own
     default: the starter for pytest and grade, the recorded figures for the tour)."""
     env = {name: value for name, value in os.environ.items() if name != "KERNELLAB_TARGET"}
-    # no path into this checkout (the GPU session puts it on PYTHONPATH): the release's own install only
+    # no path into this checkout (a GPU run's script puts it on PYTHONPATH): the release's own install only
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != target.ROOT]
     return subprocess.run([str(python), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**env, "PYTHONPATH": os.pathsep.join(paths), "KERNELLAB_DEVICE": "sim"})
