@@ -297,7 +297,7 @@ def paired(numerator: Timing, denominator: Timing, *, ratio: bool = False) -> li
 # Settling calls a sample makes before its clock starts, where an instrument is opened around each
 # sample (time_host_in_turn's `settle`, which says why): on a lent H100, timed call by call, the first
 # copy of a sample after a closed recorder took ~130 us against ~86 after a bare sample, and from the
-# 20th call on the calls were level (session 22, call C; data/reference/h200/logs/).
+# 20th call on the calls were level (2026-12-05, commit b992b3c; docs/measuring.md, Settling launches).
 SETTLE_CALLS = 20
 
 
