@@ -283,6 +283,41 @@ def layout_problems(fig) -> list[str]:
     return problems
 
 
+def colour_problems(fig) -> list[str]:
+    """Two entries of one legend drawn alike (colour, line style, marker and hatch): a reader
+    cannot tell which is which. One line per such pair (kernellab.course.pictures' test applies
+    it; some course figures still repeat a colour, so `layout_problems` does not yet)."""
+    problems = []
+    for legend in [ax.get_legend() for ax in fig.axes] + list(fig.legends):
+        if legend is None:
+            continue
+        seen: dict = {}
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            look = _look(handle)
+            if look is None:
+                continue
+            if look in seen:
+                problems.append(f"{_quoted(text)} and {seen[look]} share the colour {look[0]} in one legend")
+            else:
+                seen[look] = _quoted(text)
+    return problems
+
+
+def _look(handle) -> tuple | None:
+    """How a legend handle looks: (colour, line style, marker, hatch); None for an invisible one."""
+    if isinstance(handle, matplotlib.lines.Line2D):
+        colour, style, marker, hatch = handle.get_color(), handle.get_linestyle(), handle.get_marker(), None
+    elif isinstance(handle, matplotlib.patches.Patch):
+        colour, style, marker, hatch = handle.get_facecolor(), None, None, handle.get_hatch()
+        if colour[3] == 0:
+            colour = handle.get_edgecolor()
+    elif isinstance(handle, matplotlib.collections.Collection) and len(handle.get_facecolor()):
+        colour, style, marker, hatch = handle.get_facecolor()[0], None, None, handle.get_hatch()
+    else:
+        return None
+    return matplotlib.colors.to_hex(colour, keep_alpha=False), str(style), str(marker), hatch
+
+
 # --- Shared charts for benchmark results (kernellab.course.bench's result dicts) -------------------------
 
 def legend(ax, **options):

@@ -1,0 +1,227 @@
+"""The pictures of a kernel at work (kernellab.course.pictures) show what the kernel did, checked
+against cases worked by hand: a coalesced warp of 4-byte loads touches 4 sectors, a strided one 32;
+a padded tile has no bank conflict, an unpadded one read across is 32-way; the idle threads of a
+launch larger than its array; x along columns. Every picture can be read from the back of a room."""
+
+import json
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from kernellab import occupancy
+from kernellab.course import pictures, target
+from kernellab.gpu.timeline import Op, Trace
+from kernellab.show import plots
+from kernellab.show.pictures import canvas
+
+STRIDE = 8                       # floats between neighbouring lanes: each lane in its own sector
+TILE = 32
+ROWS = 4                         # rows of the tile each thread copies: TILE / ROWS
+
+
+@cuda.jit
+def strided_copy_kernel(x, out):
+    i = cuda.grid(1)
+    if i * STRIDE < x.size:
+        out[i] = x[i * STRIDE]
+
+
+def strided_copy(x, out):
+    strided_copy_kernel[1, 32](x, out)
+    return out
+
+
+@cuda.jit
+def unpadded_transpose_kernel(x, out):
+    tile = cuda.shared.array((TILE, TILE), float32)        # no padding column
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    for k in range(0, TILE, ROWS):
+        tile[ty + k, tx] = x[ty + k, tx]
+    cuda.syncthreads()
+    for k in range(0, TILE, ROWS):
+        out[ty + k, tx] = tile[tx, ty + k]                 # a warp reads a column: one bank
+
+
+def unpadded_transpose(x, out):
+    unpadded_transpose_kernel[1, (TILE, ROWS)](x, out)
+    return out
+
+
+@cuda.jit
+def rows_along_x_kernel(x, out):
+    row, col = cuda.grid(2)                                # x runs down the rows: the bug
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = x[row, col]
+
+
+def rows_along_x(x, out):
+    rows_along_x_kernel[(1, 2), (8, 4)](x, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def labs():
+    return {number: target.load(number, "solutions") for number in ("00", "02", "04", "05", "06", "09")}
+
+
+@pytest.fixture(scope="module")
+def axpb_run(labs):
+    x = np.arange(200, dtype=np.float32)
+    return pictures.trace("00", labs["00"].axpb, x, np.float32(2), np.float32(1), block=64)
+
+
+def readable(picture):
+    """The picture passes the figure checker, its texts are >= 14 pt, its colours are at most 8
+    from the palette, its caption is one line; then it is closed."""
+    fig = picture.figure
+    try:
+        assert plots.layout_problems(fig) == [] and plots.colour_problems(fig) == []
+        assert canvas.small_texts(fig) == []
+        assert fig.get_size_inches()[0] * plots.DPI >= 1200
+        palette = {c.lower() for c in (*canvas.BLOCK_COLOURS, canvas.VERMILLION, canvas.BLACK, canvas.GREY)}
+        used = canvas.colours_used(fig)
+        assert used <= palette and len(used) <= 8, used
+        assert "\n" not in picture.caption and len(picture.caption) <= 120
+        assert picture._repr_png_()[:4] == b"\x89PNG"
+    finally:
+        picture.close()
+    return picture.data
+
+
+def test_threads_of_a_1d_launch_show_the_idle_ones(axpb_run):
+    data = readable(pictures.threads(axpb_run))
+    assert (data["threads"], data["elements"]) == (256, 200)
+    assert data["idle"] == [((3, 0, 0), (t, 0, 0)) for t in range(8, 64)]
+    assert data["element_block"] == [i // 64 for i in range(200)]
+    assert data["thread_block"][200:] == [-1] * 56
+
+
+def test_a_2d_launch_runs_x_along_columns_and_a_swapped_one_down_rows(labs):
+    run = pictures.trace("00", labs["00"].add_row_bias, np.ones((10, 40), np.float32), np.ones(40, np.float32))
+    data = readable(pictures.threads(run))
+    assert data["x_runs_along"] == "columns"
+    assert len(data["idle"]) == 64 * 12 - 400
+    assert np.array(data["element_map"])[9, 39] == 1 + 2 * 2            # block (1, 2)
+    swapped = pictures.trace_call(rows_along_x, np.ones((8, 8), np.float32), np.zeros((8, 8), np.float32))
+    assert readable(pictures.threads(swapped))["x_runs_along"] == "rows"
+
+
+def test_a_coalesced_warp_touches_4_sectors_and_a_strided_one_32(axpb_run):
+    coalesced = readable(pictures.warp_access(axpb_run, "x"))
+    assert (coalesced["sectors_per_request"], coalesced["fewest"], coalesced["ideal"]) == (4, 4, 4)
+    assert coalesced["sectors"] == [0, 1, 2, 3]
+    store = readable(pictures.warp_access(axpb_run, "out", warp=1, kind="store"))
+    assert store["sectors"] == [4, 5, 6, 7]
+    strided = pictures.trace_call(strided_copy, np.zeros(32 * STRIDE, np.float32), np.zeros(32, np.float32))
+    data = readable(pictures.warp_access(strided, "x"))
+    assert (data["sectors_per_request"], data["fewest"]) == (32, 4)
+    assert data["lanes"] == {lane: 4 * STRIDE * lane for lane in range(32)}
+
+
+def test_the_naive_transpose_writes_32_sectors_per_warp(labs):
+    run = pictures.trace("09", labs["09"].transpose_naive, np.zeros((32, 32), np.float32))
+    assert readable(pictures.warp_access(run, "x"))["sectors_per_request"] == 4
+    assert readable(pictures.warp_access(run, "out", kind="store"))["sectors_per_request"] == 32
+
+
+def test_a_padded_tile_has_no_conflict_and_an_unpadded_column_read_is_32_way(labs):
+    padded = pictures.trace("09", labs["09"].transpose, np.zeros((32, 32), np.float32))
+    data = readable(pictures.shared_banks(padded))                      # the worst site of the tile
+    assert (data["ways"], data["wavefronts"], data["ideal"], data["array"]) == (1, 1, 1, "tile")
+    read = readable(pictures.shared_banks(padded, kind="load"))
+    assert sorted(read["lane_banks"].values()) == list(range(32))
+    unpadded = pictures.trace_call(unpadded_transpose, np.zeros((TILE, TILE), np.float32),
+                                   np.zeros((TILE, TILE), np.float32))
+    data = readable(pictures.shared_banks(unpadded))
+    assert (data["ways"], data["wavefronts"], data["ideal"]) == (32, 32, 1)
+    assert set(data["lane_banks"].values()) == {0}
+    assert "load `tile[tx, ty + k]`" in data["site"]
+
+
+def test_the_tile_walk_of_the_tiled_matmul(labs):
+    rng = np.random.default_rng(0)
+    a, b = rng.random((8, 16), dtype=np.float32), rng.random((16, 8), dtype=np.float32)
+    run = pictures.trace("04", labs["04"].matmul_tiled, a, b, tile=4)
+    np.testing.assert_allclose(run.result, a @ b, rtol=1e-5)
+    data = readable(pictures.tiles(run))
+    assert [(s["a"], s["b"]) for s in data["steps"]] == [
+        (((0, 4), (4 * k, 4 * k + 4)), ((4 * k, 4 * k + 4), (0, 4))) for k in range(4)]
+    assert all(s["a_shared"] == s["b_shared"] == ((0, 4), (0, 4)) for s in data["steps"])
+    assert data["c"] == ((0, 4), (0, 4)) and data["tile_arrays"] == ("a_tile", "b_tile")
+
+
+def test_the_reduction_tree_of_a_row(labs):
+    run = pictures.trace("05", labs["05"].softmax_unfused, np.ones((2, 40), np.float32))
+    data = readable(pictures.reduction(run))
+    assert (data["array"], data["slots"], data["leaves"]) == ("scratch", 32, list(range(32)))
+    assert [len(edges) for edges in data["steps"]] == [16, 8, 4, 2, 1]
+    assert data["steps"][0] == [(t + 16, t) for t in range(16)]
+
+
+def test_timelines_put_work_on_queues_and_engines():
+    record = json.loads((target.ROOT / "data/reference/h200/lab07.json").read_text())
+    pinned = record["records"]["pipeline"]["cases"]["pinned"]["timeline"]
+    data = readable(pictures.timeline(pinned))
+    panel, = data["panels"]
+    assert panel["lanes"] == ["host", *(f"stream {i} -> queue {i}" for i in range(1, 5)),
+                              "copy engine: to GPU", "SMs", "copy engine: to host"]
+    assert len(panel["spans"]) == len(pinned["spans"])
+    ops = Trace([Op(0, "h2d", "H2D", "s1", 0.0), Op(1, "kernel", "k", "s1", 0.1), Op(2, "h2d", "H2D", "s2", 0.2)])
+    data = readable(pictures.timeline(ops))
+    assert [span["start"] for span in data["panels"][0]["spans"]] == [0, 1, 0] and data["unit"] == "steps"
+
+
+def test_eager_against_replayed_from_the_recorded_medians():
+    eager, replayed = pictures.replay_timelines(n=1048576, shown=4)
+    record = json.loads((target.ROOT / "data/reference/h200/lab08.json").read_text())["records"]["idle_gaps"]
+    row = next(r for r in record["rows"] if r["n"] == 1048576)
+    assert eager["spans"][1]["start_ms"] == pytest.approx(row["eager_ms"] / record["kernels"])
+    assert replayed["spans"][1]["start_ms"] == pytest.approx(row["graph_ms"] / record["kernels"])
+    data = readable(pictures.timeline(eager, replayed, share_time=True))
+    assert data["share_time"] and len(data["panels"]) == 2
+
+
+def test_sm_fill_marks_the_limiter(labs):
+    result = occupancy.occupancy((9, 0), 256, 64, static_shared=8192)
+    data = readable(pictures.sm_fill(result))
+    by_name = {r["limit"]: r for r in data["resources"]}
+    assert by_name["registers"]["used"] == by_name["registers"]["total"] == 65536
+    assert [r["limit"] for r in data["resources"] if r["limiter"]] == ["registers"]
+    own = labs["06"].occupancy((9, 0), 1024, 40)
+    data = readable(pictures.sm_fill(own, cc=(9, 0), block_size=1024, registers_per_thread=40))
+    assert {r["limit"]: r["used"] for r in data["resources"]}["warps"] == 32
+
+
+def test_bytes_moved_unfused_against_fused(labs):
+    n = 1 << 20
+    unfused, fused = labs["02"].unfused_chain_ledger(n), labs["02"].fused_chain_ledger(n)
+    data = readable(pictures.bytes_moved(unfused, fused))
+    assert data["ratio"] == pytest.approx(unfused.total_bytes / fused.total_bytes)
+    assert sum(a["bytes"] for a in data["ledgers"][1]["arrows"]) == fused.total_bytes
+
+
+def test_a_trace_in_a_simulator_child_is_the_same_trace(axpb_run):
+    run = pictures.trace_in_child("00", "axpb", (np.arange(200, dtype=np.float32), np.float32(2), np.float32(1)),
+                                  {"block": 64}, "solutions")
+    def unordered(accesses):           # threads run in no fixed order: compare what, not when
+        return sorted(a._replace(order=0) for a in accesses)
+    assert unordered(run.accesses) == unordered(axpb_run.accesses) and run.launches == axpb_run.launches
+
+
+def test_wrong_requests_say_what_exists(axpb_run):
+    with pytest.raises(ValueError, match="no loads of 'y'.*arrays it touched: x, out"):
+        pictures.warp_access(axpb_run, "y")
+    with pytest.raises(ValueError, match="traced no shared-memory accesses"):
+        pictures.shared_banks(axpb_run)
+    with pytest.raises(ValueError, match="not a lab"):
+        pictures.trace("lab", "axpb")
+
+
+def test_the_checker_fails_two_legend_entries_of_one_colour():
+    fig, ((ax,),) = plots.figure(plots.MIN_WIDTH_IN, 4)
+    ax.plot([0, 1], [0, 1], color=canvas.BLUE, label="first")
+    ax.plot([0, 1], [1, 0], color=canvas.BLUE, label="second")
+    ax.legend()
+    assert plots.colour_problems(fig) == ["'second' and 'first' share the colour #0072b2 in one legend"]
+    plots.plt.close(fig)
