@@ -18,10 +18,11 @@ import numpy as np
 
 from kernellab.course import bench as harness
 from kernellab.course import protocol, reference
-from kernellab.course.claims import Claim, Missing, need, says
+from kernellab.course.claims import Claim, Missing, need, repeats_of, says, states
 from kernellab.gpu import checks, device, timing, traffic
 from kernellab.show import plots
 
+NUMBER = "00"
 GPU_N = 1 << 26
 BLOCKS_PER_SM = (1, 2, 4, 8, 16, 32, 64)
 BLOCK = 256
@@ -100,8 +101,8 @@ def draw_grid_sweep(lab, records: dict, figures_dir: Path) -> Path:
     sm = record["provenance"]["sm_count"]
     stride = [r for r in rows if r["variant"].startswith("grid_stride")]
     full = next(r for r in rows if r["variant"] == "one_thread_per_element")
-    fig, (ax,) = plots.new_figure(f"out = a*x + b, n = 2^{int(np.log2(record['n']))} float32: "
-                                  f"grid size vs bandwidth", record)
+    fig, (ax,) = plots.new_figure(f"out = a*x + b, n = 2^{int(np.log2(record['n']))} float32 in blocks of "
+                                  f"{record['block']}: grid size vs bandwidth", record)
     ax.plot([r["blocks"] / sm for r in stride], [r["gbps"] for r in stride], "o-",
             label="grid-stride, k blocks per SM")
     ax.axhline(full["gbps"], color="C1", ls="--",
@@ -109,6 +110,7 @@ def draw_grid_sweep(lab, records: dict, figures_dir: Path) -> Path:
     ax.axhline(record["copy_ceiling"]["gbps"], color="k", ls=":", label="copy ceiling (same run)")
     ax.axvspan(2, 4, color="C2", alpha=0.15, label="article: grid = 2-4x SMs")
     ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("blocks per SM (k)")
     ax.set_ylabel("GB/s (read + write)")
     ax.legend(fontsize="small")
@@ -123,81 +125,175 @@ def key_figure(lab, records: dict) -> str:
 
 # --- claims: what the discussion says, checked against the records -----------------------------
 
-def grid_stride_pct(records: dict) -> dict[int, float]:
-    """{blocks per SM: % of the copy ceiling} of the grid-stride launches in the sweep."""
-    sweep = need(records, "grid_size_sweep")
-    sm = sweep["provenance"]["sm_count"]
-    return {r["blocks"] // sm: r["pct_of_copy"] for r in sweep["rows"]
-            if r["variant"].startswith("grid_stride")}
+def _median(values) -> float:
+    return float(np.median(list(values)))
 
 
-def one_thread_per_element(records: dict) -> dict:
-    rows = [r for r in need(records, "grid_size_sweep", "rows") if r["variant"] == "one_thread_per_element"]
+def grid_stride_pct(records: dict) -> dict[int, list[float]]:
+    """{blocks per SM: its % of the copy ceiling in each repeat} of the grid-stride launches."""
+    found: dict[int, list[float]] = {}
+    for sweep in repeats_of(records, "grid_size_sweep", NUMBER):
+        sm = sweep["provenance"]["sm_count"]
+        for r in sweep["rows"]:
+            if r["variant"].startswith("grid_stride"):
+                found.setdefault(r["blocks"] // sm, []).append(r["pct_of_copy"])
+    return found
+
+
+def one_thread_per_element(records: dict) -> list[dict]:
+    """The one-thread-per-element row of each repeat."""
+    rows = [r for sweep in repeats_of(records, "grid_size_sweep", NUMBER) for r in sweep["rows"]
+            if r["variant"] == "one_thread_per_element"]
     if not rows:
         raise Missing("grid_size_sweep has no one_thread_per_element row")
-    return rows[0]
+    return rows
 
 
 def _grid_values(records):
+    """Medians over the repeats, and the range of the 4x-SMs figure the prediction asks for."""
     pct = grid_stride_pct(records)
-    best_k = max(pct, key=pct.get)
-    full = {k: v for k, v in pct.items() if k >= 8}
-    return {"at2": pct[2], "at4": pct[4], "best_k": best_k, "best": pct[best_k],
-            "lo": min(full.values()), "hi": max(full.values()),
-            "full": one_thread_per_element(records)["pct_of_copy"],
-            "blocks": one_thread_per_element(records)["blocks"],
-            "at4_of_best": 100 * pct[4] / pct[best_k], "spread": max(full.values()) - min(full.values())}
+    median = {k: _median(v) for k, v in pct.items()}
+    best_k = max(median, key=median.get)
+    full = {k: v for k, v in median.items() if k >= 8}
+    full_rows = one_thread_per_element(records)
+    return {"at2": median[2], "at4": median[4], "at4_lo": min(pct[4]), "at4_hi": max(pct[4]),
+            "repeats": len(pct[4]), "best_k": best_k, "best": median[best_k],
+            "lo": min(full.values()), "hi": max(full.values()), "spread": max(full.values()) - min(full.values()),
+            "full": _median(r["pct_of_copy"] for r in full_rows), "blocks": full_rows[0]["blocks"],
+            "at4_of_best": 100 * median[4] / median[best_k]}
 
 
-def _ceiling_values(records):
-    """The best launch against the copy ceiling and against the fastest Numba copy kernel (a
-    copy_<loads>x<type> method) measured beside it."""
-    ceiling = need(records, "grid_size_sweep", "copy_ceiling")
-    numba = {m: g for m, g in ceiling["by_method_gbps"].items() if m.startswith("copy_")}
-    fastest = max(numba, key=numba.get)
-    return {**_grid_values(records), "ceiling_method": ceiling["method"], "ceiling_gbps": ceiling["gbps"],
-            "numba_copy": 100 * numba[fastest] / ceiling["gbps"],
-            "numba_copy_method": fastest}
+def _profiled(lab: str, benchmark: str, variant: str, kernel: str) -> dict:
+    """The largest size's Nsight Compute row of `kernel` in `variant`, or Missing."""
+    rows = [r for r in reference.profile_rows(lab) if (r["benchmark"], r["variant"], r["kernel"]) ==
+            (benchmark, variant, kernel)]
+    if not rows:
+        raise Missing(f"no Nsight Compute row of lab {lab} {benchmark}/{variant}/{kernel}")
+    return max(rows, key=lambda r: r["size"])
+
+
+def _lab03_pct(records: dict, variant: str) -> float:
+    """Lab 03's `variant` at its largest size, % of copy, the median of its repeats (GPU time only)."""
+    pct = []
+    for result in repeats_of(need(records, "lab03"), "tasks_gpu", "03"):
+        largest = max(result["sizes"])
+        pct += [r["pct_of_copy"] for r in result["rows"] if r["variant"] == variant and r["size"] == largest]
+    if not pct:
+        raise Missing(f"lab03 tasks_gpu has no {variant} row")
+    return _median(pct)
+
+
+LOAD_BYTES = 4       # one float32 per thread
+
+
+def _flight_values(records):
+    """Little's law on two kernels of one shape (one 4-byte load, one store per thread) that
+    Nsight Compute profiled: this lab's in blocks of 256, Lab 03's scale_kernel in blocks of 128.
+    A thread's bytes in flight: its one load, waiting. Read rate: DRAM bytes read / GPU time."""
+    sweep = need(records, "grid_size_sweep")
+    gpu = sweep["provenance"]["gpu"]
+    facts = next((f for f in device.REFERENCE_DEVICES.values() if f.name == gpu), None)
+    if facts is None:
+        raise Missing(f"no published limits of the {gpu} in kernellab.gpu.device")
+    slots = sweep["provenance"]["sm_count"] * facts.max_threads_per_sm
+    wide, narrow = (_profiled("00", "axpb", "one_thread_per_element", "axpb_kernel"),
+                    _profiled("03", "tasks", "separate", "scale_kernel"))
+
+    def in_flight(row):           # (MB in flight, TB/s read, us per load)
+        mb = row["achieved_occupancy_pct"] / 100 * slots * LOAD_BYTES / 1e6
+        tbps = row["dram_bytes_read"] / row["gpu_time_ns"] / 1e3
+        return mb, tbps, mb / tbps
+    mb256, read256, lat256 = in_flight(wide)
+    mb128, read128, lat128 = in_flight(narrow)
+    ceilings = [s["copy_ceiling"] for s in repeats_of(records, "grid_size_sweep", NUMBER)]
+    ceiling_read = _median(c["gbps"] for c in ceilings) / 2 / 1e3         # a copy reads half its bytes
+    flat = [100 * c["by_method_gbps"]["copy_flat_float32x4"] / c["gbps"] for c in ceilings
+            if "copy_flat_float32x4" in c["by_method_gbps"]]
+    if not flat:
+        raise Missing("the copy ceiling's record has no copy_flat_float32x4 (16-byte loads) method")
+    latency = max(lat256, lat128)
+    return {"occ256": wide["achieved_occupancy_pct"], "occ128": narrow["achieved_occupancy_pct"],
+            "mb256": mb256, "mb128": mb128, "read256": read256, "read128": read128,
+            "lat256": lat256, "lat128": lat128, "lat_ratio": max(lat256, lat128) / min(lat256, lat128),
+            "latency": latency, "ceiling_read": ceiling_read, "needed": ceiling_read * latency,
+            "slots": slots, "max4": slots * LOAD_BYTES / 1e6, "max16": slots * 16 / 1e6,
+            "pct128": _lab03_pct(records, "separate"), "pct256": _lab03_pct(records, "separate_block256"),
+            "pct4": _lab03_pct(records, "horizontal_4_per_thread"), "flat": _median(flat)}
 
 
 CLAIMS = [
     Claim("grid_2_4x_sms",
           "A grid-stride grid of 2x and 4x the SM count reaches {at2:.0f}% and {at4:.0f}% of the copy "
-          "ceiling measured in the same run; the best grid ({best_k}x SMs) reaches {best:.0f}%, so 4x "
-          "SMs gets {at4_of_best:.0f}% of the best grid's speed: for a streaming kernel the article's "
-          "2-4x SMs {verdict}.",
-          headline="grid-stride at 2x and 4x SMs: {at2:.0f}% and {at4:.0f}% of copy; best grid ({best_k}x SMs): {best:.0f}%",
+          "ceiling (medians of {repeats} repeats; 4x: {at4_lo:.1f}-{at4_hi:.1f}%), the best grid ({best_k}x "
+          "SMs) {best:.0f}%. At 4x SMs a memory-bound kernel gets {at4_of_best:.0f}% of the best grid's "
+          "speed: the article's advice {verdict}.",
+          headline="the article's grid of 2-4x SMs: {at2:.0f}% and {at4:.0f}% of copy, the best grid "
+                   "({best_k}x SMs) {best:.0f}%: the advice {verdict}",
           values=_grid_values,
-          checks=(says("verdict", "at4_of_best", "<", 90, "leaves more than a tenth of the reachable bandwidth "
-                       "unused", "comes within a tenth of the best grid"),),
+          checks=(says("verdict", "at4_of_best", "<", 90, "leaves bandwidth unused",
+                       "comes within a tenth of the best grid"),),
           article="grid"),
     Claim("full_sm_levels_off",
-          "From 8 blocks of 256 threads per SM on (every thread slot of an SM filled) the grid size "
-          "{levels}: {lo:.1f}-{hi:.1f}% of copy at 8x to 64x SMs, a spread of {spread:.1f} points.",
+          "From 8 blocks of 256 threads per SM on (every thread slot of every SM filled), the grid size "
+          "{levels}: {lo:.1f}-{hi:.1f}% of copy from 8x to 64x SMs, {spread:.1f} points apart.",
+          headline="from 8 blocks of 256 per SM on (every thread slot filled), the grid size {levels}",
           values=_grid_values,
-          checks=(says("levels", "spread", "<", 5, "stops mattering (less than 5 points apart)",
-                       "still matters (5 points or more apart)"),)),
+          checks=(says("levels", "spread", "<", 5, "stops mattering", "still matters"),)),
     Claim("one_thread_per_element",
-          "One thread per element ({blocks:,} blocks) reaches {full:.0f}% of copy, {than} the best "
+          "One thread per element ({blocks:,} blocks of 256) reaches {full:.0f}% of copy, {than} the best "
           "grid-stride launch ({best:.0f}%): {so}.",
+          headline="one thread per element: {full:.0f}% of copy, {than} the best grid-stride launch ({best:.0f}%)",
           values=_grid_values,
           checks=(says("than", "full", "<=", "best", "no more than", "more than"),
                   says("so", "full", "<=", "best", "a grid-stride loop costs nothing once the SMs are full",
                        "the grid-stride loop costs something even with the SMs full"))),
-    Claim("best_launch_below_copy",
-          "Even the best launch stops at {best:.0f}% of the copy ceiling, the fastest copy of the same "
-          "run ({ceiling_method}, {ceiling_gbps:.0f} GB/s): {below} the {numba_copy:.0f}% that the fastest "
-          "Numba copy kernel of that run reaches ({numba_copy_method}: several loads in flight per thread "
-          "before it stores).",
-          values=_ceiling_values,
-          checks=(says("below", "best", "<", "numba_copy", "below", "at or above"),),
-          explains="the ceiling is the driver's memcpy, the fastest of the copies measured in the same run "
-                   "(the record's copy_ceiling.method and by_method_gbps); the Numba copy kernels, which keep "
-                   "2-4 loads per thread in flight before they store, come closest to it, while this kernel has one 4-byte load "
-                   "in flight per thread, too few bytes in flight to cover the memory latency (Little's "
-                   "law: bandwidth x latency = bytes in flight). Lab 02's 4-per-thread variant and Lab "
-                   "06's occupancy probes measure it."),
+    Claim("more_resident_threads",
+          "Nsight Compute found {occ256:.0f}% of the thread slots occupied for this kernel (blocks of 256) "
+          "and {occ128:.0f}% for Lab 03's scale kernel (blocks of 128, the same one load and one store): "
+          "{mb256:.2f} against {mb128:.2f} MB of loads in flight, reading {read256:.2f} against {read128:.2f} "
+          "TB/s. Little's law gives each load {lat256:.2f} and {lat128:.2f} us ({lat_ratio:.2f}x apart): "
+          "{same}.",
+          headline="more threads resident, more bytes in flight: {mb128:.2f} MB read {read128:.2f} TB/s, "
+                   "{mb256:.2f} MB read {read256:.2f} TB/s ({same})",
+          values=_flight_values,
+          checks=(states("occ256", ">", "occ128"), states("mb256", ">", "mb128"),
+                  says("same", "lat_ratio", "<", 1.5, "one memory latency, fed more or fewer bytes",
+                       "not one latency: something besides the bytes in flight differs")),
+          explains="bytes in flight = bandwidth x latency (Little's law), with each resident thread's one "
+                   "4-byte load counted as waiting all the time; Nsight's achieved occupancy is the average "
+                   "share of the SMs' thread slots that held a warp"),
+    Claim("block_256_over_128",
+          "Lab 03's kernels of the same shape reach {pct128:.0f}% of copy in blocks of 128 and {pct256:.0f}% "
+          "in blocks of 256 (medians of the repeats, GPU time alone): {gain}.",
+          headline="Lab 03's kernels in blocks of 128: {pct128:.0f}% of copy; in blocks of 256: {pct256:.0f}% ({gain})",
+          values=_flight_values,
+          checks=(says("gain", "pct256", ">", "pct128", "longer blocks are faster", "longer blocks are no faster"),)),
+    Claim("wider_loads",
+          "At {latency:.2f} us a load, reading at the copy ceiling ({ceiling_read:.2f} TB/s) needs "
+          "{needed:.2f} MB in flight, {short} one 4-byte load in each of the GPU's {slots:,} thread slots "
+          "holds ({max4:.2f} MB). Four loads per thread before the first store reach {pct4:.0f}% of copy "
+          "(Lab 03; {pct256:.0f}% with one); one 16-byte load per thread copies at {flat:.0f}% of the ceiling.",
+          headline="reading at the copy ceiling needs {needed:.2f} MB in flight, {short} 4-byte loads in every "
+                   "thread slot hold ({max4:.2f} MB); 4 loads per thread: {pct4:.0f}% of copy",
+          values=_flight_values,
+          checks=(says("short", "max4", "<", "needed", "more than", "no more than"),
+                  states("pct4", ">", "pct256"))),
 ]
+
+
+def takeaway() -> str:
+    """The notebook's last cell: the key figure and four lines, from the records the claims read."""
+    from kernellab.course import claims
+    records = claims.sources(NUMBER)
+    grid, flight = _grid_values(records), _flight_values(records)
+    return "\n".join([
+        f"What to take away (key figure: a grid of 4 blocks per SM reaches {grid['at4']:.0f}% of the copy "
+        f"ceiling, every thread slot filled {grid['best']:.0f}%)",
+        "- A thread finds its element from its block's index and its own; a guard idles the threads past the end.",
+        "- A warp's 32 threads should touch neighbouring addresses: then the access is coalesced.",
+        f"- A memory-bound kernel needs bytes in flight: {flight['needed']:.2f} MB to read at the copy ceiling.",
+        "- First fill every thread slot of every SM, then give each thread more bytes to load before it waits.",
+    ])
 
 
 LAB = protocol.Lab(

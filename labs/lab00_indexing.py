@@ -1,12 +1,7 @@
 """Lab 00: thread indexing and launch configuration.
 
-What you will learn
-- How a thread finds its element: `cuda.grid(1)` is `blockIdx.x * blockDim.x + threadIdx.x`.
-- Why every kernel needs a bounds guard: n is rarely a multiple of the block size.
-- 2D indexing (row, column) and the launch shape that covers a matrix.
-- Grid-stride loops: one launch shape that covers any n.
-- How to choose a grid, and whether the advice "grid = 2-4x the SM count" holds on a GPU.
-- What the simulator is (a faithful interpreter of what each thread does) and is not (a clock).
+The lesson: how a launch's grid of threads covers the data, and how large the grid must be for a
+memory-bound kernel to keep enough bytes in flight (notebooks/00_indexing.ipynb).
 
 Exercises (each stub says `Lab 00.M`):
   00.1  blocks_for(n, block)          ceil(n / block) without floats
@@ -19,9 +14,13 @@ Given: reference_axpb and reference_add_row_bias, the specs in float64 NumPy (th
 your kernels against them).
 
 Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
-output on the device, and the launcher returns the output (still on the device). Scalars are passed
-as float32 (`np.float32(1.5)`): a Python float is a float64 argument, the launch then compiles a
-float64 kernel, and FP64 runs at 1:2 of FP32 on an H200 (1:64 on a GeForce RTX 4090).
+output on the device, and the launcher returns the output (still on the device). The caller passes
+scalars as float32 (`np.float32(1.5)`), as the tests and the notebook do, and a launcher passes them
+on as given: a Python float is a float64 argument, the launch then compiles a float64 kernel, and FP64 runs at 1:2 of FP32 on an H200 (1:64 on a GeForce RTX 4090).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -48,26 +47,27 @@ def reference_add_row_bias(x, bias):
 # --- 00.1: grid arithmetic ---------------------------------------------------------------------
 
 def blocks_for(n, block):
-    """Blocks of `block` threads needed to give each of `n` elements a thread."""
-    # FILL ME IN (roughly 3 lines): reject n < 0 or block <= 0 with ValueError, then round up
-    # without floating point (floats lose exactness past 2**53 elements).
+    """The fewest blocks of `block` threads that give each of `n` elements a thread.
+
+    Contract: ValueError for n < 0 or block <= 0; exact for every n (a float loses exactness
+    past 2**53). Hint 00.1 in the notebook."""
     raise NotImplementedError("Lab 00.1: blocks_for")
 
 # --- 00.2 / 00.3: one thread per element -------------------------------------------------------
 
 @cuda.jit
 def axpb_kernel(x, a, b, out):
-    # FILL ME IN (roughly 3 lines): this thread's index (cuda.grid), a bounds guard, and the
-    # write. Budget: 1 global read and 1 global write per thread; the tests count them, and the
-    # sectors per warp request: neighbouring threads on neighbouring elements (coalesced).
+    # out[i] = a * x[i] + b, where i is this thread's element; a thread whose i is past the end
+    # of out touches nothing. Budget: 1 global read and 1 global write per element, neighbouring
+    # threads on neighbouring elements (coalesced); the tests count both.
     raise NotImplementedError("Lab 00.2: axpb_kernel")
 
 
 def axpb(x, a, b, out=None, block=DEFAULT_BLOCK):
-    """out = a * x + b, one thread per element: ceil(n / block) blocks of `block` threads."""
-    # FILL ME IN (roughly 5 lines): allocate `out` on the device when it is None
-    # (cuda.device_array_like), compute the grid with blocks_for, launch
-    # axpb_kernel[grid, block](...), and return out. Exactly one launch.
+    """out = a * x + b, one thread per element, in blocks of `block` threads.
+
+    Contract: x is a device array; `out=None` allocates the output on the device; returns out
+    (on the device). Budget: exactly one launch of axpb_kernel. Hint 00.3 in the notebook."""
     raise NotImplementedError("Lab 00.3: axpb")
 
 
@@ -75,8 +75,9 @@ def axpb(x, a, b, out=None, block=DEFAULT_BLOCK):
 
 @cuda.jit
 def add_row_bias_kernel(x, bias, out):
-    # FILL ME IN (roughly 3 lines): `col, row = cuda.grid(2)`, guard both dimensions, write.
-    # Budget: 2 global reads (x, bias) and 1 global write per thread; neighbouring threads on
+    # out[row, col] = x[row, col] + bias[col] for this thread's element; a thread outside the
+    # matrix touches nothing. The launcher below runs a block's x dimension along the columns.
+    # Budget: 2 global reads (x, bias) and 1 global write per element, a warp's threads on
     # neighbouring columns (coalesced: the tests count the sectors per warp request).
     raise NotImplementedError("Lab 00.4: add_row_bias_kernel")
 
@@ -95,10 +96,9 @@ def add_row_bias(x, bias, out=None, block=(32, 4)):
 
 @cuda.jit
 def axpb_grid_stride_kernel(x, a, b, out):
-    # FILL ME IN (roughly 4 lines): start at cuda.grid(1), step by cuda.gridsize(1), and cover
-    # every element whatever the grid. Budget: 1 read and 1 write per element, no more; every
-    # pass coalesced, neighbouring threads on neighbouring elements (the tests count the sectors
-    # per warp request).
+    # out = a * x + b over every element, whatever the size of the grid (a grid-stride loop).
+    # Budget: 1 read and 1 write per element, no more; at every step neighbouring threads on
+    # neighbouring elements (coalesced: the tests count the sectors per warp request).
     raise NotImplementedError("Lab 00.5: axpb_grid_stride_kernel")
 
 

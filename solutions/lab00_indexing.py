@@ -1,12 +1,7 @@
 """Lab 00: thread indexing and launch configuration.
 
-What you will learn
-- How a thread finds its element: `cuda.grid(1)` is `blockIdx.x * blockDim.x + threadIdx.x`.
-- Why every kernel needs a bounds guard: n is rarely a multiple of the block size.
-- 2D indexing (row, column) and the launch shape that covers a matrix.
-- Grid-stride loops: one launch shape that covers any n.
-- How to choose a grid, and whether the advice "grid = 2-4x the SM count" holds on a GPU.
-- What the simulator is (a faithful interpreter of what each thread does) and is not (a clock).
+The lesson: how a launch's grid of threads covers the data, and how large the grid must be for a
+memory-bound kernel to keep enough bytes in flight (notebooks/00_indexing.ipynb).
 
 Exercises (each stub says `Lab 00.M`):
   00.1  blocks_for(n, block)          ceil(n / block) without floats
@@ -19,9 +14,13 @@ Given: reference_axpb and reference_add_row_bias, the specs in float64 NumPy (th
 your kernels against them).
 
 Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
-output on the device, and the launcher returns the output (still on the device). Scalars are passed
-as float32 (`np.float32(1.5)`): a Python float is a float64 argument, the launch then compiles a
-float64 kernel, and FP64 runs at 1:2 of FP32 on an H200 (1:64 on a GeForce RTX 4090).
+output on the device, and the launcher returns the output (still on the device). The caller passes
+scalars as float32 (`np.float32(1.5)`), as the tests and the notebook do, and a launcher passes them
+on as given: a Python float is a float64 argument, the launch then compiles a float64 kernel, and FP64 runs at 1:2 of FP32 on an H200 (1:64 on a GeForce RTX 4090).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -48,7 +47,10 @@ def reference_add_row_bias(x, bias):
 # --- 00.1: grid arithmetic ---------------------------------------------------------------------
 
 def blocks_for(n, block):
-    """Blocks of `block` threads needed to give each of `n` elements a thread."""
+    """The fewest blocks of `block` threads that give each of `n` elements a thread.
+
+    Contract: ValueError for n < 0 or block <= 0; exact for every n (a float loses exactness
+    past 2**53)."""
     if n < 0 or block <= 0:
         raise ValueError(f"need n >= 0 and block > 0, got n={n}, block={block}")
     return (n + block - 1) // block
@@ -65,7 +67,10 @@ def axpb_kernel(x, a, b, out):
 
 
 def axpb(x, a, b, out=None, block=DEFAULT_BLOCK):
-    """out = a * x + b, one thread per element: ceil(n / block) blocks of `block` threads."""
+    """out = a * x + b, one thread per element, in blocks of `block` threads.
+
+    Contract: x is a device array; `out=None` allocates the output on the device; returns out
+    (on the device). Budget: exactly one launch of axpb_kernel."""
     if out is None:
         out = cuda.device_array_like(x)           # the output lives on the device
     grid = blocks_for(x.size, block)              # enough blocks to cover every element
