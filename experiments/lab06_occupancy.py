@@ -177,7 +177,7 @@ def take_away() -> str:
             if verdict.true is None:
                 return f"What to take away: awaiting data ({verdict.missing})"
             figures.update(claim.values(records))
-            sources.add(verdict.source)
+            sources.update(verdict.source.split("; "))
     return "\n".join((
         "What to take away",
         "  1. The scarcest resource (warp slots, registers, shared memory, blocks) sets the blocks an SM holds.",

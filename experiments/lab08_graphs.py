@@ -134,7 +134,7 @@ def take_away() -> str:
             if verdict.true is None:
                 return f"What to take away: awaiting data ({verdict.missing})"
             figures.update({f"{claim.name}.{k}": v for k, v in claim.values(records).items()})
-            sources.add(verdict.source)
+            sources.update(verdict.source.split("; "))
     return "\n".join((
         "What to take away",
         f"  1. A graph replays a whole pipeline with one submission: {figures['replay_cost.replay']:.2f} us of "

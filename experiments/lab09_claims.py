@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kernellab.course import bench as harness
-from kernellab.course import protocol
+from kernellab.course import protocol, reference
 from kernellab.course.claims import (Claim, Missing, course_solution, need, repeats_of, says, states,
                                      target)
 
@@ -64,9 +64,7 @@ def claim_points(records: dict) -> tuple[list[dict], Callable[[str], dict]]:
 
 def roofline_values(records: dict) -> dict:
     points, _ = claim_points(records)
-    return {"kernels": "; ".join(f"{p['name']} {p['intensity']:.3g} FLOP/B ({p['bytes_kind'].split(' (')[0]} "
-                                 f"bytes), {p['bound']}-bound, {p['pct_of_roof']:.0f}%" for p in points),
-            "count": len(points), "highest": max(p["pct_of_roof"] for p in points),
+    return {"count": len(points), "highest": max(p["pct_of_roof"] for p in points),
             "highest_name": max(points, key=lambda p: p["pct_of_roof"])["name"]}
 
 
@@ -111,31 +109,59 @@ def tuned_values(records: dict) -> dict:
             "shape": "x".join(map(str, GPU_SHAPE))}
 
 
+def _profiled(variant: str) -> dict:
+    """Lab 09's recorded Nsight Compute row of one scale_rows variant at the largest size."""
+    found = [r for r in reference.profile_rows(NUMBER) if r["benchmark"] == "scale_rows"
+             and r["variant"] == variant and r.get("warp_instructions")]
+    if not found:
+        raise Missing(f"no profile row with warp instructions for scale_rows {variant}")
+    return max(found, key=lambda r: r["size"])
+
+
+def instruction_values(records: dict) -> dict:
+    """What holds the coalesced scale_rows back, from the profile: its warp instructions against
+    the strided and the tuned kernel's, and its SM against its DRAM throughput."""
+    need(records, "scale_rows")                  # the bench record the profile rows sit beside
+    strided, coalesced, wide = (_profiled(v) for v in SCALE_ROWS_VARIANTS)
+    return {"same": coalesced["warp_instructions"] / strided["warp_instructions"],
+            "tuned": wide["warp_instructions"] / coalesced["warp_instructions"],
+            "sm": coalesced["sm_throughput_pct"], "dram": coalesced["dram_throughput_pct"]}
+
+
 CLAIMS = [
     Claim("tuned_at_the_ceiling",
-          "At {shape} (worst of {repeats} repeat(s)), of their mix's ceiling: scale_rows strided "
-          "{scale_rows_strided:.0f}%, coalesced {scale_rows:.0f}%, tuned {scale_rows_wide:.0f}% "
-          "({scale_met}); transpose naive {transpose_naive:.0f}%, padded tile {transpose:.0f}%, tuned "
-          "{transpose_wide:.0f}% ({transpose_met}; target for the tuned ones: {target:.0f}%). Coalescing "
-          "is {coalescing} of the way.",
+          "The tuned kernels reach {scale_rows_wide:.0f}% and {transpose_wide:.0f}% of the copy ceiling, the "
+          "coalesced ones {scale_rows:.0f}% and {transpose:.0f}%: coalescing is {coalescing} of the way. The "
+          "strided scale_rows reaches {scale_rows_strided:.0f}%, the naive transpose {transpose_naive:.0f}%. At "
+          "{shape}, worst of {repeats} repeats; target for the tuned ones: {target:.0f}% ({scale_met}, "
+          "{transpose_met}).",
           values=tuned_values,
           checks=(target("scale_met", "scale_rows_wide", ">=", "target"),
                   target("transpose_met", "transpose_wide", ">=", "target"),
                   says("coalescing", "scale_rows", ">=", "target", "all", "only part")),
-          explains="a coalesced kernel with one element per thread keeps one load in flight per thread "
-                   "(the compiler keeps x's loads behind out's stores, as they might overlap) and pays "
-                   "for signed indices and a division per element; the tuned kernels load 4 or 16 "
-                   "elements before storing any and index unsigned (see the lab's given tuned kernels)"),
+          explains="coalescing fixes which sectors a warp asks for, not how many instructions it issues: "
+                   "the next claim (coalesced_issues_instructions) measures what holds the coalesced kernel "
+                   "back"),
+    Claim("coalesced_issues_instructions",
+          "The coalesced scale_rows {verdict}: it issues {same:.2f}x the strided kernel's warp instructions, "
+          "with its SM {sm:.0f}% busy against its DRAM's {dram:.0f}%. The tuned kernel issues {tuned:.2f}x "
+          "the coalesced one's (recorded by Nsight Compute at 8192 x 8192).",
+          values=instruction_values,
+          checks=(says("verdict", "sm", ">", "dram", "is held back by the instructions it issues, not by DRAM",
+                       "is not held back by instructions: its DRAM is the busier"),),
+          explains="per element it computes its row and column with a signed 64-bit division and remainder, "
+                   "and checks each signed index for Python's negative wrap-around; the tuned kernel indexes "
+                   "unsigned on a 2-D grid and handles 4 elements per thread"),
     Claim("roofline_bounds",
-          "the {count} main kernels on the roofline, each with its intensity, bound and % of its "
-          "roof: {kernels}. {none_above} (the nearest: {highest_name}, {highest:.0f}%)",
+          "Of the {count} main kernels on the roofline, the nearest to its roof is {highest_name} at "
+          "{highest:.0f}%: {none_above}. The figure's table gives each kernel's intensity and % of roof.",
           values=roofline_values,
-          checks=(says("none_above", "highest", "<=", 100, "None is above its roof", "One is ABOVE its roof, an "
+          checks=(says("none_above", "highest", "<=", 100, "none is above its roof", "one is ABOVE its roof, an "
                        "instrument error"),)),
     Claim("fusion_on_compute_bound",
-          "fusion's best gain is {compute:.2f}x on compute-bound kernels against {memory:.2f}x on "
-          "memory-bound ones ({pairs}): aggressive fusion {memory_verdict} on memory-bound work here "
-          "(a gain of {matters:.1f}x or more counts), {compute_verdict} on compute-bound work",
+          "Fusion's best gain is {compute:.2f}x under the compute roof against {memory:.2f}x under the "
+          "memory roof: aggressive fusion {memory_verdict} on memory-bound work here (a gain of {matters:.1f}x "
+          "or more counts), {compute_verdict} on compute-bound work. The pairs: {pairs}.",
           headline="fusion: {memory:.2f}x on memory-bound work, at most {compute:.2f}x on compute-bound",
           values=fusion_values,
           checks=(says("memory_verdict", "memory", ">=", "matters", "paid", "did not pay"),
@@ -144,18 +170,16 @@ CLAIMS = [
           explains="a compute-bound kernel's roof is flat: fusing its epilogue saves bytes it was not "
                    "waiting on; a memory-bound chain's fused form moves fewer bytes for the same FLOPs"),
     Claim("occupancy_on_memory_bound",
-          "across Lab 06's occupancy sweep (the same probe at each occupancy), the memory-bound probe's "
-          "time moved {memory:.1f}x and the compute-bound one's {compute:.1f}x: occupancy moved the "
-          "memory-bound probe {more}. What it needs is bytes in flight (resident warps x independent loads per "
-          "thread x width): with four loads per thread it reached 90% of its best at {four} warps per SM, "
-          "with one at {one}",
+          "Across Lab 06's occupancy sweep, occupancy moved the memory-bound probe {more} than the "
+          "compute-bound one: {memory:.1f}x against {compute:.1f}x in time. What it needs is bytes in "
+          "flight: with four loads per thread it reached 90% of its best at {four} warps per SM, with one "
+          "at {one}.",
           values=occupancy_values,
           checks=(says("more", "memory", ">", "compute", "more", "less"),
                   states("four", "<", "one")),
           article="occupancy",
           explains="occupancy is one way to put bytes in flight, independent loads per thread another "
-                   "(Little's law: bandwidth x latency = bytes in flight); the article's 'memory-bound "
-                   "models need finer occupancy control' holds for kernels with one load in flight per "
+                   "(Little's law). The article's advice holds for kernels with one load in flight per "
                    "thread, not as a rule"),
 ]
 

@@ -1,5 +1,5 @@
 """Lab 09's figure: the roofline of every lab's main kernels, the table naming each point, and
-the small sizes that the launch floor bounds."""
+the small sizes, whose time the host's launch path sets, far above the GPU's launch floor."""
 
 from __future__ import annotations
 
@@ -119,25 +119,34 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
         ax_small.plot([r["bytes"] for r in rows], [r["ms"] * 1e3 for r in rows], "o-", label=kernel)
     floor = small[0]["launch_floor_ms"] * 1e3
     moved = np.logspace(3, 9, 50)
-    ax_small.axhline(floor, color="k", ls=":", label=f"launch floor {floor:.1f} us (same run)")
+    ax_small.axhline(floor, color="k", ls=":", label=f"GPU launch floor {floor:.1f} us (same run)")
     ax_small.plot(moved, moved / (small[0]["copy_gbps"] * 1e9) * 1e6, "k--", lw=0.8,
                   label="bytes at copy bandwidth")
     ax_small.set_xscale("log")
     ax_small.set_yscale("log")
     ax_small.set_xlabel("requested bytes per call")
     ax_small.set_ylabel("us per call")
-    ax_small.set_title("small sizes: the launch floor bounds")
+    ax_small.set_title(small_title(small))
     ax_small.legend(loc="lower right")
     plots.label_points(ax, [(p["intensity"], p["attained"] / 1e12) for p in points], ids,
                        fontsize="x-small", fontweight="bold")
     return plots.save(fig, "lab09_roofline", figures_dir)
 
 
-def draw_roofline(lab, records: dict, figures_dir: Path) -> Path:
+def small_title(small: list[dict]) -> str:
+    """The small-size panel's title: what its records say sets the time of a small call."""
+    if all(r["host_paced"] for r in small):
+        return "small sizes: the host's launch path sets the time (Lab 01), not the GPU's floor"
+    return "small sizes: time per call against bytes"
+
+
+def draw_roofline(lab, records: dict, figures_dir: Path, table: bool = True) -> Path:
     """The roofline figure from lab 09's records (live or recorded) and every lab's recorded
-    ones, with its table, the bytes line and what awaits data printed beside it."""
+    ones, with the bytes line and what awaits data printed beside it, and its table too unless
+    `table` is False (notebook 09: the figure holds the table)."""
     points = roofline_points(lab, own=records)
-    print(points_table(points))
+    if table:
+        print(points_table(points))
     print(bytes_line(points))
     for line in awaiting():
         print(line)

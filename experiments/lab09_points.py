@@ -266,12 +266,13 @@ def small_size_rows() -> list[dict]:
         for r in harness.rows_for(record, variant):
             rows.append({"kernel": f"{lab_number} {variant}", "size": r["size"], "bytes": r["bytes"],
                          "ms": r["median_ms"], "launch_floor_ms": record["launch_floor_ms"],
+                         "host_paced": bool(record.get("host_paced")),
                          "copy_gbps": record["copy_gbps"]})
     return rows
 
 
 def points_table(points: list[dict]) -> str:
-    lines = [f"{'kernel':<30} {'FLOP/B':>8} {'TFLOP/s':>8} {'roof':>8} {'% roof':>7} {'bound':>8}  bytes"]
+    lines = [f"{'kernel':<30} {'FLOP/B':>8} {'TFLOP/s':>8} {'roof':>8} {'% roof':>7} {'under':>8}  bytes"]
     for p in points:
         lines.append(f"{p['name']:<30} {p['intensity']:>8.3g} {p['attained'] / 1e12:>8.3g} "
                      f"{p['roof'] / 1e12:>8.3g} {p['pct_of_roof']:>6.0f}% {p['bound']:>8}  {p['bytes_kind']}")
@@ -325,12 +326,12 @@ def diagnose(row: dict) -> list[str]:
              f"{occupancy:.0f}%, {sectors:.1f} sectors per load request (ideal {ideal:g} for "
              f"{width}-byte loads), {row['registers_per_thread']} registers"]
     if dram >= BUSY_PCT:
-        lines.append("memory-bound: DRAM is the busy unit; only fewer bytes (fusion) make it faster")
+        lines.append(f"DRAM-busy: DRAM is at {dram:.0f}% of its peak. Fewer bytes (fusion) help; below the "
+                     f"copy ceiling a better access pattern may still help")
     if sm >= BUSY_PCT:
-        lines.append("SM-bound: the busiest of the SM's units (instruction issue, the FMA pipes, "
-                     "load/store) is near its peak; fewer or cheaper instructions help. At a low "
-                     "FLOP rate that unit is issue or load/store, not arithmetic: compute-bound "
-                     "only if the FLOP rate is near the FP32 roof")
+        lines.append(f"SM-busy: the busiest of the SM's units (instruction issue, the FMA pipes, load/store) "
+                     f"is at {sm:.0f}% of its peak; fewer or cheaper instructions help. At a low FLOP rate "
+                     f"that unit is issue or load/store, not arithmetic")
     if dram < IDLE_PCT and sm < IDLE_PCT:
         lines.append(f"latency-bound: neither unit is busy; too little work in flight "
                      f"(occupancy {occupancy:.0f}%) or too short a kernel (the launch floor)")

@@ -31,7 +31,7 @@ tests and notebook 09 read on the experiment).
 from __future__ import annotations
 
 from kernellab.course import bench as harness
-from kernellab.course import protocol
+from kernellab.course import claims, protocol
 from kernellab.gpu import checks, device
 from kernellab.gpu.traffic import Ledger
 
@@ -145,6 +145,28 @@ def key_figure(lab, records: dict) -> str:
     return (f"{coalescing}{len(points)} kernels on the roofline, best memory-bound "
             f"{best_memory['name']} {best_memory['pct_of_roof']:.0f}% of roof; {dram_count(points)}")
 
+
+
+def take_away() -> str:
+    """Notebook 09's last cell: the lesson in three lines, each figure from the records its claims
+    read (live where this process measured them, the H200 reference otherwise)."""
+    figures, sources = {}, set()
+    for claim in CLAIMS:
+        if claim.name in ("tuned_at_the_ceiling", "coalesced_issues_instructions", "fusion_on_compute_bound"):
+            verdict, records = claims.judge(claim, NUMBER)
+            if verdict.true is None:
+                return f"What to take away: awaiting data ({verdict.missing})"
+            figures.update(claim.values(records))
+            sources.update(verdict.source.split("; "))
+    return "\n".join((
+        "What to take away",
+        f"  1. Coalesced, scale_rows reaches {figures['scale_rows']:.0f}% of the copy ceiling; strided, "
+        f"{figures['scale_rows_strided']:.0f}%.",
+        f"  2. Coalesced is not enough: its SM is {figures['sm']:.0f}% busy against DRAM's {figures['dram']:.0f}%; "
+        f"with fewer instructions the tuned kernel reaches {figures['scale_rows_wide']:.0f}%.",
+        f"  3. Under the memory roof, fusion gained up to {figures['memory']:.2f}x; under the compute roof, "
+        f"at most {figures['compute']:.2f}x.",
+        f"  ({'; '.join(sorted(sources))})"))
 
 LAB = protocol.Lab(
     number=NUMBER, title="where the time goes: coalescing, the roofline, reading a profile",

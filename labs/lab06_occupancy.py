@@ -27,6 +27,10 @@ ceil(n / 64) times and w ceil(m / tile_m) times from global memory; out is writt
 
 `arch` below is a `kernellab.occupancy.Architecture`: the per-SM limits of one compute
 capability, as data (`ARCHITECTURES[(9, 0)]` is the H200's Hopper). Print one to see its fields.
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported

@@ -9,9 +9,10 @@ What you will learn
   with DRAM bytes from Nsight Compute, not the bytes the code requests.
 - How a transpose goes through a padded shared-memory tile so that both its reads and its
   writes are coalesced.
-- Why coalescing is not enough to reach the ceiling: loads in flight per thread, and what signed
-  indices and a division per element cost (the given tuned kernels, `scale_rows_wide` and
-  `transpose_wide`, measured beside yours).
+- Why coalescing is not enough to reach the ceiling: the instructions a kernel issues per element
+  (signed indices, a division per element) and, with several elements per thread, the loads it
+  keeps in flight (the given tuned kernels, `scale_rows_wide` and `transpose_wide`, measured
+  beside yours).
 
 Exercises (each stub says `Lab 09.M`):
   09.1  intensity(flops, nbytes)                      FLOP per byte
@@ -25,6 +26,10 @@ Exercises (each stub says `Lab 09.M`):
 
 Ceilings are a dict, as the bench records store them (measured in the same run):
     {"copy_gbps": GB/s, read + write bytes, "fp32_fma_tflops": TFLOP/s, "launch_floor_ms": ms}
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 import typing
@@ -162,16 +167,10 @@ def transpose_naive_kernel(x, out):
 
 @cuda.jit
 def transpose_kernel(x, out):
-    # FILL ME IN (roughly 14 lines): out[c, r] = x[r, c]. Block (bx, by) owns the TILE x TILE
-    # tile of x whose first column is bx * TILE and first row by * TILE; its (TILE, BLOCK_ROWS)
-    # threads each copy TILE // BLOCK_ROWS rows of it.
-    # 1. tile = cuda.shared.array((TILE, PADDED), float32): the padding column puts a column's
-    #    32 values in 32 different banks (no bank conflict: the tests count them).
-    # 2. Read the tile from x with lanes (threadIdx.x) walking along a row of x.
-    # 3. Wait until the whole tile is in shared memory.
-    # 4. Write the tile to out, lanes again walking along a row, now a row of out.
-    # Guard every global access: rows and cols are rarely multiples of TILE.
-    # Budget: 1 global read and 1 global write per element; coalesced on both sides.
+    # 09.7: out[c, r] = x[r, c] through a padded (TILE, PADDED) shared tile, one block of
+    # (TILE, BLOCK_ROWS) threads per TILE x TILE tile (transpose_grid). Contract: reads and writes
+    # both coalesced, no shared-memory bank conflict (the tests count both), any rows and cols.
+    # Budget: 1 global read and 1 global write per element, about 14 lines. Stuck? Hint 09.7.
     raise NotImplementedError("Lab 09.7: transpose_kernel")
 
 
@@ -200,14 +199,16 @@ def transpose_naive(x, out=None, block=(32, 8)):
 
 
 # --- given: the tuned versions, and what closed the gap to the ceiling -------------------------------
-# Measured on the H200 at 8192 x 8192 (data/reference/h200/lab09.json): one element per thread with
-# signed indices leaves a kernel far below its ceiling. Two things close the gap:
-# - Loads in flight. The compiler cannot tell `x` from `out` (they might overlap), so it never moves a
-#   load above an earlier store: a loop of load, store, load, store keeps one load in flight per
-#   thread. Loading all of a thread's elements first keeps WIDE of them in flight.
+# Measured on the H200 at 8192 x 8192 (data/reference/h200/lab09.json; notebook 09 prints it): the
+# coalesced scale_rows issues as many instructions as the strided one, its SM busier than its DRAM.
+# Two things close the gap:
 # - Index arithmetic. A signed index carries a check for negative indices (Python's wrap-around) on
 #   every access; an unsigned one (uint64) does not. Integer division (row = i // cols) is dozens of
 #   instructions; a 2-D grid gives the row for free.
+# - Loads in flight, once a thread handles several elements. The compiler cannot tell `x` from `out`
+#   (they might overlap), so it never moves a load above an earlier store: a loop of load, store,
+#   load, store keeps one load in flight per thread. Loading all of a thread's elements first keeps
+#   WIDE of them in flight.
 
 WIDE = 4                       # elements per thread of the tuned scale_rows, a block apart
 WIDE_BLOCK = 256               # its threads per block: a block covers WIDE * WIDE_BLOCK columns of a row

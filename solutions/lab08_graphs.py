@@ -24,6 +24,10 @@ Exercises (each stub says `Lab 08.M`):
 
 Convention: `pipeline` works in place (the chain needs no second buffer) and, like every
 function a graph captures, takes the `stream` to launch on.
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
