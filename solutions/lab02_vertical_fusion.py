@@ -282,16 +282,23 @@ def fused_chain_grid_stride(x, w, b, r, p=0.1, seed=0, mask=None, out=None, bloc
 def fused_chain_4_per_thread_kernel(x, w, b, r, mask, seed, threshold, scale, out):
     i = cuda.grid(1)
     step = cuda.gridsize(1)              # elements i, i + step, ...: each warp's loads stay coalesced
-    if i + 3 * step < out.size:          # the common case: 16 loads in flight before any store
+    if i + 3 * step < out.size:          # the common case: every load issued before any store
         j1, j2, j3 = i + step, i + 2 * step, i + 3 * step
         x0, x1, x2, x3 = x[i], x[j1], x[j2], x[j3]
         w0, w1, w2, w3 = w[i], w[j1], w[j2], w[j3]
         b0, b1, b2, b3 = b[i], b[j1], b[j2], b[j3]
         r0, r1, r2, r3 = r[i], r[j1], r[j2], r[j3]
-        out[i] = chain_element(x0, w0, b0, r0, dropout_keep(i, mask, seed, threshold), scale)
-        out[j1] = chain_element(x1, w1, b1, r1, dropout_keep(j1, mask, seed, threshold), scale)
-        out[j2] = chain_element(x2, w2, b2, r2, dropout_keep(j2, mask, seed, threshold), scale)
-        out[j3] = chain_element(x3, w3, b3, r3, dropout_keep(j3, mask, seed, threshold), scale)
+        # The mask bytes too, before the first store: the compiler cannot tell that `out` and
+        # `mask` never overlap, so it keeps a mask load written after a store to `out` after it;
+        # each store needs its own mask byte, and the four bytes would come one after another.
+        k0 = dropout_keep(i, mask, seed, threshold)
+        k1 = dropout_keep(j1, mask, seed, threshold)
+        k2 = dropout_keep(j2, mask, seed, threshold)
+        k3 = dropout_keep(j3, mask, seed, threshold)
+        out[i] = chain_element(x0, w0, b0, r0, k0, scale)
+        out[j1] = chain_element(x1, w1, b1, r1, k1, scale)
+        out[j2] = chain_element(x2, w2, b2, r2, k2, scale)
+        out[j3] = chain_element(x3, w3, b3, r3, k3, scale)
     else:                                # the ragged end of the array
         for k in range(4):
             j = i + k * step
