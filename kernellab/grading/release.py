@@ -8,7 +8,8 @@ packaging files, and a student README and Makefile. It leaves out solutions/, te
 (near-copies of the solutions) and the tests of kernellab itself (they need the solutions).
 Before it returns, the release is searched for solution code: the body of every solution
 function that differs from the starter, and every single line of such a body at least
-MIN_LINE_CHARS long that the starter does not contain; any hit fails the build.
+MIN_LINE_CHARS long that the starter (with the notebooks' hints) does not contain; any hit fails
+the build.
 
 In a release, `make test` grades the student's labs (the untouched starter scores 0: the stubs
 fail by design) and `make tour` shows the recorded H200 figures where a solution is needed.
@@ -37,6 +38,7 @@ MIN_LINE_CHARS = 30          # a single solution line this long (stripped) ident
 # solution that one of them holds is given, not leaked. Lab 06's exercises 06.1-06.4 re-derive
 # NVIDIA's occupancy rules, which kernellab.occupancy publishes and the lab names as its check.
 GIVEN_MODELS = ("kernellab/occupancy.py",)
+HINT = re.compile(r"<details>\s*<summary>\s*Hint\b.*?</details>", re.S)   # a notebook's hint, opened on demand
 DOC_LINK = re.compile(r"docs/[\w.-]+\.md")
 FIGURE_COLOURS = 256         # the tour's figures, quantized: they look the same at under a third the bytes
 
@@ -280,13 +282,22 @@ def solution_bodies(root: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
+def given_text(root: Path) -> str:
+    """What a student is given to start from, whitespace collapsed: the starter (every lab), the
+    notebooks' hints (HINT: a lab's recipe, moved out of the stub, which may quote a line of the
+    solution on purpose) and the published models (GIVEN_MODELS)."""
+    files = [*sorted((root / "labs").glob("lab*.py")), *(root / m for m in GIVEN_MODELS)]
+    hints = [hint for notebook in sorted((root / "notebooks").glob("*.ipynb"))
+             for cell in json.loads(notebook.read_text())["cells"] if cell["cell_type"] == "markdown"
+             for hint in HINT.findall("".join(cell["source"]))]
+    return collapse("\n".join([*(p.read_text() for p in files if p.is_file()), *hints]))
+
+
 def solution_lines(root: Path) -> dict[str, str]:
     """Each line of a solution function's body (its docstring aside), whitespace collapsed, at least
-    MIN_LINE_CHARS long, that neither the starter (any lab) nor a published model (GIVEN_MODELS)
-    contains: {line: 'solutions/labNN_x.py:name'}."""
-    given = collapse("\n".join(p.read_text() for p in (*sorted((root / "labs").glob("lab*.py")),
-                                                       *(root / m for m in GIVEN_MODELS))
-                               if p.is_file()))
+    MIN_LINE_CHARS long, that nothing a student is given to start from contains (`given_text`):
+    {line: 'solutions/labNN_x.py:name'}."""
+    given = given_text(root)
     found = {}
     for solution in sorted((root / "solutions").glob("lab*.py")):
         source = solution.read_text()

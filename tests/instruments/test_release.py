@@ -107,6 +107,28 @@ def test_leak_search_finds_a_single_solution_line_anywhere(student_release, tmp_
     assert all(hit.startswith("experiments/lab00_indexing.py") for hit in found), found
 
 
+def test_a_line_the_starter_or_a_hint_gives_is_not_a_leak(tmp_path):
+    """A solution line counts as given where the starter holds it, or a notebook's hint (a
+    `<details><summary>Hint` cell, opened on demand) quotes it; otherwise it is the solution's."""
+    (tmp_path / "labs").mkdir()
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "labs/lab00_x.py").write_text(
+        'def scale(x, out):\n    # out[i] = x[i] * 2.0 for each index i < x.size\n    raise NotImplementedError("Lab 00.1")\n')
+    (tmp_path / "solutions/lab00_x.py").write_text(
+        "def scale(x, out):\n    for i in range(x.size):\n        out[i] = x[i] * 2.0  # for each index i < x.size\n"
+        "    total_of_the_scaled_values = out.sum()\n    return total_of_the_scaled_values\n")
+    hint = {"cell_type": "markdown", "source": ["<details><summary>Hint 00.1</summary>\n",
+                                                "`total_of_the_scaled_values = out.sum()`\n</details>"]}
+    notebook = tmp_path / "notebooks/00_x.ipynb"
+    notebook.write_text(json.dumps({"cells": []}))
+    assert sorted(release.solution_lines(tmp_path)) == [
+        "out[i] = x[i] * 2.0 # for each index i < x.size", "return total_of_the_scaled_values",
+        "total_of_the_scaled_values = out.sum()"]
+    notebook.write_text(json.dumps({"cells": [hint]}))
+    assert "total_of_the_scaled_values = out.sum()" not in release.solution_lines(tmp_path)
+
+
 def test_leak_search_finds_a_solution_body_anywhere(tmp_path):
     """Copied whole, renamed into a starter file, or pasted into a notebook: each is found."""
     body = next(iter(release.solution_bodies(target.ROOT).items()))
