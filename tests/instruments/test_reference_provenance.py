@@ -30,8 +30,11 @@ def missing_fields(provenance) -> list[str]:
             + [f"versions.{f}" for f in reference.VERSION_FIELDS if not str(versions.get(f, "")).strip()])
 
 
-def test_the_reference_data_is_there():
+def test_data_holds_the_records_and_their_figures_only():
+    """No run logs, scripts or other files: what a run taught moves into a record or docs/measuring.md."""
     assert [f.name for f in FILES] == [f"lab{n:02d}.json" for n in range(10)]
+    kept = {*FILES, *reference.DATA.glob("*/figures/lab*.png")}
+    assert sorted(map(str, {p for p in reference.DATA.parent.rglob("*") if p.is_file()} - kept)) == []
 
 
 @pytest.mark.parametrize("file", FILES, ids=lambda f: f"{f.parent.name}/{f.name}")
