@@ -324,9 +324,36 @@ def shared_banks(run: KernelRun, array: str | None = None, warp: int = 0, block=
             "wavefronts": wavefronts, "ideal": ideal, "site_ways": cost(site)}
     caption = ("Every lane's word sits in its own bank (or shares a word): one wavefront serves the warp."
                if wavefronts <= ideal else
-               f"{data['ways']} lanes need different words of one bank: the warp waits {wavefronts} wavefronts.")
+               f"Lanes ask one bank for {data['ways']} different words: the warp waits {wavefronts} wavefronts.")
     return _picture(kernel.draw_shared_banks, data, f"{_title(run, run.launch_of(chosen[0]))}: {site}",
                     caption, run.source)
+
+
+def shown_by(found) -> str:
+    """The picture call that shows a site the grader judged (a `traffic.SiteSectors` not coalesced,
+    a `traffic.SiteBanks` in conflict), for its feedback: 'see it: pictures.warp_access(...)'."""
+    site = found.site
+    try:
+        lab = target.lab_number(os.path.basename(site.path))
+    except ValueError:
+        lab = "NN"
+    call = f'pictures.trace("{lab}", "{_launcher(site)}", <a tiny input>)'
+    if isinstance(found, traffic.SiteBanks):
+        shown = _shared_name(traffic.Access(0, "shared", found.array, site.kind, (0, 0, 0), (0, 0, 0), 0, 0,
+                                            (), 0, found.width, site, 0))
+        picture = f'pictures.shared_banks({call}, "{shown}", kind="{site.kind}")'
+    else:
+        picture = f'pictures.warp_access({call}, "{found.array}", kind="{site.kind}")'
+    return f"see it: from kernellab.course import pictures; {picture}"
+
+
+def _launcher(site) -> str:
+    """The launcher of the kernel holding `site`, by the course's naming (axpb_kernel: axpb)."""
+    text = linecache.getline(site.path, 1) and "".join(linecache.getlines(site.path))
+    enclosing = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.FunctionDef)
+                 and node.lineno <= site.line <= (node.end_lineno or node.lineno)] if text else []
+    name = min(enclosing, key=lambda node: (node.end_lineno or 0) - node.lineno).name if enclosing else "launcher"
+    return name.removesuffix("_kernel")
 
 
 # --- a tiled matmul's walk, a reduction's tree ----------------------------------------------------------
@@ -429,7 +456,7 @@ def reduction(run: KernelRun, array: str | None = None, block=None, launch: int 
 # --- the machine: streams on engines, one SM's resources, bytes moved ---------------------------------
 
 QUEUES = 8       # the driver's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS' default): streams share them
-ENGINES = {"h2d": "copy engine: to GPU", "kernel": "SMs", "d2h": "copy engine: to host", "d2d": "SMs"}
+ENGINES = {"h2d": "copy engines: to GPU", "kernel": "SMs", "d2h": "copy engines: to host", "d2d": "SMs"}
 
 
 def timeline(*timelines, titles: tuple = (), share_time: bool | None = None) -> Picture:

@@ -11,6 +11,7 @@ from numba import cuda, float32
 
 from kernellab import occupancy
 from kernellab.course import pictures, target
+from kernellab.gpu import traffic
 from kernellab.gpu.timeline import Op, Trace
 from kernellab.show import plots
 from kernellab.show.pictures import canvas
@@ -165,7 +166,7 @@ def test_timelines_put_work_on_queues_and_engines():
     data = readable(pictures.timeline(pinned))
     panel, = data["panels"]
     assert panel["lanes"] == ["host", *(f"stream {i} -> queue {i}" for i in range(1, 5)),
-                              "copy engine: to GPU", "SMs", "copy engine: to host"]
+                              "copy engines: to GPU", "SMs", "copy engines: to host"]
     assert len(panel["spans"]) == len(pinned["spans"])
     ops = Trace([Op(0, "h2d", "H2D", "s1", 0.0), Op(1, "kernel", "k", "s1", 0.1), Op(2, "h2d", "H2D", "s2", 0.2)])
     data = readable(pictures.timeline(ops))
@@ -207,6 +208,20 @@ def test_a_trace_in_a_simulator_child_is_the_same_trace(axpb_run):
     def unordered(accesses):           # threads run in no fixed order: compare what, not when
         return sorted(a._replace(order=0) for a in accesses)
     assert unordered(run.accesses) == unordered(axpb_run.accesses) and run.launches == axpb_run.launches
+
+
+def test_a_failed_check_names_the_picture_that_shows_it(labs):
+    x, out = cuda.to_device(np.zeros((32, 32), np.float32)), cuda.device_array((32, 32), np.float32)
+    with traffic.meter(trace=("global", "shared"), x=x, out=out) as counts:
+        labs["09"].transpose_naive(x, out=out)
+    found, = counts.uncoalesced()
+    assert pictures.shown_by(found) == ('see it: from kernellab.course import pictures; pictures.warp_access('
+                                        'pictures.trace("09", "transpose_naive", <a tiny input>), "out", kind="store")')
+    with traffic.meter(trace=("shared",), x=x, out=out) as counts:
+        unpadded_transpose(x, out)
+    found, = counts.conflicted()
+    assert pictures.shown_by(found).endswith(
+        'pictures.shared_banks(pictures.trace("NN", "unpadded_transpose", <a tiny input>), "tile", kind="load")')
 
 
 def test_wrong_requests_say_what_exists(axpb_run):

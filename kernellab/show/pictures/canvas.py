@@ -77,7 +77,8 @@ def colours_used(fig) -> set[str]:
     from matplotlib import colors
     found = set()
     for ax in fig.axes:
-        for artist in (*ax.patches, *ax.lines, *ax.collections):
+        arrows = [text.arrow_patch for text in ax.texts if getattr(text, "arrow_patch", None) is not None]
+        for artist in (*ax.patches, *ax.lines, *ax.collections, *arrows):
             for rgba in _rgba(artist):
                 if rgba[3] > 0:
                     found.add(colors.to_hex(rgba, keep_alpha=False))

@@ -155,11 +155,11 @@ def draw_shared_banks(data: dict, title: str, source: str):
         words = data["bank_words"].get(bank, [])
         conflicted = len(words) > 1
         for level, word in enumerate(words):
-            lanes = [lane for lane, w in data["lane_words"].items() if w == word]
+            lanes = sorted(lane for lane, w in data["lane_words"].items() if w == word)
             ax.add_patch(Rectangle((bank + 0.05, level + 0.05), 0.9, 0.9,
                                    facecolor=PROBLEM if conflicted else BLUE, edgecolor="white"))
-            if depth <= 8:
-                ax.text(bank + 0.5, level + 0.5, ",".join(map(str, lanes[:2])) + ("+" if len(lanes) > 2 else ""),
+            if depth <= 8:                      # which lanes ask for the word: a lane, or how many
+                ax.text(bank + 0.5, level + 0.5, str(lanes[0]) if len(lanes) == 1 else f"{len(lanes)} lanes",
                         ha="center", va="center", fontsize=14, color="white", rotation=90 if len(lanes) > 1 else 0)
     ax.set_xlim(0, 32)
     ax.set_ylim(0, depth + 0.2)
