@@ -173,6 +173,17 @@ class ReferenceImplementationUsed(RuntimeError):
     """Graded code called one of kernellab's reference implementations of its own stubs."""
 
 
+def pristine_starter(lab: str):
+    """The course's own starter of `lab` (labs/ under the course, never a submission), imported
+    under a private name: its given references are the ones a grade checks against."""
+    number = lab_number(lab)
+    spec = importlib.util.spec_from_file_location(f"kernellab_given_lab{number}",
+                                                  ROOT / "labs" / f"{labs()[number]}.py")
+    pristine = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pristine)
+    return pristine
+
+
 def given_references(module, lab: str):
     """A submission graded from KERNELLAB_LABS_DIR runs with the course's own float64 NumPy
     references (the given functions whose names hold "reference", in the pristine starter under
@@ -180,12 +191,7 @@ def given_references(module, lab: str):
     broken kernel changes nothing. Returns the module."""
     if not settings.labs_dir():
         return module
-    number = lab_number(lab)
-    spec = importlib.util.spec_from_file_location(f"kernellab_given_lab{number}",
-                                                  ROOT / "labs" / f"{labs()[number]}.py")
-    pristine = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pristine)
-    for name, value in vars(pristine).items():
+    for name, value in vars(pristine_starter(lab)).items():
         if "reference" in name and callable(value) and not name.startswith("_"):
             setattr(module, name, value)
     return module

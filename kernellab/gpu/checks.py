@@ -96,6 +96,26 @@ def poisoned_allocations():
         yield
 
 
+class Allocations(list):
+    """The arrays allocated inside a block, in order."""
+
+
+@contextlib.contextmanager
+def pinned_allocations():
+    """The page-locked host arrays (`cuda.pinned_array`, `cuda.pinned_array_like`) allocated
+    inside the block: a graded test asks which of a lab's buffers are pinned without reaching
+    into numba.cuda itself."""
+    found = Allocations()
+
+    def note(proceed, *args, **kwargs):
+        array = proceed()
+        found.append(array)
+        return array
+
+    with hooks.subscribe(pinned_array=note, pinned_array_like=note):
+        yield found
+
+
 def _fill_with_poison(array) -> None:
     """Write the output poison over a new GPU array's whole allocation (floats and signed integers
     of 32 bits or more, as `poison`; the others are left as allocated)."""

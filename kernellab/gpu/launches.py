@@ -30,6 +30,7 @@ class Launch:
     shared: int            # dynamic shared memory, bytes
     kernel: object = dataclasses.field(default=None, compare=False, repr=False)
     argtypes: tuple = dataclasses.field(default=(), compare=False, repr=False)  # with_types=True
+    args: tuple = dataclasses.field(default=(), compare=False, repr=False)      # with_args=True
 
     @property
     def threads(self) -> int:
@@ -97,11 +98,12 @@ def stream_handle(stream) -> int:
 
 
 @contextlib.contextmanager
-def record_launches(with_types: bool = False, on_launch=None, on_return=None):
+def record_launches(with_types: bool = False, on_launch=None, on_return=None, with_args: bool = False):
     """Collect every kernel launch made inside the block (nested blocks each see them all).
 
     `with_types=True` also keeps each launch's Numba argument types, so the kernel can be
-    compiled for a real GPU afterwards. `on_launch(launch)` runs before each launch (an
+    compiled for a real GPU afterwards; `with_args=True` its arguments themselves (which output
+    each launch served). `on_launch(launch)` runs before each launch (an
     exception it raises stops the launch); `on_return(launch)`, in the simulator, after the
     kernel has finished (a GPU launch returns before its kernel ends).
     """
@@ -115,7 +117,7 @@ def record_launches(with_types: bool = False, on_launch=None, on_return=None):
             from numba import typeof
             argtypes = tuple(typeof(arg) for arg in launch.args)
         seen = Launch(launch.name, launch.grid, launch.block, stream_handle(launch.stream),
-                      launch.shared, launch.kernel, argtypes)
+                      launch.shared, launch.kernel, argtypes, tuple(launch.args) if with_args else ())
         log.append(seen)
         if log.on_launch is not None:
             log.on_launch(seen)

@@ -67,6 +67,8 @@ def pytest_addoption(parser):
     group.addoption("--kl-progress", default=None, help=argparse.SUPPRESS)
     group.addoption("--kl-manifest", default=None, help=argparse.SUPPRESS)
     group.addoption("--kl-hung", default="{}", help=argparse.SUPPRESS)  # JSON {kernel: why}
+    group.addoption("--kl-tape", default=None, help=argparse.SUPPRESS)    # record into this folder
+    group.addoption("--kl-replay", default=None, help=argparse.SUPPRESS)  # judge from this folder
 
 
 def session_seed(config) -> int:
@@ -152,16 +154,41 @@ def lab_of(path) -> str | None:
         return None
 
 
-@pytest.fixture(scope="module")
-def lab(request):
-    """The lab module under test, from the target chosen by --target / KERNELLAB_TARGET; a
-    function of it that uses kernellab's reference implementation of the lab fails when called."""
+def _lab_number(request) -> str:
     try:
-        number = target.lab_number(request.module.__file__)
+        return target.lab_number(request.module.__file__)
     except ValueError as exc:
         raise RuntimeError(f"the `lab` fixture works in tests/labs/test_labNN_*.py files only "
                            f"({exc})") from None
+
+
+@pytest.fixture(scope="module")
+def lab_module(request):
+    """The lab module under test, from the target chosen by --target / KERNELLAB_TARGET; a
+    function of it that uses kernellab's reference implementation of the lab fails when called.
+    The judge (`--kl-replay`) never imports it: None there."""
+    if request.config.getoption("kl_replay"):
+        return None
+    number = _lab_number(request)
     return target.forbid_references(target.given_references(target.load(number), number), number)
+
+
+@pytest.fixture
+def lab(request, lab_module):
+    """What a graded test calls: the lab module itself; in the grader's child a proxy that tapes
+    every operation on it (`--kl-tape`), and in the judge one that replays them (`--kl-replay`):
+    kernellab.grading.tape."""
+    from kernellab.grading import tape
+    config = request.config
+    if config.getoption("kl_replay"):
+        with tape.replaying(_lab_number(request), Path(config.getoption("kl_replay")),
+                            request.node.nodeid) as ghost:
+            yield ghost
+    elif config.getoption("kl_tape"):
+        with tape.recording(lab_module, Path(config.getoption("kl_tape")), request.node.nodeid) as live:
+            yield live
+    else:
+        yield lab_module
 
 
 @pytest.fixture
@@ -289,7 +316,7 @@ class GradeState:
         that the specialisation each launch compiled also compiles for a real GPU (in float32
         where the lab declares float32); on a GPU, name the stub behind a failure
         (`name_the_stub`)."""
-        if not self.progress:
+        if not self.progress or self.config.getoption("kl_replay"):
             yield
             return
         simulated = device.is_simulator()

@@ -1,14 +1,22 @@
-"""`kernellab grade` and `kernellab check`: graded tests in child processes the student cannot break.
+"""`kernellab grade` and `kernellab check`: scores that student code can neither break nor forge.
 
-Each lab's tests run in a child pytest that reports every test's start and end, and every
-kernel launch, as it goes (kernellab.grading.plugin's progress events). A test that hangs is killed at
-its timeout and the kernel that was running is named; the child is restarted on the tests that
-remain, told to fail any test at its first launch of that kernel instead of waiting out another
-timeout. A child that dies (os._exit, a crash of the interpreter) costs only the test it was
-running. The lab is first imported once in a probe, so a syntax error or an import that hangs
-is reported once for all of its tests. On a GPU machine the tests marked `simulator` run in a
-child of their own in the simulator, so a score never depends on the machine. The report is
-always complete, and no score is ever read from an exit code.
+Before any student code runs, the parent reads each lab file (`policy`): a file that imports
+anything beyond a lab's API, or reaches around imports, scores 0 for that lab with one line
+naming what it did. Each lab's tests then run in a child of its own, a fresh one per lab, that
+imports the student's file and records what it did on a tape (`tape`): the values the lab
+returned, the arrays it wrote, the exceptions it raised and what the meter and the launch
+recorder saw. The child reports every test's start and end, and every kernel launch, as it goes
+(kernellab.grading.plugin's progress events). A test that hangs is killed at its timeout and the
+kernel that was running is named; the child is restarted on the tests that remain, told to fail
+any test at its first launch of that kernel instead of waiting out another timeout. A child that
+dies (os._exit, a crash of the interpreter) costs only the test it was running.
+
+Whether a test passed is decided by the judge: a pytest of the course's own tests, in the
+course's own folder, that never imports the student's file. It replays each tape, runs the
+checks on its data against references it computes itself, and its outcome is the score; what a
+child says of its own tests is never read as one. On a GPU machine the tests marked `simulator`
+run in a child of their own in the simulator, so a score never depends on the machine. The
+report is always complete, and no score is ever read from an exit code.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +34,7 @@ import time
 from pathlib import Path
 
 from kernellab.gpu import device
-from kernellab.grading import plugin, integrity, sandbox
+from kernellab.grading import plugin, integrity, policy, sandbox
 from kernellab.kernels import ptxas
 from kernellab.course import target
 from kernellab.course import settings
@@ -44,6 +53,7 @@ class LabRun:
     outcomes: dict                 # nodeid -> {outcome, output}
     kernels: dict = dataclasses.field(default_factory=dict)  # nodeid -> compile requests
     compiles: "CompileChecks | None" = None   # where each test's kernels go as it ends
+    stuck: set = dataclasses.field(default_factory=set)   # tests the parent saw hang, die or not run
 
     def stops(self, first_failure: bool) -> bool:
         """With `first_failure`, a run stops once any test has not passed."""
@@ -309,31 +319,22 @@ def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int,
 
 def run_group(name: str, graded: dict, env: dict, workdir: Path, timeout: float, output_cap: int,
               imports: dict, stress: bool = True, hung: dict | None = None,
-              compiles: CompileChecks | None = None) -> LabRun:
-    """Graded tests of several labs in shared children (a child's start is a lab's cost over
-    again; a test that kills its child still costs only itself). A lab that did not import
-    (`probe_imports`) fails its tests with the reason. `hung` (kernel -> why), shared between
-    groups, lets a kernel that hung in one group fail at its first launch in the others."""
+              compiles: CompileChecks | None = None, tapes: Path | None = None) -> LabRun:
+    """One lab's graded tests in children of their own (a patch a lab file makes cannot reach
+    another lab's tests). A lab that did not import (`probe_imports`) or broke the import rule
+    (`policy`) fails its tests with the reason. `hung` (kernel -> why), shared between labs,
+    lets a kernel that hung in one lab fail at its first launch in the others. With `tapes`,
+    each test records its tape there for the judge."""
     run = LabRun(name, graded, {}, compiles=compiles)
     for nodeid, info in graded.items():
         if imports.get(info["lab"]):
             run.outcomes[nodeid] = {"outcome": "failed", "output": imports[info["lab"]]}
-    run_tests(run, env, workdir, timeout, output_cap, False, stress, hung)
+    run_tests(run, env, workdir, timeout, output_cap, False, stress, hung, tapes)
     return run
 
 
-def balanced_groups(collected: dict[str, dict], groups: int) -> list[dict]:
-    """Every lab's graded tests dealt round to `groups` groups ({nodeid: info} each), one after
-    another in the labs' order, so each group gets a share of every lab: a lab's cost is
-    unknown before it runs (on 2 cores lab 05's 12 tests took 4 times lab 00's 10), and groups
-    of whole labs, balanced by their test counts, left one worker idle for a third of a grade."""
-    tests = [(nodeid, info) for lab in sorted(collected) for nodeid, info in collected[lab].items()]
-    dealt = [dict(tests[start::groups]) for start in range(max(1, groups))]
-    return [group for group in dealt if group]
-
-
 def run_tests(run: LabRun, env: dict, workdir, timeout: float, output_cap: int,
-              first_failure: bool, stress: bool, hung: dict | None = None):
+              first_failure: bool, stress: bool, hung: dict | None = None, tapes: Path | None = None):
     """Children over the run's tests without an outcome yet, until every test has one.
     `workdir`: the workspace (or a plain folder) they start in."""
     where = space(workdir)
@@ -344,11 +345,13 @@ def run_tests(run: LabRun, env: dict, workdir, timeout: float, output_cap: int,
             attempt += 1
             progress = where.scratch / f"progress-{run.lab}-{attempt}.jsonl"
             log = where.scratch / f"log-{run.lab}-{attempt}.txt"
-            extra = [f"--kl-hung={json.dumps(hung)}"] + ([] if stress else ["--no-stress"])
+            extra = [f"--kl-hung={json.dumps(hung)}"] + ([] if stress else ["--no-stress"]) + \
+                ([f"--kl-tape={tapes}"] if tapes else [])
             stuck = run_child(remaining, group_env, progress, log, timeout, output_cap, run,
                               first_failure, extra, where)
             if stuck:
                 run.outcomes[stuck.nodeid] = {"outcome": "failed", "output": stuck.reason}
+                run.stuck.add(stuck.nodeid)
                 if stuck.kernel:
                     hung[stuck.kernel] = HUNG.format(kernel=stuck.kernel, timeout=timeout,
                                                      test=stuck.nodeid.split("::")[-1])
@@ -357,6 +360,7 @@ def run_tests(run: LabRun, env: dict, workdir, timeout: float, output_cap: int,
                 for nodeid in remaining:
                     run.outcomes[nodeid] = {"outcome": "failed",
                                             "output": f"the grader could not run this test:\n{tail}"}
+                    run.stuck.add(nodeid)
             if run.stops(first_failure):
                 break
         if run.stops(first_failure):
@@ -461,40 +465,110 @@ def submission_labs(root: Path) -> Path:
     return labs_dir
 
 
+def lab_files(numbers: list[str], space, target_name: str) -> dict[str, Path]:
+    """{lab: the file graded for it}: the submission's where one is graded, else the target's."""
+    folder = space.labs_dir or target.ROOT / ("solutions" if target_name == "solutions" else "labs")
+    names = target.labs()
+    return {n: Path(folder) / f"{names[n]}.py" for n in numbers if n in names}
+
+
+def policy_refusals(files: dict[str, Path]) -> dict[str, str]:
+    """{lab: the one line} for each lab file that breaks the import rule (read, never run)."""
+    found = {}
+    for lab, path in files.items():
+        if path.is_file():
+            why = policy.check_file(path, lab, target.ROOT)
+            if why:
+                found[lab] = f"scored 0: {why}"
+    return found
+
+
+JUDGE_TIMEOUT = 600.0
+
+
+def judge(graded: dict, reasons: dict, tapes: Path, seed: int, target_name: str,
+          output_cap: int) -> dict:
+    """{nodeid: outcome} decided by the course's own tests replaying each test's tape, in the
+    course's own folder, in a process that never imports student code (`tape`). `reasons`
+    ({nodeid: why}) are what the parent itself saw of a test that did not finish: the judge
+    says them where a tape ends early."""
+    with tempfile.TemporaryDirectory(prefix="kernellab-judge-") as tmp:
+        copied = Path(tmp) / "tapes"
+        copied.mkdir()
+        if tapes.is_dir():     # regular files only: a link planted in scratch is not followed
+            for path in tapes.iterdir():
+                if path.is_file() and not path.is_symlink() and path.suffix == ".jsonl":
+                    shutil.copyfile(path, copied / path.name)
+        (copied / "reasons.json").write_text(json.dumps(reasons))
+        progress, log = Path(tmp) / "progress.jsonl", Path(tmp) / "log.txt"
+        env = {**settings.child_env(target=target_name, seed=seed, grading=True, labs_dir=False,
+                                    device="sim"),
+               "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+        args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *graded,
+                f"--kl-replay={copied}", f"--kl-progress={progress}", f"--output-cap={output_cap}",
+                "--no-stress", "-o", "console_output_style=classic"]
+        with open(log, "w") as log_fh:
+            try:
+                subprocess.run(args, cwd=target.ROOT, env=env, stdout=log_fh,
+                               stderr=subprocess.STDOUT, timeout=JUDGE_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
+        events, _ = read_events(progress, 0)
+        outcomes = {e["nodeid"]: {"outcome": e["outcome"], "output": e["output"]}
+                    for e in events if e.get("event") == "done" and e.get("nodeid") in graded}
+        tail = log.read_text()[-1500:] if log.exists() else ""
+    for nodeid in graded:
+        outcomes.setdefault(nodeid, {"outcome": "failed",
+                                     "output": f"the judge could not decide this test:\n{tail}"})
+    return outcomes
+
+
 def grade(labs=None, target_name: str = "labs", results: Path = Path("results.json"),
           seed: int | None = None, timeout: float | None = None, root: Path | None = None,
           output_cap: int = plugin.OUTPUT_CAP, jobs: int = 1, stress: bool = True,
-          out=print) -> dict:
-    """Grade `labs` of the chosen target in `jobs` children at a time; write results.json; print
-    (unless `out` is None) the score table and each lost test with the first line of its
-    reason."""
+          out=print, require_protection: str | None = None) -> dict:
+    """Grade `labs` of the chosen target, each lab in a child of its own, `jobs` at a time; the
+    judge decides every test; write results.json; print (unless `out` is None) the score table
+    and each lost test with the first line of its reason. `require_protection` (bwrap or user)
+    refuses, before anything runs, to grade under a weaker protection (sandbox.ProtectionError)."""
     import concurrent.futures
+    protection = sandbox.require(require_protection)
     seed = plugin.new_seed() if seed is None else seed
     timeout = timeout or DEFAULT_TIMEOUT
-    graded, outcomes = {}, {}
+    outcomes = {}
     numbers = resolve_labs(labs)
     with sandbox.Workspace(labs_dir_of(root), solutions=target_name == "solutions") as space, \
             concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, \
             ptxas.CompileServer(lineinfo=True, sandbox=space) as server:  # numba imports there during collect
-        env = child_env(target_name, space.labs_dir, seed)
-        probing = pool.submit(probe_imports, numbers, env, IMPORT_TIMEOUT, space)  # beside collect
+        env = {**child_env(target_name, space.labs_dir, seed), "PYTHONHASHSEED": "0"}
+        refused = policy_refusals(lab_files(numbers, space, target_name))
+        probing = pool.submit(probe_imports, [n for n in numbers if n not in refused], env,
+                              IMPORT_TIMEOUT, space)   # beside collect
         with tempfile.TemporaryDirectory(prefix="kernellab-collect-") as tmp:
             collected = collect(numbers, env, tmp)   # the pristine course: no student code, out of its reach
-        imports = probing.result()
+        imports = {**probing.result(), **refused}
         compiles, hung = CompileChecks(server), {}
-        groups = balanced_groups(collected, max(1, jobs))
-        runs = list(pool.map(lambda named: run_group(f"group{named[0]}", named[1], env, space, timeout,
-                                                     output_cap, imports, stress, hung, compiles),
-                             enumerate(groups)))
+        tapes = space.scratch / "tapes"
+        tapes.mkdir()
+        if space.uid is not None:
+            os.chown(tapes, space.uid, space.uid)
+        costliest_first = sorted(collected, key=lambda lab: -len(collected[lab]))
+        runs = list(pool.map(lambda lab: run_group(f"lab{lab}", collected[lab], env, space, timeout,
+                                                   output_cap, imports, stress, hung, compiles, tapes),
+                             costliest_first))
+        graded = {nodeid: info for lab in sorted(collected) for nodeid, info in collected[lab].items()}
+        reasons = {n: o["output"] for run in runs for n, o in run.outcomes.items()
+                   if n in run.stuck or imports.get(graded[n]["lab"])}
+        judged = judge(graded, reasons, tapes, seed, target_name, output_cap)
+        for run in runs:
+            run.outcomes = {n: judged[n] for n in run.graded}
         compiles.apply(runs)
         for run in runs:
             outcomes.update(run.outcomes)
-    # the report in one order whatever the groups did: by lab, then the test file's order
-    graded = {nodeid: info for lab in sorted(collected) for nodeid, info in collected[lab].items()}
     header = f"target={target_name} seed={seed} (replay with --seed {seed})"
     if not stress:
         header += " stress=off"
-    header += f"\nstudent code ran on a private copy; protection: {space.protection.describe()}"
+    header += f"\nprotection: {protection.kind} (kernellab grade --verbose, or the README, says what it covers)"
     warnings = []
     tampered = integrity.changes()
     if tampered:
@@ -506,7 +580,9 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
     header += "".join(f"\nWARNING: {w}\nso this is not an official grade" for w in warnings)
     document = plugin.results_document(graded, outcomes, header)
     document["extra_data"] = {"official": not warnings, "seed": seed,
-                              "protection": space.protection.kind}
+                              "protection": protection.kind,
+                              "protection_detail": protection.describe(),
+                              "policy": {lab: why for lab, why in refused.items()}}
     Path(results).parent.mkdir(parents=True, exist_ok=True)
     Path(results).write_text(json.dumps(document, indent=2))
     if out is not None:

@@ -1,8 +1,8 @@
 """Student code runs on a private copy: every grading path grades inside a `Workspace`.
 
-`kernellab grade` (with or without `--root`), `grade --batch`, `kernellab check`, the Gradescope
-bundle and GitHub Classroom all go through `runner.grade`, which makes a Workspace for each
-submission: a new temporary folder holding
+`kernellab grade` (with or without `--root`), `grade --batch`, `kernellab check` and the
+Gradescope bundle all go through `runner.grade`, which makes a Workspace for each submission: a
+new temporary folder holding
 
 - `course/`: a copy of the course parts the graded tests need (kernellab/, labs/ as given,
   experiments/, data/, tests/labs/, pyproject.toml, and solutions/ when the solutions are graded).
@@ -10,27 +10,27 @@ submission: a new temporary folder holding
   starts there, so `target.ROOT` in the child is this copy;
 - `submission/labs/`: a copy of the submission's lab files (`--root`), graded in place of labs/;
 - `scratch/`: the one folder the children may write: HOME, TMPDIR, the caches, the progress
-  events and logs.
+  events, the tapes and logs.
 
-A relative path into the submission's own folder, its parent or its siblings therefore
-reaches copies: a submission that deletes them deletes copies. Climbing further (`../../..`) or
-an absolute path reaches the machine itself, so where the platform allows, nothing outside
-`scratch/` is writable to the children either (`protection()` picks one, and the grade's header
-names it):
+Where the platform allows, a child sees nothing else to read or write (`protection()` picks the
+strongest, and the grade's header names it):
 
-| protection | where                                   | what the children can write               |
-|------------|-----------------------------------------|-------------------------------------------|
-| `user`     | Linux, the grader running as root (CI, a grading server, Gradescope's image) | only `scratch/` and world-writable places (/tmp): each workspace's children run as a uid of their own, which owns nothing else |
-| `bwrap`    | Linux, not root, bubblewrap installed and working | only `scratch/`: the whole file system is bound read-only |
-| `copy`     | anywhere else (macOS, Windows, no bubblewrap, or a uid that cannot run this Python) | anything the grading user can: only the submission's folder, parent and siblings are copies |
+| protection | where | what a child sees |
+|---|---|---|
+| `bwrap` | Linux with bubblewrap (as root, or where user namespaces are allowed) | its workspace (the copies read-only, scratch writable), the interpreter and its packages, the system's libraries, a private /tmp, no network; as root, no capability. No course folder, no solutions/, no other submission |
+| `user` | Linux, the grader running as root, no bubblewrap | the machine, as a uid of its own that owns only its scratch: its copies are readable only by it (group), the course's solutions/ and the batch folder are closed to it (`closed`) while it runs, /tmp is shared |
+| `copy` | anywhere else (macOS, Windows, no bubblewrap, or a uid that cannot run this Python) | anything the grading user can: only the submission's folder, parent and siblings are copies |
 
 A wrapper that already runs the grader as an unprivileged user (the Gradescope bundle's
 run_autograder) says so in KERNELLAB_SANDBOXED, and the grade's header names it. The workspace is
-deleted when the grade ends.
+deleted when the grade ends. Whatever a child does, it cannot change a score: the judge decides
+every test (kernellab.grading.runner); the protection keeps a submission from reading what it
+should not (the solutions, other students' work) and from leaving anything behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -88,23 +88,29 @@ class Protection:
 
 @functools.lru_cache(maxsize=1)
 def protection() -> Protection:
-    """The strongest protection this machine gives (see the module's table), probed once: a uid
-    of its own where the grader runs as root and that uid can run this Python; else bubblewrap
-    where it starts; else the private copy alone."""
-    if os.name == "posix" and os.geteuid() == 0 and shutil.which("setpriv"):
+    """The strongest protection this machine gives (see the module's table), probed once:
+    bubblewrap where it starts and this Python runs inside it (with a uid of its own, as root);
+    else a uid of its own where the grader runs as root and that uid can run this Python; else
+    the private copy alone."""
+    root = os.name == "posix" and os.geteuid() == 0
+    if shutil.which("bwrap"):
+        with tempfile.TemporaryDirectory(prefix="kernellab-probe-") as probe:
+            scratch = Path(probe) / "scratch"
+            scratch.mkdir()
+            why = _python_fails({}, prefix=_bwrap_prefix(Path(probe), scratch))
+        if why is None:
+            return Protection("bwrap", "a child sees only its workspace, the interpreter and its "
+                                       "packages, a private /tmp and no network")
+        fallback = f"bubblewrap did not start: {why}"
+    else:
+        fallback = "bubblewrap is not installed"
+    if root and shutil.which("setpriv"):
         why = _python_fails({}, prefix=_setpriv_prefix(UID_RANGE[-1]))
         if why is None:
             return Protection("user", "each workspace's children run as a uid of their own")
-        fallback = f"a uid of its own cannot run {sys.executable}: {why}"
+        fallback += f"; a uid of its own cannot run {sys.executable}: {why}"
     else:
-        fallback = "not running as root" if os.name != "posix" or os.geteuid() else "no setpriv"
-    if shutil.which("bwrap"):
-        why = _python_fails({}, prefix=_bwrap_prefix(Path(tempfile.gettempdir())))
-        if why is None:
-            return Protection("bwrap", "the file system is read-only to the children")
-        fallback += f"; bubblewrap did not start: {why}"
-    else:
-        fallback += "; bubblewrap is not installed"
+        fallback += "; not running as root" if not root else "; no setpriv"
     outer = os.environ.get("KERNELLAB_SANDBOXED")    # a wrapper that protects already says how
     return Protection("copy", f"inside {outer}" if outer else
                       f"the submission's folder, parent and siblings are copies, the rest of this "
@@ -137,9 +143,69 @@ def _setpriv_prefix(uid: int) -> list[str]:
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
 
 
-def _bwrap_prefix(writable: Path) -> list[str]:
-    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--bind", str(writable), str(writable), "--die-with-parent", "--"]
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What of /etc a Python child reads (the loader's cache, users and groups, time zone), and
+# nothing else there (no /etc/shadow).
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf",
+                "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/localtime", "/etc/alternatives",
+                "/etc/ssl", "/etc/ca-certificates")
+
+
+def interpreter_folders() -> list[str]:
+    """The folders this Python and its packages live in (the venv, the base installation), and
+    nothing of the course's but its venv."""
+    import site
+    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+               os.path.dirname(os.path.realpath(sys.executable)), *site.getsitepackages()}
+    folders = {os.path.realpath(f) for f in folders if f and os.path.isdir(f)}
+    return sorted(f for f in folders if not any(f != o and f.startswith(o + os.sep) for o in folders))
+
+
+def _bwrap_prefix(workspace: Path, writable: Path) -> list[str]:
+    """bubblewrap showing a child the system's libraries, the interpreter and its packages, and
+    `workspace` (read-only but for `writable`), with a private /tmp and no network. As root the
+    child keeps uid 0 with every capability dropped: it owns nothing it can see but scratch (a
+    uid of its own in a user namespace would map back to root outside, and a uid of its own
+    outside could not bind an interpreter under a 0700 /root)."""
+    args = ["bwrap"]
+    for folder in SYSTEM_FOLDERS + SYSTEM_FILES:
+        if os.path.islink(folder):
+            args += ["--symlink", os.readlink(folder), folder]
+        elif os.path.exists(folder):
+            args += ["--ro-bind", folder, folder]
+    for folder in interpreter_folders():
+        args += ["--ro-bind", folder, folder]
+    gpu = os.path.exists("/dev/nvidiactl")
+    args += ["--dev-bind", "/dev", "/dev"] if gpu else ["--dev", "/dev"]
+    if gpu and os.path.isdir("/sys"):
+        args += ["--ro-bind", "/sys", "/sys"]       # the CUDA driver reads the device's files
+    args += ["--proc", "/proc", "--tmpfs", "/tmp",
+             "--ro-bind", str(workspace), str(workspace), "--bind", str(writable), str(writable),
+             "--unshare-all", "--die-with-parent", "--new-session"]
+    if os.name == "posix" and os.geteuid() == 0:
+        args += ["--cap-drop", "ALL"]
+    return args + ["--"]
+
+
+@contextlib.contextmanager
+def closed(*folders: Path):
+    """Folders the children must not read (the course's solutions/, a batch of submissions),
+    closed to every user but their owner while the block runs, where the protection is `user`
+    (bubblewrap does not show them at all)."""
+    if protection().kind != "user":
+        yield
+        return
+    modes = {}
+    try:
+        for folder in folders:
+            folder = Path(folder)
+            if folder.is_dir():
+                modes[folder] = folder.stat().st_mode & 0o7777
+                os.chmod(folder, 0o700)
+        yield
+    finally:
+        for folder, mode in modes.items():
+            os.chmod(folder, mode)
 
 
 def _free_uid() -> int:
@@ -188,15 +254,22 @@ class Workspace:
             raise
 
     def _lock_down(self):
-        """Copies readable by every user, writable by the grader alone; scratch owned by the
-        children's uid (protection `user`)."""
-        for folder, dirs, files in os.walk(self.root):
-            os.chmod(folder, 0o755)
-            for name in files:
-                os.chmod(os.path.join(folder, name), 0o644)
-        os.chmod(self.root, 0o711)        # others may pass through, not list
+        """Copies writable by the grader alone; where the children run as a uid of their own,
+        readable by that uid's group alone, and scratch owned by it."""
         if self.protection.kind == "user":
             self.uid = _free_uid()
+        group = self.uid if self.uid is not None else -1
+        for folder, dirs, files in os.walk(self.root):
+            if group != -1:
+                os.chown(folder, 0, group)
+            os.chmod(folder, 0o750 if group != -1 else 0o755)
+            for name in files:
+                path = os.path.join(folder, name)
+                if group != -1:
+                    os.chown(path, 0, group)
+                os.chmod(path, 0o640 if group != -1 else 0o644)
+        os.chmod(self.root, 0o710 if group != -1 else 0o711)   # its uid may pass through, not list
+        if self.uid is not None:
             os.chown(self.scratch, self.uid, self.uid)
             os.chmod(self.scratch, 0o700)
 
@@ -211,7 +284,8 @@ class Workspace:
     def command(self, args: list[str]) -> list[str]:
         """`args` behind this workspace's protection."""
         prefix = {"user": lambda: _setpriv_prefix(self.uid),
-                  "bwrap": lambda: _bwrap_prefix(self.scratch)}.get(self.protection.kind, list)
+                  "bwrap": lambda: _bwrap_prefix(self.root, self.scratch)
+                  }.get(self.protection.kind, list)
         return prefix() + list(args)
 
     def options(self, env: dict) -> dict:

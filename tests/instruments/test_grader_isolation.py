@@ -113,16 +113,6 @@ def test_one_probe_reports_each_lab_and_goes_on_after_a_hang_or_a_crash(tmp_path
     assert "exited with code 7" in found["03"]
 
 
-def test_every_group_gets_a_share_of_every_lab():
-    collected = {lab: {f"{lab}::t{k}": {"lab": lab} for k in range(count)} for lab, count in
-                 (("00", 3), ("01", 2), ("02", 4))}
-    groups = runner.balanced_groups(collected, 2)
-    assert [list(group) for group in groups] == [["00::t0", "00::t2", "01::t1", "02::t1", "02::t3"],
-                                                 ["00::t1", "01::t0", "02::t0", "02::t2"]]
-    assert groups[0]["02::t1"] == {"lab": "02"}
-    assert len(runner.balanced_groups(collected, 20)) == 9       # no empty group
-
-
 def test_kernel_the_gpu_cannot_compile_fails_its_tests(tmp_path):
     """The simulator runs a list inside a kernel; a GPU compile does not, and the grader says so."""
     root = submission(tmp_path, ("        out[i] = a * x[i] + b  # 1 read",

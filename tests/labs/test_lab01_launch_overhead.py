@@ -8,10 +8,9 @@ with a known answer. Timing itself needs a GPU and lives in experiments/lab01_la
 import numpy as np
 import pytest
 
-from kernellab.gpu import checks, device, graphs
+from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect
-from kernellab.gpu.launches import record_launches
-from kernellab.gpu.traffic import meter
+from kernellab.grading.tape import capture, meter, record_launches
 
 cuda = device.cuda()
 simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child
@@ -42,7 +41,7 @@ def test_launch_chain_launches_on_the_given_stream(lab, rng):
     """launch_chain launches on `stream`: captured into a graph, each replay adds `count` again."""
     count = int(rng.integers(2, 6))
     counter = cuda.to_device(np.array([1.0], dtype=np.float32))
-    graph = graphs.capture(lab.launch_chain, counter, count)
+    graph = capture(lab.launch_chain, counter, count)
     assert graph.launches.names() == ["bump_kernel"] * count
     graph.replay()
     graph.replay()

@@ -10,8 +10,7 @@ import pytest
 
 from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect
-from kernellab.gpu.launches import record_launches
-from kernellab.gpu.traffic import meter
+from kernellab.grading.tape import meter, record_launches
 
 cuda = device.cuda()
 simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child

@@ -9,8 +9,8 @@ import pytest
 
 from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect, expect_coalesced, expect_only
-from kernellab.gpu.launches import record_launches
-from kernellab.gpu.traffic import Ledger, meter
+from kernellab.grading.tape import meter, record_launches
+from kernellab.gpu.traffic import Ledger
 
 cuda = device.cuda()
 simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child

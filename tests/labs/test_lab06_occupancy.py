@@ -10,9 +10,8 @@ simulator) and feeds its real registers to the calculator.
 import pytest
 
 from kernellab.gpu import checks, device
-from kernellab.kernels import resources
 from kernellab import occupancy as calculator
-from kernellab.gpu.launches import record_launches
+from kernellab.grading.tape import kernel_resources, record_launches
 
 cuda = device.cuda()
 ARCHS = list(calculator.ARCHITECTURES.values())
@@ -152,7 +151,7 @@ def test_tuned_linear_relu(lab, rng):
     assert recorded == config.max_registers, (
         f"linear_relu_kernel was compiled with max_registers={recorded}, but TUNED says "
         f"{config.max_registers}: keep linear_relu_kernel = linear_relu_kernel_for(TUNED)")
-    found = resources.kernel_resources(lab.linear_relu_kernel, None, cc=TARGET_CC)
+    found = kernel_resources(lab.linear_relu_kernel, None, cc=TARGET_CC)
     result = calculator.occupancy(TARGET_CC, config.block_size, found.registers_per_thread,
                                   found.static_shared_bytes)
     assert result.occupancy >= TARGET_OCCUPANCY, (

@@ -10,7 +10,8 @@ import pytest
 
 from kernellab.gpu import checks, device
 from kernellab import scheduler
-from kernellab.gpu.timeline import Op, Timeline, Trace
+from kernellab.gpu.timeline import Op, Trace
+from kernellab.grading.tape import Timeline, pinned_allocations, record_launches
 
 cuda = device.cuda()
 ITERS = 3   # few FMAs: the simulator runs each thread in Python
@@ -34,34 +35,16 @@ def assert_no_host_waits(trace):
                       "stream work should be ordered on the GPU, not by stopping the host"
 
 
-def busy_outputs(lab, monkeypatch):
-    """The `out` argument of every busy_kernel launch, in launch order: which k each launch served.
-    (The trace knows each launch's stream, not its arguments.)"""
-    seen, kernel = [], lab.busy_kernel
-
-    class Recording:
-        def __getitem__(self, configuration):
-            configured = kernel[configuration]
-
-            def launch(*args):
-                seen.append(args[-1])
-                return configured(*args)
-            return launch
-
-    monkeypatch.setattr(lab, "busy_kernel", Recording())
-    return seen
-
-
 @pytest.mark.points(2)
-def test_run_independent_round_robin(lab, rng, monkeypatch):
+def test_run_independent_round_robin(lab, rng):
     """run_independent: right results, kernel k on stream k % S (queued in any order), no default
     stream, no host waits."""
     hosts, xs = inputs(rng, 5)
     streams = [cuda.stream() for _ in range(3)]
     outs = [checks.poisoned(h.shape) for h in hosts]
-    launched_for = busy_outputs(lab, monkeypatch)
-    with Timeline() as tl:
+    with record_launches(with_args=True) as launched, Timeline() as tl:
         result = lab.run_independent(xs, ITERS, streams, outs)
+    launched_for = [launch.args[-1] for launch in launched if launch.name == "busy_kernel"]
     kernels = tl.trace.kernels("busy_kernel")
     assert len(kernels) == 5, f"expected 5 busy_kernel launches, saw {tl.trace.kernels()}"
     served = [next((k for k, out in enumerate(outs) if out is target), None) for target in launched_for]
@@ -171,19 +154,15 @@ def test_pipeline_result(lab, rng):
 
 
 @pytest.mark.points(2)
-def test_pipeline_chunks_flow_through_one_stream_each(lab, rng, monkeypatch):
+def test_pipeline_chunks_flow_through_one_stream_each(lab, rng):
     """pipeline: chunk c's H2D, kernel, D2H in order on streams[c % S]; pinned output; no early
     waits, but every D2H copy waited for before returning."""
-    pinned = []
-    for name in ("pinned_array", "pinned_array_like"):
-        original = getattr(cuda, name)
-        monkeypatch.setattr(cuda, name,
-                            lambda *a, _f=original, **k: pinned.append(_f(*a, **k)) or pinned[-1])
-    host_x = pipeline_case(rng)
     streams = [cuda.stream() for _ in range(2)]
     chunks = 5
-    with Timeline() as tl:
-        result = lab.pipeline(host_x, ITERS, streams, chunks)
+    with pinned_allocations() as pinned:     # the pinned input, and what pipeline pins
+        host_x = pipeline_case(rng)
+        with Timeline() as tl:
+            result = lab.pipeline(host_x, ITERS, streams, chunks)
     assert any(result is p for p in pinned), \
         "allocate host_out with cuda.pinned_array_like: async copies need page-locked memory"
     sizes = np.diff([0] + [hi for _, hi in lab.chunk_bounds(host_x.size, chunks)])
@@ -223,21 +202,17 @@ def test_pipeline_chunks_flow_through_one_stream_each(lab, rng, monkeypatch):
 
 @pytest.mark.simulator
 @pytest.mark.points(1)
-def test_pipeline_is_stream_safe(lab, rng, monkeypatch):
+def test_pipeline_is_stream_safe(lab, rng):
     """pipeline (traced in the simulator): no buffer used by two streams without an event or a
     synchronization between its uses, one of them a write (each chunk its own slice of d_in and
     d_out); no copy between the device and pageable host memory, which makes the host wait for
     the copy, each chunk in turn; the device_buffers it is given are the ones it uses."""
-    pinned = []                                     # page-locked arrays: the simulator's are plain
-    for name in ("pinned_array", "pinned_array_like"):
-        original = getattr(cuda, name)
-        monkeypatch.setattr(cuda, name,
-                            lambda *a, _f=original, **k: pinned.append(_f(*a, **k)) or pinned[-1])
-    host_x = pipeline_case(rng)
-    d_in, d_out = checks.poisoned(host_x.shape), checks.poisoned(host_x.shape)
-    with Timeline(record_uses=True) as tl:
-        result = lab.pipeline(host_x, ITERS, [cuda.stream() for _ in range(2)], 5,
-                              device_buffers=(d_in, d_out))
+    with pinned_allocations() as pinned:     # page-locked arrays: the simulator's are plain
+        host_x = pipeline_case(rng)
+        d_in, d_out = checks.poisoned(host_x.shape), checks.poisoned(host_x.shape)
+        with Timeline(record_uses=True) as tl:
+            result = lab.pipeline(host_x, ITERS, [cuda.stream() for _ in range(2)], 5,
+                                  device_buffers=(d_in, d_out))
     races = tl.races()
     assert not races, "a race between streams: " + races[0].describe()
     waits = tl.pageable_copies(pinned=pinned)

@@ -7,10 +7,9 @@ result is compared with a float64 NumPy reference, and a kernel must have done t
 import numpy as np
 import pytest
 
-from kernellab.gpu import checks, device, graphs
+from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect
-from kernellab.gpu.launches import record_launches
-from kernellab.gpu.traffic import meter
+from kernellab.grading.tape import capture, meter, record_launches, replays_counted
 
 cuda = device.cuda()
 simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child
@@ -97,7 +96,7 @@ def test_pipeline_captures_and_replays(lab, rng):
     """Captured, the pipeline runs nothing; each replay applies the whole chain once."""
     x, coeffs = chain_case(rng, lab.DEFAULT_BLOCK, 4)
     d_x = cuda.to_device(x)
-    graph = graphs.capture(lab.pipeline, d_x, coeffs)   # raises if a launch is not on `stream`
+    graph = capture(lab.pipeline, d_x, coeffs)   # raises if a launch is not on `stream`
     assert graph.launches.names() == ["affine_step_kernel"] * len(coeffs), graph.launches.names()
     assert np.array_equal(d_x.copy_to_host(), x), "capture ran kernels: it must only record them"
     graph.replay()
@@ -112,25 +111,22 @@ def batch_case(rng, features, batch):
 
 
 @pytest.mark.points(3)
-def test_batched_pipeline_one_graph_per_batch_size(lab, rng, monkeypatch):
+def test_batched_pipeline_one_graph_per_batch_size(lab, rng):
     """One graph per batch size, built on first use and replayed after; right for every size."""
     features = int(rng.integers(5, 12))
     coeffs = random_coeffs(rng, 3)
     dispatcher = lab.BatchedPipeline(features, coeffs)
-    replays = []
-    original_replay = graphs.CapturedGraph.replay
-    monkeypatch.setattr(graphs.CapturedGraph, "replay",
-                        lambda self, stream=0: (replays.append(self), original_replay(self, stream)))
     results = {}
-    for batch in (3, 5, 3, 7, 5, 3):
-        x = batch_case(rng, features, batch)
-        out = dispatcher(cuda.to_device(x))
-        checks.assert_matches(out, lab.chain_reference(x, coeffs), scale=magnitudes(x, coeffs), rtol=1e-5,
-                              what=f"BatchedPipeline on a batch of {batch}")
-        results.setdefault(batch, []).append(out)
+    with replays_counted() as replays:
+        for batch in (3, 5, 3, 7, 5, 3):
+            x = batch_case(rng, features, batch)
+            out = dispatcher(cuda.to_device(x))
+            checks.assert_matches(out, lab.chain_reference(x, coeffs), scale=magnitudes(x, coeffs),
+                                  rtol=1e-5, what=f"BatchedPipeline on a batch of {batch}")
+            results.setdefault(batch, []).append(out)
     assert sorted(dispatcher.graphs.keys()) == [3, 5, 7], dispatcher.graphs.keys()
     assert dispatcher.graphs.builds == 3, f"{dispatcher.graphs.builds} graphs built for 3 batch sizes"
-    assert len(replays) == 6, f"{len(replays)} graph replays for 6 calls: each call replays its graph"
+    assert replays.count == 6, f"{replays.count} graph replays for 6 calls: each call replays its graph"
     for batch, outs in results.items():
         assert all(out is outs[0] for out in outs), f"batch {batch}: the static buffer was not reused"
         graph = dispatcher.graphs[batch][1]

@@ -14,9 +14,7 @@ import pytest
 
 from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect_coalesced, expect_conflict_free
-from kernellab.kernels import resources
-from kernellab.gpu.launches import record_launches
-from kernellab.gpu.traffic import meter
+from kernellab.grading.tape import kernel_resources, meter, record_launches
 
 cuda = device.cuda()
 simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these in a simulator child
@@ -251,7 +249,7 @@ def test_transpose_is_coalesced_both_ways(lab, rng):
 @pytest.mark.points(1)
 def test_transpose_tile_is_padded(lab):
     """The kernel's shared memory is one (TILE, TILE + 1) float32 tile (ptxas, no GPU needed)."""
-    used = resources.kernel_resources(lab.transpose_kernel, lab.SIGNATURES["transpose_kernel"],
+    used = kernel_resources(lab.transpose_kernel, lab.SIGNATURES["transpose_kernel"],
                                       cc=(9, 0)).static_shared_bytes
     want = lab.TILE * (lab.TILE + 1) * 4
     assert used == want, (f"transpose_kernel uses {used} bytes of shared memory; a (TILE, TILE + 1) "
