@@ -11,7 +11,7 @@ What you will learn
 - What keeping a row in registers costs: registers per thread grow with the values each thread
   holds, and past a point they cut occupancy (see the experiments and the notebook).
 
-Exercises (each stub says `Lab 05.M`):
+Exercises (each stub says `Lab 05.M`; the notebook has a hint for 05.1 to 05.3, collapsed):
   05.1  softmax_fused_kernel (in fused_kernels)    one block per row, the row cached in registers
                                                    budget: 1 read of x and 1 write of out per element
   05.2  softmax_online_kernel                      running max and rescaled sum, one pass; then a
@@ -25,6 +25,10 @@ Exercises (each stub says `Lab 05.M`):
 Convention: x is a (rows, cols) float32 device array, reduced along each row; gamma and beta are
 (cols,). Every launcher takes device arrays, `out=None` (allocates) and returns the output. All
 kernels here launch one block per row; block sizes are powers of two (the reductions halve them).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -234,13 +238,10 @@ def softmax_unfused(x, out=None, block=None, statistics=None):
 
 @cuda.jit
 def softmax_online_kernel(x, out):
-    # FILL ME IN (roughly 16 lines): scratch = cuda.shared.array(SCRATCH, float32); row = blockIdx.x.
-    # Pass 1, columns threadIdx.x, + blockDim.x, ... (a warp reads 32 neighbouring columns:
-    # coalesced, the tests count the sectors per request): keep running_max (from NEG_INF) and running_sum,
-    # the sum of exp(value - running_max); when a value exceeds running_max, rescale the sum by
-    # exp(old max - value) before adding 1. Combine: row_max = block_max(running_max, scratch); the
-    # row's sum = block_sum(running_sum * exp(running_max - row_max), scratch). Pass 2: out = exp(x -
-    # row_max) / sum. Budget: 2 reads of x and 1 write of out per element; math.exp; float32 constants.
+    # FILL ME IN. Contract: out[row] = softmax(x[row]), one block per row; max and sum in one pass
+    # over the row (a running max, the running sum rescaled when the max grows), then a second pass
+    # writes out; coalesced loads (the tests count the sectors per request); float32 throughout.
+    # Budget: 2 reads of x and 1 write of out per element.
     raise NotImplementedError("Lab 05.2: softmax_online_kernel")
 
 
@@ -360,22 +361,17 @@ def fused_kernels(items, max_registers=None):
 
     @kernel
     def softmax_fused_kernel(x, out):
-        # FILL ME IN (roughly 24 lines): scratch = cuda.shared.array(SCRATCH, float32) and
-        # cache = cuda.local.array(ITEMS, float32). Thread tid holds columns tid + item * blockDim.x for item in
-        # range(ITEMS) (skip those >= cols; a warp reads 32 neighbouring columns, coalesced: the tests count
-        # the sectors per request): load them into cache once, take their max (from NEG_INF); row_max =
-        # block_max(...); replace each cached value by exp(value - row_max) and sum them; divide by
-        # block_sum(...) and write. Loops over range(ITEMS) only (a constant): the cache then stays in
-        # registers. Budget: 1 read of x and 1 write of out per element, nothing else.
+        # FILL ME IN. Contract: out[row] = softmax(x[row]), one block per row; each thread keeps its
+        # ITEMS values of the row in registers (loops over range(ITEMS) only), reads them coalesced
+        # (the tests count the sectors per request), and the block combines max and sum.
+        # Budget: 1 read of x and 1 write of out per element, nothing else.
         raise NotImplementedError("Lab 05.1: softmax_fused_kernel")
 
     @kernel
     def layernorm_fused_kernel(x, gamma, beta, eps, out):
-        # FILL ME IN (roughly 26 lines): as softmax_fused_kernel (the same coalesced columns): cache the
-        # row, mean = block_sum / cols, variance = block_sum of (value - mean)**2 / cols (about the mean,
-        # from the cache: not E[x^2] - mean^2, which loses the digits when the mean is large), scale =
-        # 1 / sqrt(variance + eps), eps as given (constant rows have variance 0); out =
-        # (value - mean) * scale * gamma[col] + beta[col]. Divide by float32(cols), not cols (float64).
+        # FILL ME IN. Contract: out = (x - mean) / sqrt(variance + eps) * gamma + beta per row, the row
+        # cached as in softmax_fused_kernel; the variance about the mean, from the cache (not
+        # E[x^2] - mean^2, which loses the digits when the mean is large); float32 throughout.
         # Budget: 1 read of x, gamma and beta and 1 write of out per element.
         raise NotImplementedError("Lab 05.3: layernorm_fused_kernel")
 
@@ -436,19 +432,18 @@ FORMS = ("unfused", "fused", "online")
 def softmax_ledger(rows, cols, form, block):
     """The elements each form of softmax loads and stores, per array (x, out; row_max and row_sum
     are the unfused form's temporaries), with `block` threads per row."""
-    # FILL ME IN (roughly 16 lines): a Ledger (kernellab.lab) per form, in elements: fused reads x
-    # once and writes out once; online reads x twice. Unfused: each kernel reads x once, row_max and
-    # row_sum are written once per row, and every thread of a later kernel reads its row's statistics
-    # once (rows * block reads per kernel that uses one): mark them temporary=True. ValueError for
-    # any other form.
+    # FILL ME IN: a Ledger (kernellab.lab) per form, in elements: fused reads x once and writes out
+    # once; online reads x twice. Unfused: each kernel reads x once, row_max and row_sum are written
+    # once per row, and every thread of a later kernel reads its row's statistics once (rows * block
+    # reads per kernel that uses one), marked temporary=True. ValueError for any other form.
     raise NotImplementedError("Lab 05.4: softmax_ledger")
 
 
 def layernorm_ledger(rows, cols, form, block):
     """The elements each form of layernorm loads and stores, per array (x, gamma, beta, out; mean
     and rstd are the unfused form's temporaries), with `block` threads per row."""
-    # FILL ME IN (roughly 20 lines): as softmax_ledger, plus gamma and beta read once per element;
-    # the unfused form's temporaries are mean and rstd.
+    # FILL ME IN: as softmax_ledger, plus gamma and beta read once per element; the unfused form's
+    # temporaries are mean and rstd.
     raise NotImplementedError("Lab 05.4: layernorm_ledger")
 
 

@@ -25,6 +25,10 @@ Exercises (each stub says `Lab 05.M`):
 Convention: x is a (rows, cols) float32 device array, reduced along each row; gamma and beta are
 (cols,). Every launcher takes device arrays, `out=None` (allocates) and returns the output. All
 kernels here launch one block per row; block sizes are powers of two (the reductions halve them).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -468,13 +472,12 @@ def layernorm_fused(x, gamma, beta, out=None, eps=DEFAULT_EPS, block=None, items
 
 
 # --- Solution side: the staged softmax (not in the starter, where it would answer 05.1) ----------------
-# Why it is faster at 8192 columns: the fused kernel holds a row in registers, 1024 threads x 8
-# values at 32 registers each, so an SM (64 K registers, 2048 threads) holds 2 rows, and while
-# both are in their reductions no load of x is in flight. Staged in shared memory (32 KB a row)
-# by 256 threads (40 registers), an SM holds 6 rows, each loaded in 4 bursts of 8 loads per
-# thread, so the SM's loads are spread over its rows' phases instead of arriving 2 rows at a time
-# and then idling through both rows' reductions. And one reduction of (max, sum) pairs, 2
-# barriers, where the fused kernel makes two reductions of 3.
+# What it tests at 8192 columns: the fused kernel holds a row in registers, 1024 threads x 8
+# values at 32 registers each, so an SM (64 K registers, 2048 threads) holds 2 rows. Staged in
+# shared memory (32 KB a row) by 256 threads (40 registers), an SM holds up to 6 rows, each loaded
+# in bursts of 8 loads per thread, and it makes one reduction of (max, sum) pairs. It was written
+# on the prediction that more rows per SM would keep more loads in flight; the recording found it
+# no faster (Lab 05's staged_rows_in_flight claim).
 
 STAGED_BLOCK = 256                  # threads per row: 8 warps, 32 values each at 8192 columns
 STAGED_FLOATS = 12 * 1024           # 48 KB: the most static shared memory a block may declare
