@@ -483,7 +483,7 @@ def timeline(*timelines, titles: tuple = (), share_time: bool | None = None) -> 
     caption = ("Copies run on the copy engines beside the kernels on the SMs: look where work waits."
                if {"h2d", "d2h"} & kinds else
                "Each black tick is one submission by the host: look at the gaps the SMs wait through.")
-    return _picture(machine.draw_timeline, data, "Host, streams, queues and engines", caption, "; ".join(sources))
+    return _picture(machine.draw_timeline, data, "Work on streams, queues and engines", caption, "; ".join(sources))
 
 
 def _panel(item, title: str | None) -> dict:
@@ -496,8 +496,9 @@ def _panel(item, title: str | None) -> dict:
             before = [step[other.index] for other in ops if other.index in step and deps[op.index] >> other.index & 1]
             step[op.index] = max(before, default=0) + 1
             spans.append({"row": op.row, "kind": op.kind, "label": op.label, "start": step[op.index] - 1,
-                          "end": step[op.index] - 0.05, "submit": None})
+                          "end": step[op.index], "submit": None})
         rows, source, unit = item.rows(), canvas.TRACED + " (no clock: one step per op)", "steps"
+        title = title or "each op as early as the CUDA ordering rules let it start"
     else:
         record = item.as_dict() if hasattr(item, "as_dict") else item
         start = min(s["start_ms"] for s in record["spans"])
@@ -521,10 +522,11 @@ def _panel(item, title: str | None) -> dict:
             span["level"] = level
         for span in on:
             span["places"].append((engine, span.pop("level"), max(1, len(levels))))
-    lanes = ["host", *queues.values(), *engines]
+    host = ["host"] if any(span["submit"] is not None for span in spans) else []
+    lanes = [*host, *queues.values(), *engines]
     end = max(s["end"] for s in spans)
     return {"title": f"{title or source}: {end:.3g} {unit}", "source": source, "unit": unit, "lanes": lanes, "spans": spans,
-            "dividers": [1, 1 + len(queues)], "end": end,
+            "dividers": [len(host), len(host) + len(queues)][not host:], "end": end,
             "queues": {row: int(q.rsplit(" ", 1)[1]) for row, q in queues.items()}}
 
 

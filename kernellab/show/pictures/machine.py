@@ -43,7 +43,8 @@ def draw_timeline(data: dict, title: str, source: str):
                                        facecolor=KIND_COLOURS.get(span["kind"], GREY), edgecolor="white",
                                        linewidth=0.5))
         submits = [span["submit"] for span in panel["spans"] if span["submit"] is not None]
-        ax.vlines(submits, at["host"] - BAR / 2, at["host"] + BAR / 2, color=BLACK, linewidth=2)
+        if submits:
+            ax.vlines(submits, at["host"] - BAR / 2, at["host"] + BAR / 2, color=BLACK, linewidth=2)
         for boundary in panel["dividers"]:
             ax.axhline(len(lanes) - 1 - boundary + 0.5, color=GREY, linewidth=1)
         ax.set_yticks(list(at.values()), list(at))
@@ -51,7 +52,7 @@ def draw_timeline(data: dict, title: str, source: str):
         ax.set_title(panel["title"])
         kinds = list(dict.fromkeys(span["kind"] for span in panel["spans"]))
         ax.legend(handles=[Patch(facecolor=KIND_COLOURS.get(k, GREY), label=KIND_NAMES.get(k, k)) for k in kinds]
-                  + [Patch(facecolor=BLACK, label="host submits")],
+                  + [Patch(facecolor=BLACK, label="host submits")] * bool(submits),
                   loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         ax.set_xlim(0, (max(p["end"] for p in panels) if data["share_time"] else panel["end"]) * 1.02)
     axes[-1].set_xlabel(data["unit"])
