@@ -1,45 +1,13 @@
 """Lab 07 experiments: stream concurrency measured on a GPU, predicted by the block-scheduler model.
 
-`LAB` below declares the measurements; `kernellab bench 07` (GPU) runs each in its own fresh
-process, with CUDA_DEVICE_MAX_CONNECTIONS set by the experiment before CUDA starts and recorded
-in the provenance (8 is the driver's default, 32 its maximum), so the tour, a notebook and bench
-measure the same configuration whatever the caller's environment says:
-- concurrency (at 32 connections) and concurrency_8_connections: 16 independent busy kernels on
-  1, 2, 4, 8 and 16 streams, each kernel 8 blocks of 256 threads (a few SMs) or enough blocks to
-  fill every SM; launched plainly from Python, and pre-enqueued behind a gate (`lab.hold`) so the
-  host's launch cost drops out. Each makespan is the median of REPS timelines (events around every
-  launch: `kernellab.gpu.timeline`); speed-up = makespan on 1 stream / on S streams.
-  With each: the model's prediction of every configuration (`kernellab.scheduler`), from figures
-  of the same run: one kernel's time alone (time_gpu), blocks per SM (the occupancy of
-  busy_kernel), the host's time between launch submissions, the GPU's gap between kernels of one
-  stream (both read from the timelines) and the number of hardware queues. Error =
-  |predicted - measured| / measured speed-up.
-- default_stream: the 16 kernels on 16 streams with a stream-less launch after each, on blocking
-  and on non-blocking streams.
-- events_vs_barriers: the diamond ordered by events and by cuda.synchronize, alone and beside an
-  unrelated long kernel on a third stream; the figure is when D's result is ready.
-- pipeline: the chunked copy/compute pipeline on pinned and on pageable host memory; hidden share
-  of the smaller of copies and kernels, measured two ways in the same process: without the
-  recorder, (copies alone + kernels alone - pipeline) / the smaller, each makespan from the GPU's
-  side (`timeline.Makespan`: an event before the block's first op and one on each stream after its
-  last, none per op), the share the host's windows give beside it; and from the pipeline's own events (one
-  timeline per run: time both in flight / the smaller one's total); all taken in turn within each
-  of PIPELINE_REPS reps (`alternating_windows`), each share the median over the reps. A share
-  outside [0, 1] is reported as a measurement problem, never clamped. Beside it: what the
-  recorder costs (host time per recorded launch and copy over the bare call, in the default
-  Timeline and in the pipeline's, `infer_starts=True` with its streams opened, whose events `recorder.events` and each
-  case's `events` say; the pipeline's window inside it, inside each of its parts and inside the
-  Makespan against bare), and each
-  tuning step a student could try (PIPELINE_STEPS: chunk counts, one stream, breadth-first issue,
-  every copy on one stream),
-  without the recorder.
-The targets are judged on this run (`kernellab bench --repeat 3`: on the worst repeat); the
-claims read the same records.
-
-This module is the declaration, with the benchmarks, the validation, the targets and the key
-figure; the measurements and the model they are compared with live in lab07_measure, the figures
-in lab07_figures, the claims in lab07_claims, and the constants all of them share in
-lab07_constants (re-exported here, with what tests and notebook 07 read on the experiment).
+`LAB` declares the measurements; `kernellab bench 07` (GPU) runs each in its own fresh process with
+CUDA_DEVICE_MAX_CONNECTIONS set before CUDA starts (8, the driver's default, or 32, its maximum):
+concurrency and concurrency_8_connections (16 busy kernels on 1-16 streams, small or GPU-filling,
+launched plainly or pre-enqueued, against the model), default_stream (a stream-less launch after each
+kernel), events_vs_barriers (the diamond ordered both ways) and pipeline (the chunked copy/compute
+pipeline from pinned and pageable memory, each tuning step, and the recorder's cost). The targets are
+judged on the worst repeat (`kernellab bench --repeat 3`). Measurements: lab07_measure; figures:
+lab07_figures; claims: lab07_claims; shared constants: lab07_constants.
 """
 
 from __future__ import annotations
@@ -54,23 +22,22 @@ from kernellab.course import protocol
 from kernellab.course import target as course_target
 from kernellab.course import bench as harness
 from kernellab.gpu import checks, device
+from kernellab.gpu.timeline import COST_METHOD
 from kernellab.gpu.traffic import Ledger
 
 from experiments.lab07_claims import CLAIMS
 from experiments.lab07_constants import (
-    CONCURRENCY_RECORD, CONNECTIONS, CONNECTIONS_OF, FEW_BLOCKS, KERNEL_MS, KERNELS, MAIN_CONNECTIONS, NOMINAL,
-    NUMBER, PIPELINE_CHUNKS, PIPELINE_N, PIPELINE_STEPS, PIPELINE_STEPS_MAIN, PIPELINE_STREAMS, REPS, SIGNATURE,
-    SIM_ITERS, STREAM_COUNTS, TARGETS)
-from experiments.lab07_figures import (
-    draw_model_overlap, draw_model_timelines, draw_overlap, draw_pipeline_steps, draw_speedups, draw_timelines)
+    CONCURRENCY_RECORD, CONNECTIONS, MAIN_CONNECTIONS, NUMBER, PIPELINE_CHUNKS, PIPELINE_N, PIPELINE_STREAMS,
+    SIM_ITERS, TARGETS)
+from experiments.lab07_figures import draw_overlap, draw_pipeline_steps, draw_speedups, draw_timelines
 from experiments.lab07_measure import (
-    OVERLAP_METHOD, SLOWDOWN_METHOD, in_fresh_process, measure_in_process, model_errors, recorders_judged,
-    speedup_at_16)
+    OVERLAP_METHOD, SLOWDOWN_METHOD, in_fresh_process, measure_in_process, model_errors, speedup_at_16)
 
 # Read on the experiment (`protocol.experiment("07")`) by tests/instruments and notebook 07.
-from experiments.lab07_claims import _sweep
-from experiments.lab07_figures import predicted_pipeline
-from experiments.lab07_measure import busy_blocks_per_sm, calibrate_iters, fraction_problems, predict_sweep
+from experiments.lab07_claims import INSTRUMENT_CLAIMS, _sweep  # noqa: F401
+from experiments.lab07_constants import KERNEL_MS, NOMINAL, STREAM_COUNTS  # noqa: F401
+from experiments.lab07_figures import predicted_pipeline  # noqa: F401
+from experiments.lab07_measure import busy_blocks_per_sm, calibrate_iters, predict_sweep  # noqa: F401
 
 
 # --- the kernels as benchmarks: what `kernellab profile 07` measures -----------------------------
@@ -80,8 +47,7 @@ BENCH_ITERS = 64     # dependent FMAs per element in the busy benchmark
 
 def kernel_benchmarks(lab) -> list[harness.Benchmark]:
     """busy_kernel and add_kernel alone, over one pipeline chunk and the whole pipeline buffer
-    (256 MiB each way, 8x the L2: DRAM bytes are DRAM bytes): the bytes and time of the kernels
-    that the stream experiments overlap, and the DRAM bytes Nsight Compute counts for them."""
+    (256 MiB each way, 8x the L2: DRAM bytes are DRAM bytes)."""
     def busy_ledger(n):
         return Ledger("busy").add("busy", "x", reads=n).add("busy", "out", writes=n)
 
@@ -131,6 +97,26 @@ def validate(lab, seed: int = 0) -> list[str]:
     return ["run_independent", "diamond_events", "diamond_synchronized", "pipeline"]
 
 
+def recorder_figures(pipeline: dict) -> dict:
+    """The pipeline's recorder per op over its floor (one event after the call) and over the bare call,
+    the worse of a launch and a copy; the pinned pipeline's slowdown inside it; and on the Python hot
+    path the same, where the record has it."""
+    costs, pinned = pipeline["recorder"], pipeline["cases"]["pinned"]
+
+    def worst(key, less=None):
+        return max(costs[c][key] - (costs[c][less] if less else 0.0) for c in ("launch", "copy"))
+    figures = {"over_floor_us": worst("inferred_starts_over_bare_us", "event_after_only_over_bare_us"),
+               "recorder_us_per_op": worst("inferred_starts_over_bare_us"),
+               "floor_us_per_op": worst("event_after_only_over_bare_us"),
+               "pipeline_slowdown": pinned["recorder_slowdown"], "hot_path": costs["launch"].get("hot_path")}
+    if "inferred_starts_python_over_bare_us" in costs["launch"]:
+        figures["python_over_floor_us"] = worst("inferred_starts_python_over_bare_us", "event_after_only_over_bare_us")
+    if "python_hot_path_window_ms" in pinned:
+        figures.update(pipeline_recorded_ms=pinned["pipeline_ms"]["median"],
+                       pipeline_recorded_python_ms=pinned["python_hot_path_window_ms"]["median"])
+    return figures
+
+
 def targets(lab, records: dict) -> dict:
     """Each target of the lab against this run's measurement, with how it was measured."""
     main, default = records["concurrency"], records[CONCURRENCY_RECORD[8]]
@@ -138,87 +124,44 @@ def targets(lab, records: dict) -> dict:
               for key, error in model_errors(records[CONCURRENCY_RECORD[connections]]).items()}
     pipeline = records["pipeline"]
     pinned = pipeline["cases"]["pinned"]
-    by_events, bare = pinned["hidden_fraction"], pinned["bare"]["hidden_fraction"]
-    judged = recorders_judged(pipeline["recorder"])
-    recorder_us = max(judged[call]["inferred_starts"] for call in ("launch", "copy"))
-    two_events_us = max(judged[call]["recorded"] for call in ("launch", "copy"))
-    lighter_us = {way: max(pipeline["recorder"][call][f"{way}_over_bare_us"] for call in ("launch", "copy"))
-                  for way in ("trace_only", "first_op_makespan")
-                  if f"{way}_over_bare_us" in pipeline["recorder"]["launch"]}
-    hot_path = pipeline["recorder"]["launch"].get("hot_path", "hot path in Python (a record from before it was compiled)")
+    bare = pinned["bare"]["hidden_fraction"]
+    recorder = recorder_figures(pipeline)
     return {
         "speedup_16_streams": {
             "value": speedup_at_16(main), "target": TARGETS["speedup_16_streams"],
-            "met": speedup_at_16(main) >= TARGETS["speedup_16_streams"],
-            "at_8_connections": speedup_at_16(default),
-            "method": f"16 busy kernels x 8 blocks x 256 threads, pre-enqueued behind a gate event; "
-                      f"median makespan of timelines (CUDA events around each launch) on 1 stream / on "
-                      f"16 streams, CUDA_DEVICE_MAX_CONNECTIONS={MAIN_CONNECTIONS} (at the driver's "
-                      f"default of 8: {speedup_at_16(default):.2f}x)"},
+            "met": speedup_at_16(main) >= TARGETS["speedup_16_streams"], "at_8_connections": speedup_at_16(default),
+            "method": f"16 busy kernels x 8 blocks x 256 threads, pre-enqueued behind a gate event; median "
+                      f"makespan of timelines on 1 stream / on 16 streams, CUDA_DEVICE_MAX_CONNECTIONS={MAIN_CONNECTIONS}"},
         "model_error": {
             "value": max(errors.values()), "per_configuration": errors, "target": TARGETS["model_error"],
             "met": max(errors.values()) <= TARGETS["model_error"],
-            "method": "|predicted - measured| / measured speed-up over 1 stream, worst over 2, 4, 8, 16 "
-                      "streams, both shapes, both launch modes, 8 and 32 connections; model calibrated on "
-                      "one kernel alone, the 1-stream gaps, the host time between launches measured in "
-                      "each configuration, and the connection count as its hardware queues"},
+            "method": "|predicted - measured| / measured speed-up over 1 stream, worst over 2-16 streams, both "
+                      "shapes, both launch modes, 8 and 32 connections; the model calibrated on one kernel alone, "
+                      "the 1-stream gaps, the host's time between launches and the connection count"},
         "hidden_fraction": {
-            "value": min(by_events, bare), "by_events": by_events, "without_recorder": bare,
-            "target": TARGETS["hidden_fraction"],
-            "met": min(by_events, bare) >= TARGETS["hidden_fraction"] and not pinned["problems"],
-            "problems": pinned["problems"],
-            "method": f"the smaller of two measures of the share of the smaller of copies and kernels "
-                      f"hidden: without the recorder, (copies alone + kernels alone - pipeline) / the "
-                      f"smaller ({OVERLAP_METHOD}); and from the pipeline's own events (a timeline per run: "
-                      f"time both in flight / the smaller one's total, less the copy-out engine's wait for "
-                      f"the first kernel that the makespan pays: hidden_by_events), median of "
-                      f"{len(pinned['hidden_fractions'])} runs; 2^26 float32 from pinned memory in "
-                      f"{PIPELINE_CHUNKS} chunks over {PIPELINE_STREAMS} streams; a share outside [0, 1] "
-                      f"is a measurement problem"},
-        "overlap_methods_agree": {
-            "value": 100 * abs(by_events - bare), "target": TARGETS["methods_agree_points"],
-            "met": 100 * abs(by_events - bare) <= TARGETS["methods_agree_points"],
-            "method": "|hidden share from the recorder's events - hidden share without the recorder|, "
-                      "in percentage points, pinned pipeline"},
-        "recorder_us_per_op": {
-            "value": recorder_us, "target": TARGETS["recorder_us_per_op"],
-            "met": recorder_us <= TARGETS["recorder_us_per_op"],
-            "two_events_per_op_us": two_events_us,
-            "pairings_us": {f"{call}_{pairing}": figure for call in ("launch", "copy")
-                            for pairing, figure in judged[call].items() if pairing.startswith("inferred_starts_")},
-            "method": f"host time per call inside the pipeline's recorder, Timeline(infer_starts=True) with its "
-                      f"stream opened (one CUDA event per op: the fewer events Lab 07 records; the default "
-                      f"Timeline, a pair per op, beside it as two_events_per_op_us) over the same call bare, the "
-                      f"worse of a one-block launch and a 1 KiB pinned copy on a stream, each {judged['launch']['method']} "
-                      f"(pairings_us: each pairing's figure); events reserved before; {hot_path}"},
-        **{f"{way}_us_per_op": {
-            "value": us, "target": TARGETS["recorder_us_per_op"], "met": us <= TARGETS["recorder_us_per_op"],
-            "method": f"as recorder_us_per_op, inside {what}"}
-           for way, us in lighter_us.items()
-           for what in [{"trace_only": "Timeline(timed=()) (no event on the hot path: the trace alone)",
-                         "first_op_makespan": "the overlap's Makespan (its stream declared: only the block's "
-                                              "first op watched, an event before it and one per stream at "
-                                              "the end)"}[way]]},
-        "recorder_slowdown": {
-            "value": pinned["recorder_slowdown"], "target": TARGETS["recorder_slowdown"],
-            "met": pinned["recorder_slowdown"] <= TARGETS["recorder_slowdown"],
-            "method": f"the pinned pipeline inside its recorder (Timeline(infer_starts=True)) against "
-                      f"bare: {SLOWDOWN_METHOD}"},
+            "value": bare, "target": TARGETS["hidden_fraction"],
+            "met": bare >= TARGETS["hidden_fraction"] and not pinned["problems"], "problems": pinned["problems"],
+            "method": f"share of the smaller of copies and kernels hidden, without the recorder ({OVERLAP_METHOD}); "
+                      f"2^26 float32 from pinned memory in {PIPELINE_CHUNKS} chunks over {PIPELINE_STREAMS} streams"},
+        "recorder_over_floor": {
+            "value": recorder["over_floor_us"], "target": TARGETS["recorder_over_floor_us"],
+            "met": recorder["over_floor_us"] <= TARGETS["recorder_over_floor_us"], **recorder,
+            "method": f"host time per op inside the pipeline's recorder (Timeline(infer_starts=True), its stream "
+                      f"opened) minus the same call with one event recorded after it, each over the bare call, the "
+                      f"worse of a one-block launch and a 1 KiB pinned copy ({COST_METHOD}); beside it, "
+                      f"reported: the recorder's cost per op and the pinned pipeline's slowdown inside it "
+                      f"({SLOWDOWN_METHOD})"},
     }
 
 
 def key_figure(lab, records: dict) -> str:
-    """16 streams over 1 at each connection count, the model's worst error, the overlap."""
+    """16 streams over 1 and the model's worst error."""
     conc = records["concurrency"]
     default = records.get(CONCURRENCY_RECORD[8])
     at_8 = f"{speedup_at_16(default):.1f}x at the default 8" if default else "not measured at 8 yet"
-    pinned = records.get("pipeline", {}).get("cases", {}).get("pinned", {})
-    overlap = (f"copy/compute overlap hides {pinned['bare']['hidden_fraction']:.0%} without the recorder, "
-               f"{pinned['hidden_fraction']:.0%} by its events" if "bare" in pinned
-               else "overlap measured without the recorder not recorded yet")
     return (f"16 x 8-block kernels: 16 streams {speedup_at_16(conc):.1f}x over 1 (pre-enqueued, "
-            f"{conc['max_connections']} connections; {at_8}); model error <= "
-            f"{max(model_errors(conc).values()):.0%} at {conc['max_connections']}; {overlap}")
+            f"{conc['max_connections']} hardware queues; {at_8}); model error <= "
+            f"{max(model_errors(conc).values()):.0%} at {conc['max_connections']}")
 
 
 LAB = protocol.Lab(
@@ -237,11 +180,9 @@ LAB = protocol.Lab(
         ("events_vs_barriers", "the diamond ordered by events and by device-wide barriers"),
         ("pipeline", "copy/compute overlap, pinned and pageable, with and without the recorder, and its cost"))),
     figures=(protocol.Figure("lab07_timelines", draw_timelines, needs=("concurrency",)),
-             protocol.Figure("lab07_speedup", draw_speedups, needs=("concurrency",)),
+             protocol.Figure("lab07_speedup", draw_speedups, needs=tuple(CONCURRENCY_RECORD.values())),
              protocol.Figure("lab07_overlap", draw_overlap, needs=("pipeline",)),
-             protocol.Figure("lab07_pipeline_steps", draw_pipeline_steps, needs=("pipeline",)),
-             protocol.Figure("lab07_timelines_model", draw_model_timelines),
-             protocol.Figure("lab07_overlap_model", draw_model_overlap)),
+             protocol.Figure("lab07_pipeline_steps", draw_pipeline_steps, needs=("pipeline",))),
     claims=CLAIMS,
     targets=targets,
     key_figure=key_figure,

@@ -42,6 +42,7 @@ recorded H200 timelines (`TimelineData.from_dict`) are the same type and draw th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import sys
@@ -51,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernellab.gpu import device, hooks, traffic
+from kernellab.gpu import device, hooks, timing, traffic
 from kernellab.gpu.timing import NoTiming
 
 TIMED_KINDS = ("kernel", "h2d", "d2h", "d2d")
@@ -1160,6 +1161,79 @@ class Makespan:
         return self._makespan_ms
 
 
+# --- what the recorder costs: `kernellab bench 07` measures it (docs/measuring.md, Lab 07) ----------
+
+COST_METHOD = ("per op, the median over the reps of (the way's host time per call - the bare call's in the same "
+               "rep): the ways taken in turn within each rep, in an order shuffled rep by rep (timing.in_turn), "
+               f"each sample's first {timing.SETTLE_CALLS} calls made inside its context before its clock starts; "
+               "events reserved before")
+
+
+def on_python_hot_path(opened):
+    """`opened` (an instrument's factory) on the Python hot path: its hooks installed and its halves
+    made inside hooks.python_hot_path (`kernellab bench 07` compares the two hot paths)."""
+    @contextlib.contextmanager
+    def way():
+        with hooks.python_hot_path(), opened() as instrument:
+            yield instrument
+    return way
+
+
+def windows_in_turn(ways: dict, reps: int, warmup: int = 2) -> dict[str, dict[str, list[float]]]:
+    """Each way's window in ms (two events on the default stream around its call) and, for a way
+    opened in a Makespan, its makespan too; the ways taken in turn within every rep, in an order
+    shuffled rep by rep (timing.in_turn), so a host whose speed drifts moves every way alike and a
+    figure made from one rep's samples compares like with like. `ways`: name -> (a context opened
+    around the window, the call). Warm-ups dropped. GPU only."""
+    cuda = device.cuda()
+    figures = {name: {"window": []} for name in ways}
+    for rep, name in timing.in_turn(list(ways), warmup + reps):
+        opened, call = ways[name]
+        start, end = cuda.event(timing=True), cuda.event(timing=True)   # made outside the window
+        cuda.synchronize()
+        with opened() as instrument:
+            start.record()
+            call()
+            end.record()
+        end.synchronize()
+        if rep >= warmup:
+            figures[name]["window"].append(cuda.event_elapsed_time(start, end))
+            if isinstance(instrument, Makespan):
+                figures[name].setdefault("makespan", []).append(instrument.makespan_ms)
+    return figures
+
+
+def recorder_cost(calls: dict, stream, reps: int = 150, inner: int = 100) -> dict:
+    """What a Timeline(infer_starts=True) on `stream` (one event after each op) costs the host per
+    call over the call bare, and its floor: the call with one event recorded after it, as the
+    recorder records it, with no hook and no trace (`events_around`); where the hot path is compiled,
+    the same recorder on the Python hot path and the floor recorded from C too. `calls`: name -> a
+    call on `stream`. Per call: `bare_us` and, per way, `<way>_over_bare_us` (the median paired
+    difference, COST_METHOD) and `<way>_over_bare_spread_us`. GPU only."""
+    recorder = functools.partial(Timeline, infer_starts=True, streams=(stream,))
+    ways = {"bare": (contextlib.nullcontext, None), "inferred_starts": (recorder, None),
+            "event_after_only": (contextlib.nullcontext, lambda call: events_around(call, stream, before=False))}
+    if hooks.hot_path() is not None:
+        ways["inferred_starts_python"] = (on_python_hot_path(recorder), None)
+        ways["event_after_compiled"] = (contextlib.nullcontext,
+                                        lambda call: events_around(call, stream, before=False, compiled=True))
+    reserve_events(reps * (inner + timing.SETTLE_CALLS) + inner)
+
+    def spread(values) -> dict:
+        return {"median": float(np.median(values)), "p10": float(np.percentile(values, 10)),
+                "p90": float(np.percentile(values, 90)), "reps": len(values)}
+    result = {}
+    for name, call in calls.items():
+        made = {way: (opened, made_of(call) if made_of else call) for way, (opened, made_of) in ways.items()}
+        taken = timing.time_host_in_turn(made, inner=inner, reps=reps, settle=timing.SETTLE_CALLS)
+        over = {way: [1e3 * d for d in timing.paired(taken[way], taken["bare"])] for way in ways if way != "bare"}
+        result[name] = {"bare_us": spread([1e3 * t for t in taken["bare"].samples_ms]),
+                        **{f"{way}_over_bare_us": float(np.median(d)) for way, d in over.items()},
+                        **{f"{way}_over_bare_spread_us": spread(d) for way, d in over.items()},
+                        "method": COST_METHOD, "hot_path": hot_path_words()}
+    return result
+
+
 @functools.lru_cache(maxsize=256)
 def _size_label(direction: str, nbytes: int) -> str:   # formatted once per size: it is on the hot path
     return f"{direction} {nbytes / 1e6:.3g} MB"
@@ -1206,13 +1280,15 @@ def plot_gantt(data: TimelineData, ax=None, title: str | None = None, label_span
 
 
 def plot_gantts(axes, timelines: list[TimelineData], titles: list[str | None] | None = None,
-                label_spans: bool = False) -> None:
+                label_spans: bool = False, shared: bool | None = None) -> None:
     """Timelines side by side, one per axes (`titles`: plot_gantt's, its makespan, by default).
     They share one time axis where their makespans are within SHARED_AXIS_RATIO of each other, so
     lengths compare at a glance; otherwise each has its own, and says so (a 7 ms pipeline drawn on
-    the axis of an 87 ms one is a sliver)."""
+    the axis of an 87 ms one is a sliver). `shared=True`: one axis whatever their lengths, where
+    the difference in length is the point."""
     longest = max(data.makespan_ms for data in timelines)
-    shared = longest <= SHARED_AXIS_RATIO * min(data.makespan_ms for data in timelines)
+    if shared is None:
+        shared = longest <= SHARED_AXIS_RATIO * min(data.makespan_ms for data in timelines)
     for ax, data, title in zip(axes, timelines, titles or [None] * len(timelines)):
         plot_gantt(data, ax, title=title, label_spans=label_spans)
         ax.set_xlim(0, (longest if shared else data.makespan_ms) * 1.02)

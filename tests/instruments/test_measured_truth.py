@@ -9,12 +9,6 @@ from kernellab.course import protocol
 LAB07, LAB08 = protocol.experiment("07"), protocol.experiment("08")
 
 
-def test_a_hidden_share_outside_0_1_is_a_problem():
-    assert LAB07.fraction_problems([0.7, 1.0, 0.0]) == []
-    assert LAB07.fraction_problems([0.9, 1.48, -0.34]) == [
-        "run 2: hidden share 1.480 is outside [0, 1]", "run 3: hidden share -0.340 is outside [0, 1]"]
-
-
 def test_a_recorder_free_share_above_1_is_a_problem_only_beyond_its_reps_noise():
     """Each rep's share is a difference of three noisy makespans: a pipeline hiding everything
     reads a little above 1 in some reps (call B, 2026-12-02: median 1.009), which is no problem;
@@ -23,35 +17,6 @@ def test_a_recorder_free_share_above_1_is_a_problem_only_beyond_its_reps_noise()
     assert saved_too_much([0.97, 0.99, 1.0, 1.01, 1.009, 1.02, 0.98, 1.03, 1.004, 0.995]) == []
     assert saved_too_much([1.04, 1.05, 1.06, 1.08, 1.05, 1.07, 1.04, 1.09, 1.06, 1.05]) == [
         "without the recorder: hidden share above 1 in 9 of 10 reps (p10 1.040)"]
-
-
-def test_the_copy_outs_wait_is_from_the_first_copy_in_to_the_first_copy_out():
-    """The copy-out engine's wait for the first kernel, read off a recorded pipeline: from the end of
-    the first copy in to the start of the first copy out, whichever stream they ran on, as a share
-    of the kernels' time (their overlaps counted once)."""
-    from experiments.lab07_claims import _copy_out_wait
-    from kernellab.gpu.timeline import Span, TimelineData
-    spans = (Span("in", "s2", "h2d", 0.6, 1.2), Span("in", "s1", "h2d", 0.0, 0.5),
-             Span("k", "s1", "kernel", 0.5, 0.9), Span("k", "s2", "kernel", 1.2, 1.6),
-             Span("out", "s1", "d2h", 0.9, 1.6), Span("out", "s2", "d2h", 1.6, 2.1))
-    wait = _copy_out_wait(TimelineData(spans, ("s1", "s2"), "test").as_dict())
-    assert wait == pytest.approx({"wait_ms": 0.4, "idle_after_ms": 0.0, "paid_ms": 0.4, "wait": 50.0,
-                                  "paid": 50.0, "copy_in_ms": 0.5, "copy_out_ms": 0.6})
-
-
-def test_the_makespan_pays_only_the_wait_the_copies_out_do_not_idle_away_later():
-    """A copy-out engine that idles 0.2 ms later could have absorbed 0.2 ms of its first wait: only
-    the rest is paid, and only the paid share is taken off the kernels' time beside a copy."""
-    from experiments.lab07_claims import _copy_out_wait
-    from experiments.lab07_measure import hidden_by_events
-    from kernellab.gpu.timeline import Span, TimelineData
-    spans = (Span("in", "s1", "h2d", 0.0, 0.5), Span("in", "s2", "h2d", 0.5, 1.5),
-             Span("k", "s1", "kernel", 0.5, 0.9), Span("k", "s2", "kernel", 1.5, 1.8),
-             Span("out", "s1", "d2h", 0.9, 1.6), Span("out", "s2", "d2h", 1.8, 2.3))
-    data = TimelineData(spans, ("s1", "s2"), "test")
-    wait = _copy_out_wait(data.as_dict())
-    assert (wait["wait_ms"], wait["idle_after_ms"], wait["paid_ms"]) == pytest.approx((0.4, 0.2, 0.2))
-    assert hidden_by_events(data) == pytest.approx(data.hidden_fraction() - 0.2 / 0.7)
 
 
 def _concurrency(connections, speedups_16=16.0) -> dict:
@@ -389,14 +354,11 @@ def test_an_issue_order_submits_depth_first_or_breadth_first_and_names_a_bad_one
     issue_in_order("breadth_first", [(0, 2), (2, 4), (4, 5)], ["a", "b"], *submits)
     assert seen == [("in", 0, "a"), ("in", 2, "b"), ("in", 4, "a"), ("kernel", 0, "a"), ("kernel", 2, "b"),
                     ("kernel", 4, "a"), ("out", 0, "a"), ("out", 2, "b"), ("out", 4, "a")]
-    seen.clear()
-    issue_in_order("one_copy_stream", [(0, 2), (2, 4)], ["a", "b"], *submits[::2])   # its copies alone
-    assert seen == [("in", 0, "a"), ("out", 0, "a"), ("in", 2, "a"), ("out", 2, "a")]
     with pytest.raises(ValueError, match="no issue order 'sideways'"):
         issue_in_order("sideways", [(0, 1)], ["a"], *submits)
 
 
-@pytest.mark.parametrize("given", ["breadth_first_pipeline", "one_copy_stream_pipeline"])
+@pytest.mark.parametrize("given", ["breadth_first_pipeline"])
 def test_the_tuning_steps_given_pipelines_give_the_labs_result(given):
     """A tuning step's given pipeline computes what the lab's does (the simulator, 37 elements)."""
     from numba import cuda
@@ -416,76 +378,10 @@ def test_the_tuning_steps_given_pipelines_give_the_labs_result(given):
     np.testing.assert_allclose(out, lab.busy_reference(host_x, 2), rtol=1e-6)
 
 
-def test_one_copy_stream_puts_every_copy_on_its_first_stream_and_orders_by_events():
-    """Every copy on the first stream, each chunk's kernel on one of the others after an event wait,
-    and chunk c+1's copy in submitted before chunk c's copy out (the simulator's trace)."""
-    from numba import cuda
-    import numpy as np
-    from experiments.lab07_measure import one_copy_stream_pipeline
-    from kernellab.course import target
-    from kernellab.gpu.timeline import Timeline
-    lab = target.load("07", "solutions")
-    host_x = cuda.pinned_array(12, dtype=np.float32)
-    host_x[:] = 1.0
-    streams = [cuda.stream() for _ in range(3)]
-    buffers = (cuda.device_array(12, dtype=np.float32), cuda.device_array(12, dtype=np.float32))
-    with Timeline() as tl:
-        one_copy_stream_pipeline(lab, host_x, 1, streams, 3, cuda.pinned_array_like(host_x), buffers)
-    ops = [(op.kind, op.row) for op in tl.trace if op.kind in ("h2d", "kernel", "d2h", "wait")]
-    copier, first, second = (tl.row(s) for s in streams)
-    assert ops == [("h2d", copier), ("wait", first), ("kernel", first),
-                   ("h2d", copier), ("wait", second), ("kernel", second), ("wait", copier), ("d2h", copier),
-                   ("h2d", copier), ("wait", first), ("kernel", first), ("wait", copier), ("d2h", copier),
-                   ("wait", copier), ("d2h", copier)]
-    with pytest.raises(ValueError, match="needs a copy stream and at least one kernel stream"):
-        one_copy_stream_pipeline(lab, host_x, 1, streams[:1], 3, cuda.pinned_array_like(host_x), buffers)
-
-
-def _with_one_copy_stream(copies_over_four: float) -> dict:
-    """Lab 07's reference pipeline record, read alone as a live one, given a one_copy_stream step: the
-    lab's step with its copies alone `copies_over_four` times as long."""
-    import copy
-    from kernellab.course import claims
-    record = copy.deepcopy(claims.sources("07", live=False)["pipeline"])
-    step = copy.deepcopy(record["steps"]["chunks_8"])
-    step["copies_ms"]["median_ms"] *= copies_over_four
-    record["steps"]["one_copy_stream"] = step
-    return {"pipeline": {**record, "live": True}}
-
-
-def test_the_copy_engines_claim_sees_two_engines_only_when_one_stream_is_clearly_slower():
-    from kernellab.course import claims
-    engines = next(c for c in LAB07.CLAIMS if c.name == "pipeline_copy_engines")
-    seen = claims.evaluate(engines, _with_one_copy_stream(1.7)).text
-    assert "1.70x at least over 1 repeat(s): on four streams the copies in and out ran at once" in seen
-    unseen = claims.evaluate(engines, _with_one_copy_stream(1.1)).text
-    assert "1.10x at least over 1 repeat(s): no second copy engine is seen" in unseen
-
-
-def test_the_recorders_beside_bare_pool_both_halves_and_keep_each_halfs_figure():
-    """The target's pairing is taken in two halves, before and after the pairing among all the ways:
-    its figure is the median paired difference over every rep of both, and each half's own median
-    is kept beside it, so a half that reads apart from the other shows in the record."""
-    from experiments.lab07_measure import TARGET_WAYS, recorders_beside_bare
-    from kernellab.gpu.timing import Timing
-
-    def half(bare_ms, extra_us):
-        return {"bare": Timing(tuple(bare_ms)),
-                **{way: Timing(tuple(t + 1e-3 * extra_us for t in bare_ms)) for way in TARGET_WAYS}}
-    first, second = half([0.080, 0.082, 0.081], 2.0), half([0.120, 0.118], 5.0)
-    figures = recorders_beside_bare((first, second))
-    assert figures["reps"] == 5
-    for way in TARGET_WAYS:
-        assert figures[f"{way}_over_bare_halves_us"] == pytest.approx([2.0, 5.0])
-        assert figures[f"{way}_over_bare_us"] == pytest.approx(2.0)     # the median of 2, 2, 2, 5, 5
-        assert figures[f"{way}_over_bare_spread_us"]["reps"] == 5
-
-
 def test_a_samples_settling_calls_run_inside_its_context_before_its_clock(monkeypatch):
     """What opening a way's context costs the calls right after it (a transient: the first calls slow)
     is paid by the settling calls, timed apart, and not spread over the sample's per-call figure."""
     import contextlib
-    from experiments.lab07_measure import settle_over_bare
     from kernellab.gpu import timing
     monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
     clock = {"s": 0.0, "calls": 0}           # a host clock that only the calls move
@@ -508,6 +404,3 @@ def test_a_samples_settling_calls_run_inside_its_context_before_its_clock(monkey
     assert spread["transient"].samples_ms == pytest.approx((0.601,) * 4)     # 6 ms over 10 calls
     assert settled["transient"].samples_ms == pytest.approx((0.001,) * 4)
     assert spread["transient"].settle_ms == () and settled["transient"].settle_ms == pytest.approx((6.005,) * 4)
-    assert settle_over_bare([settled], "transient") == pytest.approx(6e3)    # us per opening: not the calls
-    assert settle_over_bare([settled, settled], "transient") == pytest.approx(6e3)
-    assert settle_over_bare([spread], "transient") is None
