@@ -66,6 +66,14 @@ def finish(fig, caption: str, data: dict) -> Picture:
     return Picture(fig, data, caption)
 
 
+def picture(draw, data: dict, title: str, caption: str, source: str) -> Picture:
+    """`draw(data, title, source)`'s figure, finished, as a Picture (out of pyplot's list of open
+    figures: a notebook shows the Picture once, not the figure again at the cell's end)."""
+    fig = draw(data, title, source)
+    plots.plt.close(fig)
+    return finish(fig, caption, data)
+
+
 def small_texts(fig) -> list[str]:
     """The drawn texts under MIN_POINTS, one line each (empty: all readable from the back)."""
     return [f"{text.get_text()!r} at {text.get_fontsize():.1f} pt" for text in plots.drawn_texts(fig)

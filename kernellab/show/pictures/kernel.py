@@ -12,7 +12,7 @@ from matplotlib import colors
 from matplotlib.patches import Patch, Rectangle
 
 from kernellab.show.pictures.canvas import (BLACK, BLOCK_COLOURS, BLUE, GREY, ORANGE, PROBLEM, PURPLE, SKY,
-                                            canvas, finish)
+                                            canvas)
 
 IDLE = -1
 _BLOCK_MAP = colors.ListedColormap([GREY, *BLOCK_COLOURS])

@@ -1,0 +1,301 @@
+"""The pictures of what a traced kernel's threads touched: which block, warp and request to show,
+and its numbers by the meter's own rules (`kernellab.gpu.traffic`); the drawing is
+`kernellab.show.pictures.kernel`'s."""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+
+import numpy as np
+
+from kernellab.course import target
+from kernellab.course.pictures.tracing import KernelRun, shared_name
+from kernellab.gpu import traffic
+from kernellab.show.pictures import canvas, kernel
+
+Picture = canvas.Picture
+
+
+def _title(run: KernelRun, launch: int) -> str:
+    return f"Lab {run.lab}: {run.function} ({run.launches[launch].name})" if run.lab else run.launches[launch].name
+
+
+def _linear_block(block: tuple, grid: tuple) -> int:
+    return block[0] + grid[0] * (block[1] + grid[1] * block[2])
+
+
+# --- threads over elements ----------------------------------------------------------------------------
+
+def threads(run: KernelRun, array: str = "out", launch: int | None = None) -> Picture:
+    """Which thread (block, thread) wrote which element of `array`, and the launch's idle threads
+    (those whose guard was false: they stored nothing). 1-D and 2-D launches and arrays."""
+    launch = run.first_launch(array, "store", "global") if launch is None else launch
+    span, stores = run.launches[launch], run.of(array, "store", "global", launch)
+    grid, block = span.grid, span.block
+    writers = {a.index: (a.block, a.thread) for a in stores}
+    everyone = {(b, t) for b in np.ndindex(*grid[::-1]) for t in np.ndindex(*block[::-1])}
+    everyone = {(b[::-1], t[::-1]) for b, t in everyone}
+    idle = sorted(everyone - set(writers.values()))
+    shape = run.shapes.get(array) or tuple(np.max(list(writers), axis=0) + 1)
+    data = {"array": array, "grid": grid, "block": block, "threads": len(everyone),
+            "elements": int(np.prod(shape)), "idle": idle, "writer": writers}
+    if len(shape) == 1 and grid[1] == grid[2] == block[1] == block[2] == 1:
+        thread_block = [gid // block[0] for gid in range(grid[0] * block[0])]
+        for (b, t) in idle:
+            thread_block[b[0] * block[0] + t[0]] = kernel.IDLE
+        element_block = [kernel.IDLE] * shape[0]
+        links = []
+        for index, (b, t) in writers.items():
+            element_block[index[0]] = b[0]
+            if t[0] % traffic.WARP == 0:
+                links.append((b[0] * block[0] + t[0], index[0]))
+        data.update(dims=1, thread_block=thread_block, element_block=element_block, links=sorted(links))
+        caption = (f"Each thread i writes {array}[i]; the last {len(idle)} threads find i past the end "
+                   f"and stay idle.")
+    else:
+        height, width = grid[1] * block[1], grid[0] * block[0]
+        thread_map = np.full((height, width), kernel.IDLE)
+        for b in np.ndindex(grid[1], grid[0]):
+            thread_map[b[0] * block[1]:(b[0] + 1) * block[1], b[1] * block[0]:(b[1] + 1) * block[0]] = \
+                b[1] + grid[0] * b[0]
+        for (b, t) in idle:
+            thread_map[b[1] * block[1] + t[1], b[0] * block[0] + t[0]] = kernel.IDLE
+        rows, cols = (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
+        element_map = np.full((rows, cols), kernel.IDLE)
+        for index, (b, _) in writers.items():
+            element_map[index if len(index) == 2 else (0, index[0])] = _linear_block(b, grid)
+        along = _x_runs_along(stores)
+        data.update(dims=2, thread_map=thread_map.tolist(), element_map=element_map.tolist(),
+                    x_runs_along=along)
+        caption = (f"x runs along {along}: neighbouring threadIdx.x write neighbouring {along[:-1]}s; "
+                   f"grey threads fall outside the array.")
+    return canvas.picture(kernel.draw_threads, data, _title(run, launch), caption, run.source)
+
+
+def _x_runs_along(stores: list) -> str:
+    """"columns" when threads next to each other in x store next to each other along a row,
+    "rows" when down a column."""
+    at = {(a.block, a.thread): a.index for a in stores}
+    for (b, t), index in at.items():
+        right = at.get((b, (t[0] + 1, *t[1:])))
+        if right is not None and len(index) == 2:
+            return "columns" if right[0] == index[0] else "rows"
+    return "columns"
+
+
+# --- one warp's request: sectors, banks ------------------------------------------------------------------
+
+def _first_block(accesses: list) -> tuple:
+    """The lowest block that made any of the accesses: (0, 0, 0) where it did."""
+    return min({a.block for a in accesses}, key=lambda block: block[::-1])
+
+
+def _request(run: KernelRun, accesses: list, warp: int, block, request: int, site=None):
+    """{lane: offset} of one warp request: the given block (default: the first that made one),
+    warp, site (default: the warp's first) and occurrence; with its width and site."""
+    if not accesses:
+        raise ValueError("no such accesses were traced")
+    block = _first_block(accesses) if block is None else tuple(block) + (0,) * (3 - len(tuple(block)))
+    mine = [a for a in accesses if a.block == block and a.warp == warp]
+    if not mine:
+        warps = sorted({a.warp for a in accesses if a.block == block})
+        raise ValueError(f"warp {warp} of block {block} made none of these accesses (warps that did: {warps})")
+    site = mine[0].site if site is None else site
+    lanes = {a.lane: a.offset for a in mine if a.site == site and a.occurrence == request}
+    if not lanes:
+        raise ValueError(f"request {request} of {site} was never made by warp {warp}")
+    return lanes, mine[0].width, site, block
+
+
+def _requests_of(accesses: list, site) -> list[dict]:
+    """Every warp request of one site: {lane: offset} per (block, warp, occurrence)."""
+    grouped: dict = {}
+    for a in accesses:
+        if a.site == site:
+            grouped.setdefault((a.block, a.warp, a.occurrence), {})[a.lane] = a.offset
+    return list(grouped.values())
+
+
+def warp_access(run: KernelRun, array: str, warp: int = 0, kind: str = "load", block=None,
+                launch: int | None = None, request: int = 0) -> Picture:
+    """One warp's `kind` ("load" or "store") of `array`: its lanes' addresses, the 32-byte sectors
+    they touch, sectors per request against the fewest those bytes need (4 for a full warp of
+    4-byte lanes, 8 for 8-byte, 16 for 16-byte)."""
+    if kind not in ("load", "store"):
+        raise ValueError(f"kind is 'load' or 'store', not {kind!r}")
+    launch = run.first_launch(array, kind, "global") if launch is None else launch
+    accesses = run.of(array, kind, "global", launch)
+    lanes, width, site, block = _request(run, accesses, warp, block, request)
+    row = min(run.launches[launch].block[0], traffic.WARP)
+    touched, fewest = traffic.request_sectors(lanes, width, row)
+    sectors = sorted({s for offset in lanes.values() for s in range(offset // 32, (offset + width - 1) // 32 + 1)})
+    per_request = [traffic.request_sectors(r, width, row)[0] for r in _requests_of(accesses, site)]
+    data = {"array": array, "kind": kind, "warp": warp, "block": block, "site": str(site), "width": width,
+            "lanes": lanes, "sectors": sectors, "sectors_per_request": touched, "fewest": fewest,
+            "ideal": traffic.ideal_sectors(width), "site_sectors_per_request": float(np.mean(per_request))}
+    verdict = ("coalesced: every sector fetched is used" if touched <= fewest else
+               f"{touched / fewest:.0f}x the sectors its bytes need: neighbouring lanes are far apart")
+    caption = f"Warp {warp}'s {kind} of {array} touches {touched} sectors; {verdict}."
+    return canvas.picture(kernel.draw_warp_access, data, f"{_title(run, launch)}: {site}", caption, run.source)
+
+
+def shared_banks(run: KernelRun, array: str | None = None, warp: int = 0, block=None,
+                 launch: int | None = None, kind: str | None = None, request: int = 0) -> Picture:
+    """One warp's shared-memory request on the 32 banks, conflicts marked. Without `array`/`kind`:
+    the traced site with the most wavefronts per request (the conflict, if there is one)."""
+    shared = [a for a in run.accesses if a.space == "shared" and (array is None or a.array == array)
+              and (kind is None or a.kind == kind)]
+    if launch is not None:
+        shared = [a for a in shared if run.launches[launch].first <= a.order < run.launches[launch].end]
+    if not shared:
+        raise ValueError(f"{run.function} traced no shared-memory accesses"
+                         + (f" to {array!r} (shared arrays: {', '.join(run.arrays('shared')) or 'none'})" if array else ""))
+    sites = list(dict.fromkeys(a.site for a in shared))
+
+    def cost(site):
+        width = next(a.width for a in shared if a.site == site)
+        counted = [traffic.request_wavefronts(r, width) for r in _requests_of(shared, site)]
+        return sum(w for w, _ in counted) / sum(i for _, i in counted)
+    site = max(sites, key=cost)
+    chosen = [a for a in shared if a.site == site]
+    lanes, width, site, block = _request(run, chosen, warp, block, request, site)
+    words = {lane: offset // traffic.BANK_BYTES for lane, offset in lanes.items()}
+    bank_words: dict = {}
+    for word in sorted(set(words.values())):
+        bank_words.setdefault(word % traffic.BANKS, []).append(word)
+    wavefronts, ideal = traffic.request_wavefronts(lanes, width)
+    data = {"array": chosen[0].array, "site": str(site), "warp": warp, "block": block, "width": width,
+            "lane_words": words, "lane_banks": {lane: w % traffic.BANKS for lane, w in words.items()},
+            "bank_words": bank_words, "ways": max(len(w) for w in bank_words.values()),
+            "wavefronts": wavefronts, "ideal": ideal, "site_ways": cost(site)}
+    caption = ("Every lane's word sits in its own bank (or shares a word): one wavefront serves the warp."
+               if wavefronts <= ideal else
+               f"Lanes ask one bank for {data['ways']} different words: the warp waits {wavefronts} wavefronts.")
+    return canvas.picture(kernel.draw_shared_banks, data, f"{_title(run, run.launch_of(chosen[0]))}: {site}",
+                    caption, run.source)
+
+
+def shown_by(found) -> str:
+    """The picture call that shows a site the grader judged (a `traffic.SiteSectors` not coalesced,
+    a `traffic.SiteBanks` in conflict), for its feedback: 'see it: pictures.warp_access(...)'."""
+    site = found.site
+    try:
+        lab = target.lab_number(os.path.basename(site.path))
+    except ValueError:
+        lab = "NN"
+    call = f'pictures.trace("{lab}", "{_launcher(site)}", <a tiny input>)'
+    if isinstance(found, traffic.SiteBanks):
+        shown = shared_name(traffic.Access(0, "shared", found.array, site.kind, (0, 0, 0), (0, 0, 0), 0, 0,
+                                            (), 0, found.width, site, 0))
+        picture = f'pictures.shared_banks({call}, "{shown}", kind="{site.kind}")'
+    else:
+        picture = f'pictures.warp_access({call}, "{found.array}", kind="{site.kind}")'
+    return f"see it: from kernellab.course import pictures; {picture}"
+
+
+def _launcher(site) -> str:
+    """The launcher of the kernel holding `site`, by the course's naming (axpb_kernel: axpb)."""
+    text = linecache.getline(site.path, 1) and "".join(linecache.getlines(site.path))
+    enclosing = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.FunctionDef)
+                 and node.lineno <= site.line <= (node.end_lineno or node.lineno)] if text else []
+    name = min(enclosing, key=lambda node: (node.end_lineno or 0) - node.lineno).name if enclosing else "launcher"
+    return name.removesuffix("_kernel")
+
+
+# --- a tiled matmul's walk, a reduction's tree ----------------------------------------------------------
+
+def _box(indices) -> tuple:
+    """((first row, past the last), (first column, past the last)) of 2-D indices."""
+    rows, cols = zip(*indices)
+    return (min(rows), max(rows) + 1), (min(cols), max(cols) + 1)
+
+
+def _block_accesses(run: KernelRun, launch: int, block) -> tuple[tuple, dict]:
+    """The block (default: the first that ran) and its accesses per thread, in each thread's order."""
+    span = run.launches[launch]
+    accesses = run.accesses[span.first:span.end]
+    block = _first_block(accesses) if block is None else tuple(block) + (0,) * (3 - len(tuple(block)))
+    threads: dict = {}
+    for access in accesses:
+        if access.block == block:
+            threads.setdefault(access.thread, []).append(access)
+    if not threads:
+        raise ValueError(f"block {block} of {span.name} made no traced access")
+    return block, threads
+
+
+def tiles(run: KernelRun, a: str = "a", b: str = "b", block=None, launch: int | None = None) -> Picture:
+    """A tiled matmul's walk: at each step, which tile of `a` and of `b` the block loads, and where
+    in shared memory each element lands (the shared store that follows a thread's global load)."""
+    launch = run.first_launch(a, "load", "global") if launch is None else launch
+    block, threads = _block_accesses(run, launch, block)
+    landed: dict = {}                                   # (array, step) -> [(global index, shared index)]
+    shared_names: dict = {}
+    for accesses in threads.values():
+        pending = None
+        for access in accesses:
+            if access.space == "global" and access.kind == "load" and access.array in (a, b):
+                pending = access
+            elif access.space == "shared" and access.kind == "store" and pending is not None:
+                landed.setdefault((pending.array, pending.occurrence), []).append((pending.index, access.index))
+                shared_names[pending.array] = access.array
+                pending = None
+    steps = []
+    for k in range(max((step for (_, step) in landed), default=-1) + 1):
+        if (a, k) not in landed or (b, k) not in landed:
+            break
+        steps.append({"a": _box([g for g, _ in landed[(a, k)]]), "b": _box([g for g, _ in landed[(b, k)]]),
+                      "a_shared": _box([t for _, t in landed[(a, k)]]), "b_shared": _box([t for _, t in landed[(b, k)]]),
+                      "a_loads": len(landed[(a, k)]), "b_loads": len(landed[(b, k)])})
+    if not steps:
+        raise ValueError(f"no thread of block {block} loaded {a!r} and {b!r} into shared memory")
+    stored = [x for x in sum(threads.values(), []) if x.space == "global" and x.kind == "store"]
+    c = stored[0].array if stored else None
+    data = {"block": block, "steps": steps, "c_array": c, "c": _box([x.index for x in stored if x.array == c]),
+            "tile_arrays": (shared_names[a], shared_names[b]),
+            "shapes": {"a": run.shapes[a], "b": run.shapes[b], "c": run.shapes[c]}}
+    caption = (f"Block {block[:2]} walks A's tiles left to right, B's top to bottom: one colour per step, "
+               f"{len(steps)} steps.")
+    return canvas.picture(kernel.draw_tiles, data, _title(run, launch), caption, run.source)
+
+
+def reduction(run: KernelRun, array: str | None = None, block=None, launch: int | None = None) -> Picture:
+    """A block's reduction through shared array `array` (default: the first): per step, which slot
+    each thread read and added into its own. Read from the trace: a thread's store after loads of
+    other slots is a step (the simulator has no warp shuffles, so a shuffle reduction runs its
+    shared-memory tree there)."""
+    shared = [x for x in run.accesses if x.space == "shared" and (array is None or x.array == array)]
+    if not shared:
+        raise ValueError(f"{run.function} traced no shared-memory accesses"
+                         + (f" to {array!r} (shared arrays: {', '.join(run.arrays('shared')) or 'none'})" if array else ""))
+    array = shared[0].array
+    launch = run.launch_of(shared[0]) if launch is None else launch
+    block, threads = _block_accesses(run, launch, block)
+    steps: list = []
+    leaves: set = set()
+    for accesses in threads.values():
+        loaded, combined = [], 0
+        for access in accesses:
+            if access.space != "shared" or access.array != array:
+                continue
+            if access.kind == "load":
+                loaded.append(access.index)
+                continue
+            sources = [index for index in loaded if index != access.index]
+            if sources:
+                while len(steps) <= combined:
+                    steps.append([])
+                steps[combined] += [(source[0], access.index[0]) for source in sources]
+                combined += 1
+            else:
+                leaves.add(access.index[0])
+            loaded = []
+    span = run.launches[launch]
+    data = {"array": array, "block": block, "slots": int(np.prod(span.block)), "leaves": sorted(leaves),
+            "steps": [sorted(set(edges)) for edges in steps]}
+    working = ", ".join(str(len({dst for _, dst in edges})) for edges in data["steps"])
+    caption = (f"Each arrow adds one slot into another; {working} threads add at the steps, "
+               f"the rest wait at the barrier.")
+    return canvas.picture(kernel.draw_reduction, data, _title(run, launch), caption, run.source)

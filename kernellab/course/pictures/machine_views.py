@@ -1,0 +1,176 @@
+"""The pictures of the machine, from recorded or worked-out data: work on streams, queues and
+engines (Lab 07, and Lab 08's eager against replayed), one SM's resources (Lab 06), bytes moved
+(Lab 02); the drawing is `kernellab.show.pictures.machine`'s."""
+
+from __future__ import annotations
+
+from kernellab import occupancy
+from kernellab.course import reference
+from kernellab.gpu.timeline import SHARED_AXIS_RATIO
+from kernellab.show import plots
+from kernellab.show.pictures import canvas, machine
+
+Picture = canvas.Picture
+
+
+# --- the machine: streams on engines, one SM's resources, bytes moved ---------------------------------
+
+QUEUES = 8       # the driver's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS' default): streams share them
+ENGINES = {"h2d": "copy engines: to GPU", "kernel": "SMs", "d2h": "copy engines: to host", "d2d": "SMs"}
+
+
+def timeline(*timelines, titles: tuple = (), share_time: bool | None = None) -> Picture:
+    """Work over time, one panel per timeline (one above the other, one time axis): the host's
+    submissions, each stream and the hardware queue it feeds, then the copy engines and the SMs
+    that ran the work. Takes a recorded or measured timeline (`TimelineData`, or its dict, as in
+    data/reference/h200/lab07.json) or a simulator trace (`Timeline().trace`: no clock there, so
+    each op takes one step, placed as early as the CUDA ordering rules allow). The panels share
+    one time axis while their lengths are within SHARED_AXIS_RATIO (`share_time` decides)."""
+    if not timelines:
+        raise ValueError("timeline needs at least one timeline (TimelineData, its dict, or a Trace)")
+    panels = [_panel(item, titles[i] if i < len(titles) else None) for i, item in enumerate(timelines)]
+    units = {panel.pop("unit") for panel in panels}
+    if len(units) > 1:
+        raise ValueError("a timed timeline and an untimed trace cannot share a time axis: draw them apart")
+    end = max(p["end"] for p in panels)
+    for panel in panels:
+        panel["least_width"] = end / 400          # the shortest span still shows as a sliver
+    ends = [p["end"] for p in panels]
+    share = share_time if share_time is not None else max(ends) <= SHARED_AXIS_RATIO * min(ends)
+    data = {"panels": panels, "unit": units.pop(), "share_time": bool(share)}
+    sources = list(dict.fromkeys(p.pop("source") for p in panels))
+    kinds = {span["kind"] for p in panels for span in p["spans"]}
+    caption = ("Copies run on the copy engines beside the kernels on the SMs: look where work waits."
+               if {"h2d", "d2h"} & kinds else
+               "Each black tick is one submission by the host: look at the gaps the SMs wait through.")
+    return canvas.picture(machine.draw_timeline, data, "Work on streams, queues and engines", caption, "; ".join(sources))
+
+
+def _panel(item, title: str | None) -> dict:
+    if hasattr(item, "dependencies"):              # a Trace: the order the rules allow, no clock
+        ops = item.timed()
+        deps = item.dependencies()
+        step: dict = {}
+        spans = []
+        for op in ops:
+            before = [step[other.index] for other in ops if other.index in step and deps[op.index] >> other.index & 1]
+            step[op.index] = max(before, default=0) + 1
+            spans.append({"row": op.row, "kind": op.kind, "label": op.label, "start": step[op.index] - 1,
+                          "end": step[op.index], "submit": None})
+        rows, source, unit = item.rows(), canvas.TRACED + " (no clock: one step per op)", "steps"
+        title = title or "each op as early as the CUDA ordering rules let it start"
+    else:
+        record = item.as_dict() if hasattr(item, "as_dict") else item
+        start = min(s["start_ms"] for s in record["spans"])
+        spans = [{"row": s["row"], "kind": s["kind"], "label": s["label"], "start": s["start_ms"] - start,
+                  "end": s["end_ms"] - start,
+                  "submit": None if s.get("submit_ms") is None else max(0.0, s["submit_ms"] - start)}
+                 for s in record["spans"]]
+        rows, source, unit = list(record["rows"]), record.get("source", "recorded"), "ms"
+        title = title or record.get("title")
+    queues = {row: f"{row} -> queue {i % QUEUES + 1}" for i, row in enumerate(rows)}
+    engines = list(dict.fromkeys(ENGINES.get(k, "SMs") for k in ("h2d", "kernel", "d2h")
+                                 if any(span["kind"] == k for span in spans)))
+    for span in spans:
+        span["places"] = [(queues[span["row"]], 0, 1)]
+    for engine in engines:                     # spans at once on one engine share its row
+        on = sorted((s for s in spans if ENGINES.get(s["kind"], "SMs") == engine), key=lambda s: s["start"])
+        levels: list = []
+        for span in on:
+            level = next((i for i, free in enumerate(levels) if free <= span["start"]), len(levels))
+            levels[level:level + 1] = [span["end"]]
+            span["level"] = level
+        for span in on:
+            span["places"].append((engine, span.pop("level"), max(1, len(levels))))
+    host = ["host"] if any(span["submit"] is not None for span in spans) else []
+    lanes = [*host, *queues.values(), *engines]
+    end = max(s["end"] for s in spans)
+    return {"title": f"{title or source}: {end:.3g} {unit}", "source": source, "unit": unit, "lanes": lanes, "spans": spans,
+            "dividers": [len(host), len(host) + len(queues)][not host:], "end": end,
+            "queues": {row: int(q.rsplit(" ", 1)[1]) for row, q in queues.items()}}
+
+
+def replay_timelines(n: int | None = None, record: dict | None = None, shown: int = 8) -> tuple[dict, dict]:
+    """Lab 08's eager and replayed chains as two timelines (dicts `timeline` takes), built from the
+    recorded medians of data/reference/h200/lab08.json (idle_gaps): `shown` kernels of the row for
+    `n` elements (default: the shortest kernel still wider than a tenth of the eager pace), each
+    kernel_ms long, one every eager_ms / kernels (eager) or graph_ms / kernels (replayed)."""
+    record = record or (reference.load("08") or {}).get("records", {}).get("idle_gaps")
+    if not record:
+        raise ValueError("no recorded idle_gaps in data/reference/h200/lab08.json")
+    kernels, rows = record["kernels"], record["rows"]
+    if n is None:
+        row = next((r for r in rows if r["kernel_ms"] >= 0.1 * r["eager_ms"] / kernels), rows[-1])
+    else:
+        row = next((r for r in rows if r["n"] == n), None)
+        if row is None:
+            raise ValueError(f"no recorded row for n={n}: the rows have n = {', '.join(str(r['n']) for r in rows)}")
+    gpu = record.get("provenance", {}).get("gpu", "a GPU")
+
+    def chain(total_ms: float, label: str, one_submit: bool) -> dict:
+        pace = total_ms / kernels
+        spans = [{"label": f"kernel {i}", "row": "stream", "kind": "kernel", "start_ms": i * pace,
+                  "end_ms": i * pace + row["kernel_ms"], "submit_ms": 0.0 if one_submit and i == 0 else
+                  (None if one_submit else i * pace)} for i in range(shown)]
+        return {"source": f"recorded on {gpu}: the medians of data/reference/h200/lab08.json",
+                "rows": ["stream"], "spans": spans, "title": label}
+    return (chain(row["eager_ms"], f"eager: {shown} of {kernels} launches, n = {row['n']}", False),
+            chain(row["graph_ms"], f"replayed graph: the same {shown} kernels", True))
+
+
+def sm_fill(result, cc=None, block_size: int | None = None, registers_per_thread: int | None = None,
+            static_shared: int = 0, dynamic_shared: int = 0) -> Picture:
+    """One SM's warp slots, registers, shared memory and block slots, filled by the resident blocks
+    of an occupancy result, the limiter outlined. `result`: kernellab.occupancy's Occupancy, or a
+    lab's own (active_blocks, limiters) with the launch it was asked about (cc, block_size, ...)."""
+    own = hasattr(result, "registers_per_block")
+    cc = result.cc if own else cc
+    if cc is None or (not own and (block_size is None or registers_per_thread is None)):
+        raise ValueError("sm_fill needs kernellab.occupancy's result, or the lab's result with cc, "
+                         "block_size and registers_per_thread")
+    arch = occupancy.architecture(cc)
+    block_size = result.block_size if own else block_size
+    warps = occupancy.warps_per_block(arch, block_size)
+    registers = result.registers_per_block if own else occupancy.registers_per_warp(arch, registers_per_thread) * warps
+    shared = result.shared_per_block if own else occupancy.shared_allocation(arch, static_shared + dynamic_shared)
+    shared_total = result.carveout_bytes if own and result.carveout_bytes else arch.shared_per_sm
+    blocks = result.active_blocks
+    resources = [("warp slots", "warps", warps, arch.max_warps_per_sm, "warps"),
+                 ("registers", "registers", registers, arch.registers_per_sm, "registers"),
+                 ("shared memory", "shared_memory", shared, shared_total, "bytes"),
+                 ("block slots", "blocks", 1, arch.max_blocks_per_sm, "blocks")]
+    data = {"cc": tuple(arch.cc), "block_size": block_size, "active_blocks": blocks,
+            "limiters": tuple(result.limiters), "occupancy": blocks * warps / arch.max_warps_per_sm,
+            "resources": [{"name": name, "limit": limit, "per_block": per_block, "total": total,
+                           "used": blocks * per_block, "limiter": limit in result.limiters,
+                           "label": f"{blocks * per_block:,} / {total:,} {unit}"}
+                          for name, limit, per_block, total, unit in resources]}
+    data["headline"] = (f"{blocks} blocks of {block_size} threads: {blocks * warps} of "
+                        f"{arch.max_warps_per_sm} warps ({data['occupancy']:.0%})")
+    names = " and ".join(r["name"] for r in data["resources"] if r["limiter"]) or "nothing"
+    caption = f"The {names} run out first: one more block would not fit, whatever room the others have."
+    return canvas.picture(machine.draw_sm_fill, data, f"One SM of {arch.label}", caption,
+                    "worked out by kernellab.occupancy (the driver's rules); nothing measured")
+
+
+def bytes_moved(*ledgers) -> Picture:
+    """Memory below, the chip above: one arrow per array and direction (read up, written down),
+    as thick as its bytes, per ledger (e.g. unfused, then fused: Lab 02's)."""
+    if not ledgers:
+        raise ValueError("bytes_moved needs ledgers (e.g. lab.unfused_chain_ledger(n), lab.fused_chain_ledger(n))")
+    drawn = []
+    for ledger in ledgers:
+        temporaries = ledger.temporaries()
+        arrows = [{"array": name, "direction": direction, "bytes": amount, "temporary": name in temporaries}
+                  for name, moved in ledger.by_array().items()
+                  for direction, amount in (("read", moved.bytes_read), ("written", moved.bytes_written)) if amount]
+        drawn.append({"name": ledger.name or f"ledger {len(drawn) + 1}", "total": ledger.total_bytes, "arrows": arrows})
+    data = {"ledgers": drawn}
+    if len(ledgers) == 2 and ledgers[1].total_bytes:
+        data["ratio"] = ledgers[0].ratio(ledgers[1])
+        caption = (f"{drawn[1]['name']} moves {data['ratio']:.3g}x fewer bytes than {drawn[0]['name']}: "
+                   f"the intermediates never leave the chip.")
+    else:
+        caption = "Every arrow is bytes crossing between memory and the chip: fewer, thinner arrows are faster."
+    return canvas.picture(machine.draw_bytes_moved, data, "Bytes between memory and the chip", caption,
+                    plots.LEDGER_SOURCE)
