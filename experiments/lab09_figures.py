@@ -136,7 +136,7 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
 def small_title(small: list[dict]) -> str:
     """The small-size panel's title: what its records say sets the time of a small call."""
     if all(r["host_paced"] for r in small):
-        return "small sizes: the host's launch path sets the time (Lab 01), not the GPU's floor"
+        return "small sizes: the host's launch path\nsets the time (Lab 01), not the GPU's floor"
     return "small sizes: time per call against bytes"
 
 
