@@ -96,7 +96,9 @@ def _attributes_read(tree) -> set[str]:
 
 def _imports(tree) -> list[tuple[str, str | None]]:
     found = []
-    for node in ast.walk(tree):
+    in_reading_order = sorted((n for n in ast.walk(tree) if hasattr(n, "lineno")),
+                              key=lambda n: (n.lineno, n.end_lineno or n.lineno, n.end_col_offset or 0))
+    for node in in_reading_order:       # the first construct a reader meets is the one named
         if isinstance(node, ast.Import):
             found += [(alias.name, None) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -135,7 +137,9 @@ def check_source(source: str, filename: str, lab: str, root: Path) -> None:
         if attr in forbidden_attributes:
             refuse(node, f"reads .{attr}, which leads out of the lab's API")
 
-    for node in ast.walk(tree):
+    in_reading_order = sorted((n for n in ast.walk(tree) if hasattr(n, "lineno")),
+                              key=lambda n: (n.lineno, n.end_lineno or n.lineno, n.end_col_offset or 0))
+    for node in in_reading_order:       # the first construct a reader meets is the one named
         if isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name

@@ -526,22 +526,26 @@ def judge(graded: dict, reasons: dict, tapes: Path, seed: int, target_name: str,
 def grade(labs=None, target_name: str = "labs", results: Path = Path("results.json"),
           seed: int | None = None, timeout: float | None = None, root: Path | None = None,
           output_cap: int = plugin.OUTPUT_CAP, jobs: int = 1, stress: bool = True,
-          out=print, require_protection: str | None = None) -> dict:
+          out=print, require_protection: str | None = None, import_policy: bool = True) -> dict:
     """Grade `labs` of the chosen target, each lab in a child of its own, `jobs` at a time; the
     judge decides every test; write results.json; print (unless `out` is None) the score table
     and each lost test with the first line of its reason. `require_protection` (bwrap or user)
-    refuses, before anything runs, to grade under a weaker protection (sandbox.ProtectionError)."""
+    refuses, before anything runs, to grade under a weaker protection (sandbox.ProtectionError).
+    `import_policy=False` lets a file that breaks the import rule run (kernellab's own tests of
+    the layers behind the rule: the judge and the protection)."""
     import concurrent.futures
     protection = sandbox.require(require_protection)
     seed = plugin.new_seed() if seed is None else seed
     timeout = timeout or DEFAULT_TIMEOUT
     outcomes = {}
     numbers = resolve_labs(labs)
+    hidden = () if target_name == "solutions" else (target.ROOT / "solutions",)
     with sandbox.Workspace(labs_dir_of(root), solutions=target_name == "solutions") as space, \
+            sandbox.closed(*hidden), \
             concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, \
             ptxas.CompileServer(lineinfo=True, sandbox=space) as server:  # numba imports there during collect
         env = {**child_env(target_name, space.labs_dir, seed), "PYTHONHASHSEED": "0"}
-        refused = policy_refusals(lab_files(numbers, space, target_name))
+        refused = policy_refusals(lab_files(numbers, space, target_name)) if import_policy else {}
         probing = pool.submit(probe_imports, [n for n in numbers if n not in refused], env,
                               IMPORT_TIMEOUT, space)   # beside collect
         with tempfile.TemporaryDirectory(prefix="kernellab-collect-") as tmp:

@@ -187,25 +187,34 @@ def _bwrap_prefix(workspace: Path, writable: Path) -> list[str]:
     return args + ["--"]
 
 
+_closed: dict[Path, list] = {}      # folder -> [its mode before, how many grades hold it closed]
+_closed_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def closed(*folders: Path):
     """Folders the children must not read (the course's solutions/, a batch of submissions),
     closed to every user but their owner while the block runs, where the protection is `user`
-    (bubblewrap does not show them at all)."""
+    (bubblewrap does not show them at all). Grades side by side share the closing: the last to
+    end puts the folder's mode back."""
     if protection().kind != "user":
         yield
         return
-    modes = {}
+    held = [Path(f).resolve() for f in folders if Path(f).is_dir()]
+    with _closed_lock:
+        for folder in held:
+            entry = _closed.setdefault(folder, [folder.stat().st_mode & 0o7777, 0])
+            entry[1] += 1
+            os.chmod(folder, 0o700)
     try:
-        for folder in folders:
-            folder = Path(folder)
-            if folder.is_dir():
-                modes[folder] = folder.stat().st_mode & 0o7777
-                os.chmod(folder, 0o700)
         yield
     finally:
-        for folder, mode in modes.items():
-            os.chmod(folder, mode)
+        with _closed_lock:
+            for folder in held:
+                entry = _closed[folder]
+                entry[1] -= 1
+                if entry[1] == 0:
+                    os.chmod(folder, _closed.pop(folder)[0])
 
 
 def _free_uid() -> int:
