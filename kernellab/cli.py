@@ -80,7 +80,7 @@ def cmd_profile(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from kernellab.grading import batch, outputs, runner, sandbox
+    from kernellab.grading import batch, outputs, runner
     from kernellab.course import settings, target
     labs = [target.lab_number(lab) for lab in args.labs] or None   # a bad lab: one line, now
     if args.batch:
@@ -101,11 +101,10 @@ def cmd_grade(args) -> int:
     results = outputs.report_file(Path(args.results))     # before grading: a grade is never lost
     if args.root:
         runner.submission_labs(Path(args.root))            # a wrong folder: one line, before grading
-    sandbox.require(args.require_protection)
     document = runner.grade(labs, target_name="labs", results=results,
                             seed=settings.seed(args.seed), timeout=args.timeout,
                             root=Path(args.root) if args.root else None, jobs=args.jobs,
-                            stress=args.stress)
+                            stress=args.stress, require_protection=args.require_protection)
     if args.fail_under is not None and runner.percent(document) < args.fail_under:
         print(f"kernellab grade: {runner.percent(document):.4g}% is under --fail-under "
               f"{args.fail_under:g}%", file=sys.stderr)

@@ -61,7 +61,8 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, out_dir: Path | None = N
     def one(sub: Path) -> tuple[Path, dict]:
         results = reports / f"{sub.name}.results.json"
         try:
-            document = runner.grade(labs, "labs", results, seed, timeout, root=sub, stress=stress, out=None)
+            document = runner.grade(labs, "labs", results, seed, timeout, root=sub, stress=stress,
+                                    out=None, require_protection=require_protection)
         except Exception as exc:   # one submission that broke its own grade costs only itself
             document = {"score": 0, "max_score": 0, "output": f"the grader failed on this "
                         f"submission: {type(exc).__name__}: {exc}", "tests": [],

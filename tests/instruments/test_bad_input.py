@@ -4,7 +4,7 @@ on a machine whose protection is weaker (the simple bad inputs of every command:
 import pytest
 
 from kernellab import cli
-from kernellab.grading import runner, sandbox
+from kernellab.grading import sandbox
 
 WEAK = sandbox.Protection("copy", "no bubblewrap, not root (this test's stand-in)")
 
@@ -14,7 +14,7 @@ WEAK = sandbox.Protection("copy", "no bubblewrap, not root (this test's stand-in
 def test_a_required_protection_this_machine_lacks_refuses_before_grading(args, kind, tmp_path,
                                                                          monkeypatch, capsys):
     monkeypatch.setattr(sandbox, "protection", lambda: WEAK)
-    monkeypatch.setattr(runner, "grade", lambda *a, **k: pytest.fail("graded without protection"))
+    monkeypatch.setattr(sandbox, "Workspace", lambda *a, **k: pytest.fail("graded without protection"))
     (tmp_path / "subs" / "alice").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     filled = [a.format(subs=tmp_path / "subs", out=tmp_path / "out") for a in args]
