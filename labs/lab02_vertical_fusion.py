@@ -1,16 +1,10 @@
 """Lab 02: vertical fusion.
 
-What you will learn
-- Why a chain of elementwise ops is limited by bytes, not arithmetic: each op reads and writes
-  every element, and each intermediate makes a round trip through device memory.
-- How to fuse the chain `out = dropout(relu(x * w + b)) + r` into one kernel that keeps the
-  intermediates in registers: it reads each input once and writes the output once.
-- How to count the bytes each version moves (a ledger), predict the speed-up of fusing from it
-  before measuring, and check the ledger against what the kernels really loaded and stored.
-- Dropout two ways: a given keep-mask (1 byte read per element) or a counter-based random number
-  generator that recomputes the mask from (seed, index) in the kernel (0 bytes).
-- Whether a grid-stride loop over a fixed grid (the "grid = 2-4x the SM count" advice) helps a
-  memory-bound kernel, and why a few elements per thread (more loads in flight) can.
+The lesson: fusing a chain of elementwise ops into one kernel keeps its intermediates in
+registers, and a memory-bound chain's time follows the bytes it moves, so fusing pays about the
+ratio of the bytes, which a ledger counts before anything is timed (notebooks/02_vertical_fusion.ipynb).
+Dropout comes two ways: a given keep-mask (1 byte read per element) or a counter-based generator
+that recomputes the mask from (seed, index) in the kernel (0 bytes).
 
 Exercises (each stub says `Lab 02.M`):
   02.1  chain_element                   dropout(relu(x*w + b)) + r on values already in registers
@@ -27,6 +21,10 @@ and fused_chain_vectorized, 4 neighbouring elements per thread in 16-byte loads 
 
 Convention: inputs are float32 device arrays of one length n; `mask` (optional) is a uint8
 device array (1 = keep). Every launcher takes `out=None` (allocates) and returns the output.
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -225,19 +223,18 @@ def unfused_chain_ledger(n, with_mask=False):
 @cuda.jit(device=True)
 def chain_element(xv, wv, bv, rv, keep, scale):
     """dropout(relu(x*w + b)) + r for one element whose inputs are already in registers."""
-    # FILL ME IN (roughly 5 lines): v = xv * wv + bv; relu (v if v > ZERO else ZERO: max(v, 0.0)
-    # would compute in float64); dropout (v * scale when keep, else ZERO); return v + rv.
-    # Budget: no memory traffic at all; every value is already in a register.
+    # relu(xv * wv + bv), then dropout (times scale when keep, else zero), plus rv; float32
+    # throughout (ZERO, not 0.0: a Python float makes it float64). Budget: no memory traffic at
+    # all. Hint 02.1 in the notebook.
     raise NotImplementedError("Lab 02.1: chain_element")
 
 
 @cuda.jit
 def fused_chain_kernel(x, w, b, r, mask, seed, threshold, scale, out):
-    # FILL ME IN (roughly 5 lines): one thread per element (cuda.grid(1) and a bounds guard);
-    # load x[i], w[i], b[i], r[i] into registers first (all four loads in flight at once), take
-    # keep = dropout_keep(i, mask, seed, threshold), and store chain_element(...) in out[i].
-    # Budget per element: 4 float32 reads, the mask byte when one is given, 1 write; neighbouring
-    # threads on neighbouring elements (coalesced: the tests count the sectors per warp request).
+    # out = the whole chain (chain_element), one thread per element; dropout's decision from
+    # dropout_keep. Budget per element: 4 float32 reads, the mask byte when one is given, 1 write,
+    # and no intermediate in global memory; neighbouring threads on neighbouring elements
+    # (coalesced: the tests count the sectors per warp request).
     raise NotImplementedError("Lab 02.2: fused_chain_kernel")
 
 
@@ -256,10 +253,8 @@ def fused_chain(x, w, b, r, p=0.1, seed=0, mask=None, out=None, block=DEFAULT_BL
 
 @cuda.jit
 def fused_chain_grid_stride_kernel(x, w, b, r, mask, seed, threshold, scale, out):
-    # FILL ME IN (roughly 3 lines): the same work as 02.2, in a loop that starts at
-    # cuda.grid(1) and steps by cuda.gridsize(1), so that any grid covers every element.
-    # Budget per element: the same as 02.2, whatever the grid (no element twice), and every pass
-    # coalesced as in 02.2.
+    # The same work as 02.2 over every element, whatever the size of the grid (a grid-stride
+    # loop). Budget per element: the same as 02.2 (no element twice), every pass coalesced.
     raise NotImplementedError("Lab 02.3: fused_chain_grid_stride_kernel")
 
 
@@ -282,16 +277,23 @@ def fused_chain_grid_stride(x, w, b, r, p=0.1, seed=0, mask=None, out=None, bloc
 def fused_chain_4_per_thread_kernel(x, w, b, r, mask, seed, threshold, scale, out):
     i = cuda.grid(1)
     step = cuda.gridsize(1)              # elements i, i + step, ...: each warp's loads stay coalesced
-    if i + 3 * step < out.size:          # the common case: 16 loads in flight before any store
+    if i + 3 * step < out.size:          # the common case: every load issued before any store
         j1, j2, j3 = i + step, i + 2 * step, i + 3 * step
         x0, x1, x2, x3 = x[i], x[j1], x[j2], x[j3]
         w0, w1, w2, w3 = w[i], w[j1], w[j2], w[j3]
         b0, b1, b2, b3 = b[i], b[j1], b[j2], b[j3]
         r0, r1, r2, r3 = r[i], r[j1], r[j2], r[j3]
-        out[i] = chain_element(x0, w0, b0, r0, dropout_keep(i, mask, seed, threshold), scale)
-        out[j1] = chain_element(x1, w1, b1, r1, dropout_keep(j1, mask, seed, threshold), scale)
-        out[j2] = chain_element(x2, w2, b2, r2, dropout_keep(j2, mask, seed, threshold), scale)
-        out[j3] = chain_element(x3, w3, b3, r3, dropout_keep(j3, mask, seed, threshold), scale)
+        # The mask bytes too, before the first store: the compiler cannot tell that `out` and
+        # `mask` never overlap, so it keeps a mask load written after a store to `out` after it;
+        # each store needs its own mask byte, and the four bytes would come one after another.
+        k0 = dropout_keep(i, mask, seed, threshold)
+        k1 = dropout_keep(j1, mask, seed, threshold)
+        k2 = dropout_keep(j2, mask, seed, threshold)
+        k3 = dropout_keep(j3, mask, seed, threshold)
+        out[i] = chain_element(x0, w0, b0, r0, k0, scale)
+        out[j1] = chain_element(x1, w1, b1, r1, k1, scale)
+        out[j2] = chain_element(x2, w2, b2, r2, k2, scale)
+        out[j3] = chain_element(x3, w3, b3, r3, k3, scale)
     else:                                # the ragged end of the array
         for k in range(4):
             j = i + k * step
@@ -302,7 +304,7 @@ def fused_chain_4_per_thread_kernel(x, w, b, r, mask, seed, threshold, scale, ou
 
 
 def fused_chain_4_per_thread(x, w, b, r, p=0.1, seed=0, mask=None, out=None, block=DEFAULT_BLOCK):
-    """One launch, 4 elements per thread: more loads in flight, which a memory-bound kernel needs."""
+    """One launch, 4 elements per thread: four times the loads in flight per thread."""
     _check_inputs(x, w, b, r)
     mask, seed, threshold, scale = _dropout_args(x, p, seed, mask)
     if out is None:
@@ -351,16 +353,16 @@ def fused_chain_vectorized(x, w, b, r, p=0.1, seed=0, mask=None, out=None, block
 
 def fused_chain_ledger(n, with_mask=False):
     """The bytes the fused kernel moves: each input read once, the output written once."""
-    # FILL ME IN (roughly 6 lines): a Ledger("fused") with one op, "fused_chain": reads of n
-    # elements of x, w, b and r, a read of n mask bytes (itemsize=MASK) when with_mask, and a write
-    # of n elements of "out". unfused_chain_ledger above shows the form; the tests compare yours
-    # with the truth and with the meter's count of what fused_chain_kernel really did.
+    # A Ledger("fused") whose one op, "fused_chain", declares every array fused_chain_kernel
+    # reads and writes, n elements each (the mask only when with_mask, at MASK bytes each).
+    # unfused_chain_ledger above shows the form; the tests compare yours with the truth and with
+    # the meter's count of what fused_chain_kernel really did.
     raise NotImplementedError("Lab 02.4: fused_chain_ledger")
 
 
 def predicted_speedup(unfused, fused):
     """Unfused time / fused time when both are memory-bound: the ratio of the bytes they move."""
-    # FILL ME IN (roughly 1 line): from the two ledgers' total_bytes.
+    # From the two ledgers alone. Hint 02.5 in the notebook.
     raise NotImplementedError("Lab 02.5: predicted_speedup")
 
 

@@ -1,16 +1,10 @@
 """Lab 02: vertical fusion.
 
-What you will learn
-- Why a chain of elementwise ops is limited by bytes, not arithmetic: each op reads and writes
-  every element, and each intermediate makes a round trip through device memory.
-- How to fuse the chain `out = dropout(relu(x * w + b)) + r` into one kernel that keeps the
-  intermediates in registers: it reads each input once and writes the output once.
-- How to count the bytes each version moves (a ledger), predict the speed-up of fusing from it
-  before measuring, and check the ledger against what the kernels really loaded and stored.
-- Dropout two ways: a given keep-mask (1 byte read per element) or a counter-based random number
-  generator that recomputes the mask from (seed, index) in the kernel (0 bytes).
-- Whether a grid-stride loop over a fixed grid (the "grid = 2-4x the SM count" advice) helps a
-  memory-bound kernel, and why a few elements per thread (more loads in flight) can.
+The lesson: fusing a chain of elementwise ops into one kernel keeps its intermediates in
+registers, and a memory-bound chain's time follows the bytes it moves, so fusing pays about the
+ratio of the bytes, which a ledger counts before anything is timed (notebooks/02_vertical_fusion.ipynb).
+Dropout comes two ways: a given keep-mask (1 byte read per element) or a counter-based generator
+that recomputes the mask from (seed, index) in the kernel (0 bytes).
 
 Exercises (each stub says `Lab 02.M`):
   02.1  chain_element                   dropout(relu(x*w + b)) + r on values already in registers
@@ -27,6 +21,10 @@ and fused_chain_vectorized, 4 neighbouring elements per thread in 16-byte loads 
 
 Convention: inputs are float32 device arrays of one length n; `mask` (optional) is a uint8
 device array (1 = keep). Every launcher takes `out=None` (allocates) and returns the output.
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -309,7 +307,7 @@ def fused_chain_4_per_thread_kernel(x, w, b, r, mask, seed, threshold, scale, ou
 
 
 def fused_chain_4_per_thread(x, w, b, r, p=0.1, seed=0, mask=None, out=None, block=DEFAULT_BLOCK):
-    """One launch, 4 elements per thread: more loads in flight, which a memory-bound kernel needs."""
+    """One launch, 4 elements per thread: four times the loads in flight per thread."""
     _check_inputs(x, w, b, r)
     mask, seed, threshold, scale = _dropout_args(x, p, seed, mask)
     if out is None:
