@@ -240,3 +240,16 @@ def test_the_checker_fails_two_legend_entries_of_one_colour():
     ax.legend()
     assert plots.colour_problems(fig) == ["'second' and 'first' share the colour #0072b2 in one legend"]
     plots.plt.close(fig)
+
+
+def test_the_readability_check_sees_small_text_and_a_two_line_title_off_the_canvas():
+    """plots.layout_problems sees single-line texts only (matplotlib draws each line of a longer
+    one without naming it): canvas.small_texts looks at those too."""
+    fig, ((ax,),) = plots.figure(plots.MIN_WIDTH_IN, 4)
+    fig.suptitle("a title far too long to fit on a canvas of twelve inches, even at a modest size of font\n"
+                 "and its second line", fontsize=24)
+    ax.set_title("small", fontsize=10)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    assert canvas.small_texts(fig) == ["'small' at 10.0 pt", "'a title far too long to fit on a canvas ' leaves the canvas"]
+    plots.plt.close(fig)

@@ -135,10 +135,14 @@ def warp_access(run: KernelRun, array: str, warp: int = 0, kind: str = "load", b
     data = {"array": array, "kind": kind, "warp": warp, "block": block, "site": str(site), "width": width,
             "lanes": lanes, "sectors": sectors, "sectors_per_request": touched, "fewest": fewest,
             "ideal": traffic.ideal_sectors(width), "site_sectors_per_request": float(np.mean(per_request))}
-    verdict = ("coalesced: every sector fetched is used" if touched <= fewest else
-               f"{touched / fewest:.0f}x the sectors its bytes need: neighbouring lanes are far apart")
+    if touched <= fewest:
+        verdict = "coalesced: every sector fetched is used"
+    elif touched <= traffic.COALESCED_SLACK * fewest:
+        verdict = f"{touched / fewest:.2g}x the fewest its bytes need, within the grader's slack"
+    else:
+        verdict = f"{touched / fewest:.2g}x the sectors its bytes need: neighbouring lanes are far apart"
     caption = f"Warp {warp}'s {kind} of {array} touches {touched} sectors; {verdict}."
-    return canvas.picture(kernel.draw_warp_access, data, f"{_title(run, launch)}: {site}", caption, run.source)
+    return canvas.picture(kernel.draw_warp_access, data, f"{_title(run, launch)}\n{site}", caption, run.source)
 
 
 def shared_banks(run: KernelRun, array: str | None = None, warp: int = 0, block=None,
@@ -173,7 +177,7 @@ def shared_banks(run: KernelRun, array: str | None = None, warp: int = 0, block=
     caption = ("Every lane's word sits in its own bank (or shares a word): one wavefront serves the warp."
                if wavefronts <= ideal else
                f"Lanes ask one bank for {data['ways']} different words: the warp waits {wavefronts} wavefronts.")
-    return canvas.picture(kernel.draw_shared_banks, data, f"{_title(run, run.launch_of(chosen[0]))}: {site}",
+    return canvas.picture(kernel.draw_shared_banks, data, f"{_title(run, run.launch_of(chosen[0]))}\n{site}",
                     caption, run.source)
 
 
