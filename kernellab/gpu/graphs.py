@@ -130,7 +130,7 @@ def capture(fn: Callable, *args, **kwargs) -> CapturedGraph:
         _capturing = False
 
 
-class _Session:
+class _Capture:
     """What one capture saw, and the checks each launch must pass."""
 
     def __init__(self, stream, stream_handle: int = 0):
@@ -177,18 +177,18 @@ class _Session:
         return run()
 
 
-def _run_captured(fn, args, kwargs, session):
-    with _guards(session):
-        fn(*args, stream=session.stream, **kwargs)
-    if not session.log:
+def _run_captured(fn, args, kwargs, capturing):
+    with _guards(capturing):
+        fn(*args, stream=capturing.stream, **kwargs)
+    if not capturing.log:
         raise CaptureError(f"{getattr(fn, '__name__', fn)} launched no kernel on the capture "
                            "stream; there is nothing to replay")
 
 
 def _capture_simulated(fn, args, kwargs) -> CapturedGraph:
-    session = _Session(cuda.stream())
-    _run_captured(fn, args, kwargs, session)
-    return CapturedGraph(session.log, (args, kwargs), recorded=tuple(session.recorded))
+    capturing = _Capture(cuda.stream())
+    _run_captured(fn, args, kwargs, capturing)
+    return CapturedGraph(capturing.log, (args, kwargs), recorded=tuple(capturing.recorded))
 
 
 def _capture_gpu(fn, args, kwargs) -> CapturedGraph:
@@ -196,17 +196,17 @@ def _capture_gpu(fn, args, kwargs) -> CapturedGraph:
     gpu = Device(cuda.get_current_device().id)
     gpu.set_current()                      # the primary context, the one Numba uses
     builder = gpu.create_graph_builder()
-    session = _Session(builder, int(builder.stream.handle))
+    capturing = _Capture(builder, int(builder.stream.handle))
     builder.begin_building()
     try:
-        _run_captured(fn, args, kwargs, session)
+        _run_captured(fn, args, kwargs, capturing)
     except BaseException:
         with contextlib.suppress(Exception):  # the capture may already be invalidated
             builder.end_building()
         builder.close()
         raise
     executable = builder.end_building().complete()
-    graph = CapturedGraph(session.log, (args, kwargs), executable, builder)
+    graph = CapturedGraph(capturing.log, (args, kwargs), executable, builder)
     executable.upload(graph._default_stream)  # so the first replay does not pay for the upload
     return graph
 
@@ -223,13 +223,13 @@ def _refusing(what: str, why: str):
 
 
 @contextlib.contextmanager
-def _guards(session: _Session):
-    """Route launches through `session.capture`, and refuse allocation and synchronization."""
+def _guards(capturing: _Capture):
+    """Route launches through `capturing.capture`, and refuse allocation and synchronization."""
     refusals = {name: _refusing(f"cuda.{name}()", ALLOCATION)
                 for name in ("device_array", "device_array_like", "to_device")}
     refusals["synchronize"] = _refusing("cuda.synchronize()", SYNCHRONIZATION)
     refusals["copy_to_host"] = _refusing("copy_to_host()", SYNCHRONIZATION)
-    with hooks.subscribe(replace_launch=session.capture, **refusals), \
+    with hooks.subscribe(replace_launch=capturing.capture, **refusals), \
             cuda.defer_cleanup():          # no frees while the driver is capturing
         yield
 

@@ -428,9 +428,9 @@ def _hooked_copy(operation: str, original: Callable, ary_default) -> Callable:
     it: numba-cuda's copy methods call the driver (or, in the simulator, NumPy), nothing hooked,
     and a Bracket's halves call nothing hooked either (the Timeline records its events through the
     driver). With that and the flag's class default (`_BusyFlag`), a copy through a do-nothing
-    Bracket added +0.25-0.34 us here in the simulator, from +0.41-0.57 (session 15). The copy is
+    Bracket added +0.25-0.34 us here in the simulator, from +0.41-0.57 before. The copy is
     described for the Bracket (`described_copy`) here too, not in a function of its own: on the
-    H200's host each Python call on this path cost ~0.3 us or more (session 16)."""
+    H200's host each Python call on this path cost ~0.3 us or more."""
     to_host = operation == "copy_to_host"
 
     def hooked(self, ary=ary_default, stream=0, *more, **named):

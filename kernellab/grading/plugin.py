@@ -71,7 +71,7 @@ def pytest_addoption(parser):
     group.addoption("--kl-replay", default=None, help=argparse.SUPPRESS)  # judge from this folder
 
 
-def session_seed(config) -> int:
+def run_seed(config) -> int:
     return config.stash[_SEED]
 
 
@@ -88,7 +88,7 @@ def pytest_configure(config):
                                        "checks, stress mode); "
                                        "on a GPU, kernellab grade runs it in a simulator child")
     settings.target(config.getoption("target"))   # a bad KERNELLAB_TARGET fails here, naming it
-    config.stash[_SETTINGS] = contextlib.ExitStack()   # --target holds for the session
+    config.stash[_SETTINGS] = contextlib.ExitStack()   # --target holds for the whole run
     config.stash[_SETTINGS].enter_context(settings.using(target=config.getoption("target")))
     seed = settings.seed(config.getoption("seed"))
     if hasattr(config, "workerinput"):   # a pytest-xdist worker: the controller's seed
@@ -106,7 +106,7 @@ def pytest_xdist_auto_num_workers(config):
     """`-n auto`: a worker per usable core (at most 8) in the simulator, where each test is CPU-bound
     and on its own; none on a GPU, where the timing tests must not share the device. It runs before
     xdist's own answer (the first answer is taken), which counts physical cores, not the usable
-    ones, and ran 16 workers on the H200's host (session 12, call F); PYTEST_XDIST_AUTO_NUM_WORKERS
+    ones, and ran 16 workers on the H200's host; PYTEST_XDIST_AUTO_NUM_WORKERS
     is left to xdist."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
@@ -120,7 +120,7 @@ def pytest_xdist_auto_num_workers(config):
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     """Every pytest-xdist worker grades on the controller's seed: one run, one seed to replay."""
-    node.workerinput["kernellab_seed"] = session_seed(node.config)
+    node.workerinput["kernellab_seed"] = run_seed(node.config)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -140,7 +140,7 @@ def pytest_unconfigure(config):
 
 
 def pytest_report_header(config):
-    seed = session_seed(config)
+    seed = run_seed(config)
     mode = "  stress: on" if config.getoption("stress") and device.is_simulator() else ""
     return [f"kernellab: target={target.current()}  device={device.mode()} "
             f"({device.facts().label})  seed={seed}  (replay with --seed {seed}){mode}"]
@@ -194,7 +194,7 @@ def lab(request, lab_module):
 @pytest.fixture
 def rng(request):
     """A fresh, reproducible Generator per test: same --seed, same inputs."""
-    seed = session_seed(request.config)
+    seed = run_seed(request.config)
     stream = zlib.crc32(request.node.nodeid.encode())
     print(f"random inputs: seed {seed} (test stream {stream}); replay with --seed {seed}")
     import numpy as np
@@ -510,11 +510,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = config.stash[_STATE]
     if not state.graded:
         return
-    document = results_document(state.graded, state.outcomes, run_header(session_seed(config)))
+    document = results_document(state.graded, state.outcomes, run_header(run_seed(config)))
     terminalreporter.section("kernellab score")
     terminalreporter.write_line(score_table(document))
-    terminalreporter.write_line(f"seed {session_seed(config)}: replay with --seed "
-                                f"{session_seed(config)}")
+    terminalreporter.write_line(f"seed {run_seed(config)}: replay with --seed "
+                                f"{run_seed(config)}")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -529,5 +529,5 @@ def pytest_sessionfinish(session, exitstatus):
         session.config.workeroutput["kernellab_elsewhere"] = sorted(state.elsewhere)
         return
     document = results_document(state.graded, state.outcomes,
-                                run_header(session_seed(session.config)))
+                                run_header(run_seed(session.config)))
     Path(session.config.getoption("results")).write_text(json.dumps(document, indent=2))
