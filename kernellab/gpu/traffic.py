@@ -384,7 +384,8 @@ def _traced_shared_class(trace: WarpTrace, in_atomic: threading.local):
             if not getattr(in_atomic, "active", False):
                 offset = byte_offset(self, idx)
                 trace.note("shared", self._kernellab_name, self.dtype.itemsize, offset, kind,
-                           sys._getframe(2), element_index(self, idx) if offset is not None else ())
+                           sys._getframe(2),
+                           element_index(self, idx) if trace.accesses is not None and offset is not None else ())
 
         def __getitem__(self, idx):
             value = super().__getitem__(idx)
@@ -474,7 +475,7 @@ def meter(trace: tuple = (), **named_arrays):
             array = within._item._ary
             offset = byte_offset(array, idx)
             warps.note("global", counted.name, array.dtype.itemsize, offset, kind, sys._getframe(2),
-                       element_index(array, idx) if offset is not None else ())
+                       element_index(array, idx) if warps.accesses is not None and offset is not None else ())
 
     def counted_get(self, idx):
         value = original_get(self, idx)

@@ -106,7 +106,7 @@ def draw_warp_access(data: dict, title: str, source: str):
     place, x = {}, 0.0
     for i, sector in enumerate(sectors):
         if i and sector != sectors[i - 1] + 1:
-            x += 0.6                                  # skipped memory
+            x += 0.35                                 # skipped memory
         place[sector] = x
         x += 1.0
     span = x
