@@ -150,7 +150,8 @@ def sm_fill(result, cc=None, block_size: int | None = None, registers_per_thread
     names = " and ".join(r["name"] for r in data["resources"] if r["limiter"]) or "nothing"
     caption = f"The {names} run out first: one more block would not fit, whatever room the others have."
     return canvas.picture(machine.draw_sm_fill, data, f"One SM of {arch.label}", caption,
-                    "worked out by kernellab.occupancy (the driver's rules); nothing measured")
+                    "worked out by kernellab.occupancy (the driver's rules); nothing measured" if own else
+                    "the lab's occupancy result; each block's share by the driver's rules; nothing measured")
 
 
 def bytes_moved(*ledgers) -> Picture:
