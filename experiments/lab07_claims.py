@@ -1,7 +1,7 @@
 """Lab 07's claims: the discussion's sentences, each checked against the records. A finding reads
 the median of the recorded repeats and shows their range; a target is judged on the worst repeat.
-INSTRUMENT_CLAIMS are about the course's recorder, not about streams: the notebook keeps them
-folded away, and docs/measuring.md (Lab 07) explains them."""
+recorder_over_floor is about the course's recorder, not about streams: the notebook folds it away,
+and docs/measuring.md (Lab 07) explains it."""
 
 from __future__ import annotations
 
@@ -112,7 +112,14 @@ def _steps(records, names, **extra) -> dict:
     return values
 
 
-# --- the course's recorder (INSTRUMENT_CLAIMS) ----------------------------------------------------
+def _chunks_values(records):
+    """The chunk counts' steps, and the copies alone in 64 chunks over the same copies in 8."""
+    ratios = [r["steps"]["chunks_64"]["copies_ms"]["median_ms"] / r["steps"]["chunks_8"]["copies_ms"]["median_ms"]
+              for r in _pipeline_repeats(records)]
+    return {**_steps(records, ("chunks_4", "chunks_8", "chunks_16", "chunks_64")), **_spread("copies_64", ratios)}
+
+
+# --- the course's recorder -------------------------------------------------------------------
 
 def _recorder_values(records):
     """The pipeline's recorder, and its floor (one event recorded after the call), per op over the
@@ -199,13 +206,15 @@ CLAIMS = [
           "On 4 streams the pipeline takes {ms_chunks_4:.2f} ms in 4 chunks (hiding {hidden_chunks_4:.0f}%), "
           "{ms_chunks_8:.2f} ms in 8 ({hidden_chunks_8:.0f}%), {ms_chunks_16:.2f} ms in 16 ({hidden_chunks_16:.0f}%) "
           "and {ms_chunks_64:.2f} ms in 64 (medians of {repeats} repeats): from 4 to 8 chunks it {more}, and from "
-          "8 to 64 it {less}.",
+          "8 to 64 it {less}. Its copies alone take {copies_64:.1f}x as long in 64 chunks as in 8: {host}.",
           headline="8 chunks take {ms_chunks_8:.2f} ms, 4 chunks {ms_chunks_4:.2f} ms, 64 chunks {ms_chunks_64:.2f} ms",
-          values=lambda r: _steps(r, ("chunks_4", "chunks_8", "chunks_16", "chunks_64")),
+          values=_chunks_values,
           checks=(says("more", "ms_chunks_8", "<", "ms_chunks_4", "gets faster", "gets no faster"),
-                  says("less", "ms_chunks_64", ">", "ms_chunks_8", "gets slower", "gets no slower")),
-          explains="the first copy in and the last copy out overlap nothing, about 1/C of the copies each; "
-                   "each chunk costs the host three submissions, and at 64 chunks the GPU waits for them"),
+                  says("less", "ms_chunks_64", ">", "ms_chunks_8", "gets slower", "gets no slower"),
+                  says("host", "copies_64", ">", 1.5, "the host, submitting one copy at a time, sets their pace",
+                       "the copies keep their pace")),
+          explains="the first copy in and the last copy out overlap nothing, about 1/C of the copies each; more "
+                   "chunks mean more submissions, and the host makes one at a time"),
     Claim("pipeline_issue_order",
           "On one stream the lab's 8 chunks hide {hidden_one_stream:.0f}%: {serial} (at most {floor:.0f}% is noise). On 4 streams, issued chunk "
           "after chunk (depth first), they hide {hidden_chunks_8:.0f}% ({ms_chunks_8:.2f} ms); issued breadth "
@@ -228,4 +237,3 @@ CLAIMS = [
           values=_recorder_values, checks=(target("met", "over", "<=", "target_us"),),
           explains="the recorder notes each op and hands it to its event; the Python hot path does so in Python frames"),
 ]
-INSTRUMENT_CLAIMS = ("recorder_over_floor",)

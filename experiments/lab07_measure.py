@@ -1,9 +1,5 @@
-"""Lab 07's measurements (GPU only), and the block-scheduler model they are compared with.
-
-`lab07_streams` declares them (its docstring says what each record holds); `kernellab bench 07`
-runs each in a fresh process (`in_fresh_process`, `python -m experiments.lab07_streams`). With
-KERNELLAB_HOT_PATH=python the process runs the recorder's Python hot path throughout.
-"""
+"""Lab 07's measurements (GPU only), each in a fresh process (`in_fresh_process`), and the block-
+scheduler model they are compared with. KERNELLAB_HOT_PATH=python: on the recorder's Python hot path."""
 
 from __future__ import annotations
 
@@ -232,23 +228,20 @@ def recorder_of(memory: str, streams) -> Timeline:
 
 
 def recorder_free_hidden(pipeline_ms: float, copies_ms: float, kernels_ms: float) -> float:
-    """The hidden share without the recorder: the time the pipeline saved over running its copies
-    and its kernels one after the other / the smaller of the two (1.0: the smaller is fully hidden)."""
+    """The time the pipeline saved over its copies and kernels one after the other / the smaller."""
     return (copies_ms + kernels_ms - pipeline_ms) / min(copies_ms, kernels_ms)
 
 
 def saved_too_much(shares) -> list[str]:
-    """Without the recorder a share can be negative (pageable copies), never above 1. Each rep's
-    share is a difference of three noisy makespans, so a pipeline that hides everything reads a
-    little above 1 in some reps: a problem only where even the reps' p10 is above 1."""
+    """A share below 0 is a slow pipeline (pageable copies); above 1 in some reps, the noise of three
+    makespans; a problem only where even the reps' p10 is above 1."""
     low = float(np.percentile(shares, 10))
     return [f"without the recorder: hidden share above 1 in 9 of 10 reps (p10 {low:.3f})"] if low > 1.0 else []
 
 
 def issue_in_order(order: str, bounds, streams, *submits) -> None:
-    """Each of `submits` (a function of lo, hi, stream) for every chunk, chunk c on streams[c % S]:
-    depth first, a chunk's submits one after the other, then the next chunk's; breadth first, the
-    first submit for every chunk, then the second for every chunk, and so on."""
+    """Each of `submits` (lo, hi, stream) for every chunk, chunk c on streams[c % S]: depth first, chunk
+    after chunk; breadth first, the first submit for every chunk, then the second, and so on."""
     chunks = [(lo, hi, streams[c % len(streams)]) for c, (lo, hi) in enumerate(bounds)]
     if order not in ISSUE_ORDERS:
         raise ValueError(f"no issue order {order!r} (orders: {', '.join(ISSUE_ORDERS)})")
@@ -258,8 +251,7 @@ def issue_in_order(order: str, bounds, streams, *submits) -> None:
 
 
 def breadth_first_pipeline(lab, host_x, iters, streams, chunks, host_out, device_buffers):
-    """The lab's pipeline issued breadth first: every chunk's copy in, then every kernel, then every
-    copy out. Each stream still runs its own chunks' copy, kernel and copy in order."""
+    """The lab's pipeline issued breadth first: every copy in, then every kernel, then every copy out."""
     d_in, d_out = device_buffers
     issue_in_order("breadth_first", lab.chunk_bounds(host_x.size, chunks), streams,
                    lambda lo, hi, stream: d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=stream),

@@ -34,7 +34,7 @@ from experiments.lab07_measure import (
     OVERLAP_METHOD, SLOWDOWN_METHOD, in_fresh_process, measure_in_process, model_errors, speedup_at_16)
 
 # Read on the experiment (`protocol.experiment("07")`) by tests/instruments and notebook 07.
-from experiments.lab07_claims import INSTRUMENT_CLAIMS, _sweep  # noqa: F401
+from experiments.lab07_claims import _sweep  # noqa: F401
 from experiments.lab07_constants import KERNEL_MS, NOMINAL, STREAM_COUNTS  # noqa: F401
 from experiments.lab07_figures import predicted_pipeline  # noqa: F401
 from experiments.lab07_measure import busy_blocks_per_sm, calibrate_iters, predict_sweep  # noqa: F401
@@ -46,8 +46,7 @@ BENCH_ITERS = 64     # dependent FMAs per element in the busy benchmark
 
 
 def kernel_benchmarks(lab) -> list[harness.Benchmark]:
-    """busy_kernel and add_kernel alone, over one pipeline chunk and the whole pipeline buffer
-    (256 MiB each way, 8x the L2: DRAM bytes are DRAM bytes)."""
+    """busy_kernel and add_kernel alone, over one pipeline chunk and the whole buffer (8x the L2)."""
     def busy_ledger(n):
         return Ledger("busy").add("busy", "x", reads=n).add("busy", "out", writes=n)
 
@@ -99,8 +98,7 @@ def validate(lab, seed: int = 0) -> list[str]:
 
 def recorder_figures(pipeline: dict) -> dict:
     """The pipeline's recorder per op over its floor (one event after the call) and over the bare call,
-    the worse of a launch and a copy; the pinned pipeline's slowdown inside it; and on the Python hot
-    path the same, where the record has it."""
+    the worse of a launch and a copy, on each hot path the record has; the pinned pipeline's slowdown."""
     costs, pinned = pipeline["recorder"], pipeline["cases"]["pinned"]
 
     def worst(key, less=None):

@@ -6,8 +6,9 @@ What you will learn
   shared memory allow. K kernels of 8 blocks each fit side by side on a 132-SM H200; kernels that
   each fill every SM's resources run one after another whatever the number of streams.
 - Launching a kernel from Python costs the host tens of microseconds (Lab 01 measures it). Many
-  short kernels on many streams are then spaced out by the host, not by the GPU. Pre-enqueuing the work behind one event (`hold`),
-  or a CUDA graph (Lab 08), removes that limit.
+  short kernels on many streams are then spaced out by the host, not by the GPU. Holding the
+  streams behind one event (`hold`) takes the host's pace out of a measurement; submitting less
+  (a CUDA graph, Lab 08) is the fix.
 - Cross-stream dependencies with events: record on the producer's stream, wait on the
   consumer's. A device-wide `cuda.synchronize()` instead stops the host and waits for every
   stream, related or not.
@@ -25,7 +26,7 @@ Exercises (each stub says `Lab 07.M`):
   07.1  run_independent     kernel k on streams[k % S]; never the default stream, no host waits
   07.2  diamond             A -> (B || C) -> D over two streams, ordered by events only
   07.3  chunk_bounds        split n elements into chunks whose sizes differ by at most one
-  07.4  pipeline            per chunk on one stream: async H2D, busy, async D2H; pinned host output
+  07.4  pipeline            chunks over streams, each copied in, computed and copied back on its own
   07.5  predicted_speedup   K kernels on S streams vs on one, predicted by the block-scheduler model
   07.6  speedup_bound       the closed-form ceiling on that speed-up
 
@@ -35,6 +36,10 @@ write per thread) and spends `iters` dependent FMAs in registers in between, so 
 
 Convention: inputs are device arrays, `out=None` allocates the output on the device, launchers
 return it (still on the device) and take a `stream` (0 is the legacy default stream).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -111,10 +116,10 @@ def count_kernel(counter):
 def run_independent(xs, iters, streams, outs=None):
     """busy(xs[k]) for every k, kernel k on streams[k % len(streams)] (queued in any order):
     independent work that may overlap. Asynchronous: returns the outputs without waiting for them."""
-    # FILL ME IN (roughly 7 lines): raise ValueError when `streams` is empty; allocate `outs`
-    # (cuda.device_array_like) when None; launch busy(xs[k], iters, out=outs[k],
-    # stream=streams[k % len(streams)]) for every k. Never the default stream, never a host
-    # synchronization (no cuda.synchronize, no stream.synchronize): the caller decides when to wait.
+    # Contract: outs[k] = busy(xs[k], iters) for every k, launched on streams[k % len(streams)];
+    # `outs` allocated on the device when None; ValueError when `streams` is empty.
+    # Budget: one launch per kernel, none on the default stream, and no host synchronization (the
+    # caller decides when to wait). Hint 07.1 in the notebook.
     raise NotImplementedError("Lab 07.1: run_independent")
 
 def run_independent_with_bookkeeping(xs, iters, streams, counter, outs=None):
@@ -161,10 +166,10 @@ def nonblocking_stream():
 
 def diamond(x, iters, s1, s2, out=None):
     """out = B(y) + C(y), y = A(x): A, B, D on s1, C on s2 beside B; events order s1 and s2."""
-    # FILL ME IN (roughly 11 lines): A = busy(x, iters) on s1; an event recorded on s1 after A
-    # and waited on s2 (event = cuda.event(); event.record(s1); event.wait(s2)); B = busy(y, iters)
-    # on s1 and C = busy(y, 2 * iters) on s2; a second event from s2 to s1 so that
-    # D = add(B, C, out=out) on s1 starts after C. No cuda.synchronize(): the host never waits.
+    # Contract: y = A = busy(x, iters), B = busy(y, iters) and D = add(B, C, out=out) on s1;
+    # C = busy(y, 2 * iters) on s2, beside B. C must not start before A ends, nor D before C ends.
+    # Budget: 4 launches and 2 events; the host never waits (no cuda.synchronize, no
+    # stream.synchronize). Hint 07.2 in the notebook.
     raise NotImplementedError("Lab 07.2: diamond")
 
 def diamond_synchronized(x, iters, s1, s2, out=None):
@@ -182,8 +187,9 @@ def diamond_synchronized(x, iters, s1, s2, out=None):
 
 def chunk_bounds(n, chunks):
     """[(lo, hi), ...] covering range(n) in `chunks` pieces whose sizes differ by at most one."""
-    # FILL ME IN (roughly 9 lines): raise ValueError unless 1 <= chunks <= n; divmod(n, chunks)
-    # gives the base size and how many chunks take one element more. Integers only.
+    # Contract: the pieces in order, each (lo, hi) with lo < hi, the first at 0, each starting where
+    # the one before ends, the last ending at n; ValueError unless 1 <= chunks <= n. Integers only.
+    # Hint 07.3 in the notebook.
     raise NotImplementedError("Lab 07.3: chunk_bounds")
 
 def pipeline(host_x, iters, streams, chunks, host_out=None, device_buffers=None):
@@ -192,15 +198,12 @@ def pipeline(host_x, iters, streams, chunks, host_out=None, device_buffers=None)
     its kernel. host_x should be
     pinned (cuda.pinned_array): copies from pageable memory do not overlap. device_buffers: an
     optional (d_in, d_out) pair shaped like host_x. Waits for the result before returning it."""
-    # FILL ME IN (roughly 12 lines): ValueError for no streams; host_out = cuda.pinned_array_like
-    # (host_x) when None (page-locked, so the D2H copies can be asynchronous); device buffers from
-    # `device_buffers` or cuda.device_array_like. For chunk c = (lo, hi) of chunk_bounds, on
-    # stream = streams[c % S]: d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=stream), then
-    # busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream), then
-    # d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=stream). Synchronize the streams only
-    # after every chunk is queued, then return host_out. Stream-safe: no buffer used by two
-    # streams without an event between its uses (each chunk its own slices), and no copy into
-    # pageable memory, which makes the host wait (the tests trace both).
+    # Contract: host_out = busy(host_x, iters), in `chunks` pieces (chunk_bounds); host_out is
+    # allocated pinned when None; ValueError for no streams. Chunk c is copied in, computed and
+    # copied back on streams[c % S], in that order. Returns host_out once every chunk is back.
+    # Budget: per chunk, two asynchronous copies and one launch on its own stream; the host waits
+    # only after every chunk is queued; no copy into pageable memory (it makes the host wait); no
+    # device buffer shared by two chunks. The tests trace all of it. Hint 07.4 in the notebook.
     raise NotImplementedError("Lab 07.4: pipeline")
 
 # --- 07.5 / 07.6: predict before measuring ----------------------------------------------------------
@@ -208,19 +211,17 @@ def pipeline(host_x, iters, streams, chunks, host_out=None, device_buffers=None)
 def predicted_speedup(kernels, streams, blocks, block_ms, blocks_per_sm, machine):
     """Makespan of `kernels` identical independent kernels on one stream / on `streams` streams
     (round-robin), both predicted by kernellab.scheduler on `machine`."""
-    # FILL ME IN (roughly 4 lines): build the work with scheduler.round_robin(kernels, n_streams,
-    # blocks=..., block_ms=..., blocks_per_sm=...) for 1 stream and for `streams` streams, run
-    # scheduler.simulate(work, machine) on each, and divide the makespans (makespan_ms).
+    # Contract: predicted makespan on 1 stream / predicted makespan on `streams` streams, each
+    # from the model (`scheduler`: help(scheduler.round_robin), help(scheduler.simulate)).
+    # Hint 07.5 in the notebook.
     raise NotImplementedError("Lab 07.5: predicted_speedup")
 
 def speedup_bound(kernels, streams, blocks, blocks_per_sm, sm_count):
     """The most that `streams` streams can gain over one for identical independent kernels, when
     launching is free: serial time / max(the busiest stream's time, all blocks through the SMs)."""
-    # FILL ME IN (roughly 9 lines): ValueError if any argument is < 1. In units of one block's
-    # time: slots = sm_count * blocks_per_sm; one kernel alone takes waves = ceil(blocks / slots);
-    # one stream takes kernels * waves; S streams take at least the busiest stream's share,
-    # ceil(kernels / S) * waves, and at least ceil(kernels * blocks / slots) rounds of the slots.
-    # Integers only (-(-a // b) is ceil(a / b)).
+    # Contract: ValueError if any argument is < 1; counted in whole rounds of one block's time, with
+    # sm_count * blocks_per_sm blocks running at once. Integers only, so the answer is exact.
+    # Hint 07.6 in the notebook.
     raise NotImplementedError("Lab 07.6: speedup_bound")
 
 

@@ -6,8 +6,9 @@ What you will learn
   shared memory allow. K kernels of 8 blocks each fit side by side on a 132-SM H200; kernels that
   each fill every SM's resources run one after another whatever the number of streams.
 - Launching a kernel from Python costs the host tens of microseconds (Lab 01 measures it). Many
-  short kernels on many streams are then spaced out by the host, not by the GPU. Pre-enqueuing the work behind one event (`hold`),
-  or a CUDA graph (Lab 08), removes that limit.
+  short kernels on many streams are then spaced out by the host, not by the GPU. Holding the
+  streams behind one event (`hold`) takes the host's pace out of a measurement; submitting less
+  (a CUDA graph, Lab 08) is the fix.
 - Cross-stream dependencies with events: record on the producer's stream, wait on the
   consumer's. A device-wide `cuda.synchronize()` instead stops the host and waits for every
   stream, related or not.
@@ -25,7 +26,7 @@ Exercises (each stub says `Lab 07.M`):
   07.1  run_independent     kernel k on streams[k % S]; never the default stream, no host waits
   07.2  diamond             A -> (B || C) -> D over two streams, ordered by events only
   07.3  chunk_bounds        split n elements into chunks whose sizes differ by at most one
-  07.4  pipeline            per chunk on one stream: async H2D, busy, async D2H; pinned host output
+  07.4  pipeline            chunks over streams, each copied in, computed and copied back on its own
   07.5  predicted_speedup   K kernels on S streams vs on one, predicted by the block-scheduler model
   07.6  speedup_bound       the closed-form ceiling on that speed-up
 
@@ -35,6 +36,10 @@ write per thread) and spends `iters` dependent FMAs in registers in between, so 
 
 Convention: inputs are device arrays, `out=None` allocates the output on the device, launchers
 return it (still on the device) and take a `stream` (0 is the legacy default stream).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
