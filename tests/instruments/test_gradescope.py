@@ -4,6 +4,7 @@ broken ones. Every results.json must match Gradescope's format (gradescope_resul
 The apt steps of setup.sh are skipped (KERNELLAB_APT=skip): they only run on Gradescope itself.
 """
 
+import io
 import json
 import os
 import re
@@ -24,7 +25,7 @@ from kernellab.course import target
 SCHEMA = json.loads((Path(__file__).parent / "gradescope_results.schema.json").read_text())
 SOLUTION = target.ROOT / "solutions" / "lab00_indexing.py"
 # Module-level code that tries to plant a file among the instructor's tests (the grader's
-# working directory is the bundle's source/): as an unprivileged user it cannot.
+# working directory is the bundle's source/): the import rule refuses the file before it runs.
 PLANT = """
 import pathlib
 try:
@@ -89,8 +90,10 @@ def run_autograder(autograder, files: dict[str, str], previous: dict | None = No
     if previous is not None:
         (root / "results" / "results.json").write_text(json.dumps(previous))
     env = {"TMPDIR": str(root / "tmp"), **env}
-    for name, text in files.items():
-        (root / "submission" / name).write_text(text)
+    for name, content in files.items():     # a name may hold a folder; bytes for a .zip
+        path = root / "submission" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
     proc = subprocess.run(["bash", str(root / "source" / "run_autograder")],
                           env={**base_env, **env}, capture_output=True, text=True, timeout=300)
     results = json.loads((root / "results" / "results.json").read_text())
@@ -99,17 +102,21 @@ def run_autograder(autograder, files: dict[str, str], previous: dict | None = No
     return results | {"log": proc.stdout}
 
 
-def test_flat_submission_gets_full_marks_without_touching_the_tests(autograder):
-    results = run_autograder(autograder, {"lab00_indexing.py": SOLUTION.read_text() + PLANT})
+def test_flat_submission_gets_full_marks(autograder):
+    results = run_autograder(autograder, {"lab00_indexing.py": SOLUTION.read_text()})
     assert results["score"] == results["max_score"] > 0, results["log"][-3000:]
+    if autograder[2]:   # dropped to `nobody`: the bundle's tests verify, so the grade is official
+        assert "WARNING" not in results["output"], results["output"]
+
+
+def test_a_lab_file_that_plants_a_file_among_the_tests_scores_0_and_plants_nothing(autograder):
+    results = run_autograder(autograder, {"lab00_indexing.py": SOLUTION.read_text() + PLANT})
     planted = autograder[0] / "source" / "tests" / "labs" / "planted.py"
-    if autograder[2]:   # the grader dropped to `nobody`, who cannot write to source/tests/labs
-        assert not planted.exists()
-        assert "WARNING" not in results["output"], results["output"]   # the bundle's tests verify
-    else:               # graded as this user: the plant lands in its private copy, not in source/
-        assert not planted.exists()
-        assert "student code ran on a private copy" in results["output"], results["output"]
+    exists = planted.exists()
     planted.unlink(missing_ok=True)
+    assert not exists
+    assert results["score"] == 0 and results["tests"]
+    assert all("imports pathlib" in test["output"] for test in results["tests"]), results["tests"][0]
 
 
 def test_syntax_error_scores_zero_with_the_reason(autograder):
@@ -128,6 +135,55 @@ def test_a_grader_that_cannot_start_still_writes_results(autograder):
     assert "earlier run" not in results["output"]
     if autograder[2]:       # as root the drop is tried first, and named as the cause
         assert "cannot run the grader's Python" in results["output"], results["output"]
+
+
+def zipped(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return buffer.getvalue()
+
+
+def test_an_upload_one_folder_down_or_zipped_is_graded_and_says_from_where(autograder):
+    solution = SOLUTION.read_text()
+    for files, where in (({"mywork/lab00_indexing.py": solution}, "mywork/lab00_indexing.py"),
+                         ({"labs.zip": zipped({"labs/lab00_indexing.py": solution})},
+                          "labs.zip:labs/lab00_indexing.py")):
+        results = run_autograder(autograder, files)
+        assert results["score"] == results["max_score"] > 0, results["log"][-3000:]
+        assert results["output"].startswith(f"graded: lab00_indexing.py from {where}")
+
+
+def test_an_upload_without_the_lab_file_names_what_it_holds_and_what_was_expected(autograder):
+    results = run_autograder(autograder, {"lab00.ipynb": "{}", "notes.txt": "hi"})
+    assert results["score"] == 0 and "the grader failed" not in results["output"]
+    assert "missing from your upload: lab00_indexing.py" in results["output"]
+    assert "your upload holds: lab00.ipynb, notes.txt" in results["output"]
+    assert "a notebook is not graded" in results["output"]
+
+
+def test_gather_takes_only_the_lab_files_and_follows_no_link(tmp_path):
+    upload, secret = tmp_path / "upload", tmp_path / "secret.txt"
+    (upload / "deep" / "er").mkdir(parents=True)
+    secret.write_text("not the student's")
+    (upload / "lab01_launch_overhead.py").symlink_to(secret)
+    (upload / "deep" / "er" / "lab02_vertical_fusion.py").write_text("# two folders down")
+    (upload / "deep" / "lab00_indexing.py").write_text("# one folder down")
+    (upload / "work.zip").write_bytes(zipped({"../../lab00_indexing.py": "# escapes",
+                                              "lab03_horizontal_fusion.py": "# zipped"}))
+    taken, note = gradescope.gather(upload, tmp_path / "dest", ["00", "01", "02", "03"])
+    assert sorted(taken) == ["lab00_indexing.py", "lab03_horizontal_fusion.py"]
+    assert (tmp_path / "dest" / "lab00_indexing.py").read_text() == "# one folder down"
+    assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == sorted(taken)
+    assert "missing from your upload: lab01_launch_overhead.py, lab02_vertical_fusion.py" in note
+
+
+def test_an_existing_bundle_is_replaced_only_with_force(tmp_path):
+    gradescope.build_bundle(tmp_path / "build", ["00"])
+    with pytest.raises(ValueError, match="exists already: give a new --out, or --force"):
+        gradescope.build_bundle(tmp_path / "build", ["00"])
+    assert gradescope.build_bundle(tmp_path / "build", ["00"], force=True).exists()
 
 
 def test_bundle_holds_no_solutions_and_its_tests_verify(tmp_path):
