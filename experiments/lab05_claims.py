@@ -165,6 +165,25 @@ def _instruction_values(records):
             "dram_gain": values["vector_dram"] - values["fused_dram"]}
 
 
+def _registers_row(records, kernel: str) -> dict:
+    for r in need(records, "registers", "rows"):
+        if r["kernel"] == kernel:
+            return r
+    raise Missing(f"registers has no row for {kernel}")
+
+
+def _layernorm_values(records):
+    """The fused layernorm against torch.layer_norm at the headline length (medians of the repeats),
+    and what its registers leave of an SM beside the fused softmax's."""
+    layernorm = need(records, "layernorm")
+    fused, torch = row(layernorm, "fused", HEADLINE_COLS), row(layernorm, "torch_layer_norm", HEADLINE_COLS)
+    mine, softmax = _registers_row(records, "layernorm_fused_kernel"), _registers_row(records, "softmax_fused_kernel")
+    return {"cols": HEADLINE_COLS, "fused": _typical_ms(fused), "pct": fused["pct_of_copy"],
+            "torch": _typical_ms(torch), "torch_over": _typical_ms(fused) / _typical_ms(torch),
+            "regs": mine["registers"], "block": mine["block"], "blocks": mine["active_blocks"],
+            "occ": mine["occupancy"], "softmax_regs": softmax["registers"], "softmax_occ": softmax["occupancy"]}
+
+
 def _unfused_values(records):
     """The unfused form against its bytes, beside how busy Nsight Compute found DRAM in each of its
     three kernels and in the fused kernel."""
@@ -283,6 +302,16 @@ CLAIMS = [
           explains="requested bytes (the ledger) and DRAM bytes (Nsight Compute) are different quantities: "
                    "a row of 8192 float32 is 32 KB, and its second read finds it in L1/L2, so the DRAM bytes "
                    "stay those of one read."),
+    Claim("layernorm_vs_torch",
+          "At {cols:,} columns the fused layernorm takes {fused:.3f} ms, {pct:.0f}% of copy, and "
+          "torch.layer_norm {torch:.3f} ms ({faster}: {torch_over:.2f}x). The fused kernel uses {regs} "
+          "registers per thread, so an SM holds {blocks} of its {block}-thread blocks: {occ:.0%} occupancy, "
+          "{lower} the fused softmax's {softmax_occ:.0%} at {softmax_regs} registers.",
+          headline="layernorm at {cols:,} columns: torch.layer_norm {torch_over:.2f}x the fused kernel's speed; "
+                   "its {regs} registers leave {occ:.0%} occupancy ({lower} the softmax's {softmax_occ:.0%})",
+          values=_layernorm_values,
+          checks=(says("faster", "torch_over", ">", 1, "torch is the faster", "the fused kernel is the faster"),
+                  says("lower", "occ", "<", "softmax_occ", "below", "not below"))),
     Claim("row_shapes",
           "A row of 8192 in registers, split three ways: {table}. The fastest is {fastest}, at "
           "{fastest_occ:.0%} occupancy, {highest} (the highest: {most_occ:.0%}).",
