@@ -201,7 +201,7 @@ CLAIMS = [
                   says("pageable_verdict", "pageable_hi", "<=", 0, "nothing: it is no faster than its copies and "
                        "kernels one after the other", "some")),
           explains="a pinned copy returns at once, so the host queues the next chunk while this one computes; "
-                   "a pageable copy makes the host wait until it is done"),
+                   "a pageable copy makes the host wait while the driver stages it"),
     Claim("pipeline_chunks",
           "On 4 streams the pipeline takes {ms_chunks_4:.2f} ms in 4 chunks (hiding {hidden_chunks_4:.0f}%), "
           "{ms_chunks_8:.2f} ms in 8 ({hidden_chunks_8:.0f}%), {ms_chunks_16:.2f} ms in 16 ({hidden_chunks_16:.0f}%) "

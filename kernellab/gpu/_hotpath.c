@@ -7,10 +7,10 @@
    Timeline._timing_brackets), on the same Python containers, which the rest of kernellab reads as
    before; tests/instruments run the timeline's and the hooks' tests on both.
 
-   Why: on the lent H200's host each line of Python on this path cost ~0.1-0.2 us (session 16,
-   calls W and X), and the hook, the note and the bookkeeping of a recorder that times each op with
-   an event came to +5.4 us per copy over its one cuEventRecord, against a target of 5 us for the
-   whole (issue 23). Anything a call does not fit (other arguments, several subscriptions, a
+   Why: on the lent H200's host each line of Python on this path cost ~0.1-0.2 us (2026-12-04), and
+   the hook, the note and the bookkeeping of a recorder that times each op with an event came to
+   +5.4 us per copy over its one cuEventRecord; `kernellab bench 07` judges the recorder at most
+   1 us per op over that event (docs/measuring.md, Lab 07). Anything a call does not fit (other arguments, several subscriptions, a
    capture) goes to the Python version, which handles every case.
 
    Built by `pip install` where a C compiler and Python's headers are present (setup.py: optional);
@@ -253,7 +253,7 @@ static PyTypeObject NoterType = {
 /* An op the recorder has noted and not yet handed to the Python containers (see `flush`): what
    `submitted`, `own_starts`, `ends` and `returned` get for it, held here as plain C values where
    they are numbers. On the H200's host the tuple, floats, index and two dict entries a timed op
-   made on the hot path cost ~1.2 us per op over its note (session 19, call H); here they are made
+   made on the hot path cost ~1.2 us per op over its note (2026-12-04); here they are made
    once per op when the data are read, not while the measured code submits its work. */
 typedef struct {
     PyObject *kind, *what, *key, *dims;   /* held */

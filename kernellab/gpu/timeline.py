@@ -21,16 +21,14 @@ What events can see: a span starts when its stream reaches the work (the start e
 ends when the work is done. A kernel that waits for free SMs behind another stream's kernel
 shows as running while it waits; Nsight Systems sees the blocks, events do not. Recording
 costs the host time per launch and copy, which the measurement includes: `kernellab bench 07`
-measures it against the bare call (`recorder_us_per_op`) and the pipeline's makespan inside the
-recorder, and inside each of its parts, against bare (`recorder_slowdown`, `part_slowdowns`).
-On the H200 timing each copy slowed a copy-bound pipeline (Lab 07's, +15-17%) where the trace
-alone and the events around kernels barely did (data/reference/h200/logs/2026-12-02-session7 to
--session9). The host's time is not why (15 us of spinning before each copy cost nothing). A timing
-event recorded on a stream that is idle while other streams' copies are in flight is: one before
-each stream's first op made the pipeline over 10% slower in 89 of 300 reps (in session 8's
-timelines such a stream's copy in waited for another stream's copy out), where the same events
-recorded before the work, untimed ones, and events after each op (+1.3-1.9%) did not (session 9,
-call A). So `Timeline(infer_starts=True, streams=...)` records one event
+measures it against its floor, one event recorded after the call (`recorder_cost`), and the
+pipeline's time inside the recorder against bare. On the H200 timing each copy slowed a copy-bound
+pipeline (Lab 07's, +15-17%) where the trace alone and the events around kernels barely did. The
+host's time is not why (15 us of spinning before each copy cost nothing). A timing event recorded
+on a stream that is idle while other streams' copies are in flight is: one before each stream's
+first op made the pipeline over 10% slower in 89 of 300 reps, where the same events recorded before
+the work, untimed ones, and events after each op (+1.3-1.9%) did not (2026-12-02; docs/measuring.md,
+Recorder and hook costs). So `Timeline(infer_starts=True, streams=...)` records one event
 after each op and one on each stream as it opens, and no start event while the work runs;
 `Timeline(timed=("kernel",))` times the kernels only; and `Makespan()` times a whole block from
 the GPU's side with one event before its first op and one per stream after its last.
@@ -362,7 +360,7 @@ INSIDE_CAPTURE = ("this timeline was opened inside a graph capture: the launches
 
 # --- the recorder ----------------------------------------------------------------------------------
 
-# What the recorder costs the host on an H200 (2026-12-02, data/reference/h200/logs/): creating a
+# What the recorder costs the host on an H200 (2026-12-02, docs/measuring.md): creating a
 # timing event ~9 us; recording one ~1.3-2.5 us; a plain launch 18-48 us (the host there is slow,
 # ~4-5x a laptop-class CPU on this path). So the recorder keeps the events of closed timelines for
 # the next one (creating them only when it has none spare, or in `reserve_events`, outside the
@@ -506,24 +504,24 @@ class Timeline:
     stream, with nothing between them, gets no start event, and starts when the op before it ended
     or when it reached the GPU, whichever is later (a stream runs its work in order). Where the
     stream was busy, that is the op before's end (a start event there fired 1.3-7.5 us after it in
-    session 7's recorded H200 pipelines); where it may have been idle, it starts when the host had
+    recorded H200 pipelines, 2026-12-02); where it may have been idle, it starts when the host had
     finished submitting it (its host clock read against the timeline's origin event, which fired
     after the host recorded it), and may have begun as early as the op before's end: that much is
     its uncertainty (`Span.start_uncertain_ms`), and `start_sources()` counts such starts and their
     widest bound. It is for work whose host runs
     ahead of the GPU, as a pipeline's does, where the starts are sure and half the events and their
     host time are saved. Whether the op before is done is not asked of the driver on the way:
-    cuEventQuery cost ~4.5 us on the H200's host, twice a record (session 8, call A). Nor does it
-    time through CUPTI's activity trace (GPU-side timestamps, no event on the stream): on the same
-    host that cost +13.7 us per launch and +13.9 us per copy, and made Lab 07's pipeline 21-23%
-    slower (session 10, call A).
+    cuEventQuery cost ~4.5 us on the H200's host, twice a record. Nor does it time through CUPTI's
+    activity trace (GPU-side timestamps, no event on the stream): on the same host that cost +13.7
+    us per launch and +13.9 us per copy, and made Lab 07's pipeline 21-23% slower (2026-12-02;
+    docs/measuring.md, Recorder and hook costs).
 
     `streams` (with infer_starts): the timeline records an event on each of them as it opens, before
     the measured work, and each one's first op starts from it as from an op before, so no timing
     event is recorded on a stream that may be idle while the work runs. On the H200 such an event (a
     stream's first op's start event, submitted while other streams' copies were in flight) made Lab
     07's pipeline over 10% slower in 89 of 300 reps and under 5% in 180; the same events recorded
-    as the timeline opened, untimed events there, and events after ops did not (session 9, call A).
+    as the timeline opened, untimed events there, and events after ops did not (2026-12-02).
     An idle stream's first op then starts when the host had submitted it, uncertain back to the
     opening event.
     `tl.events` says in words what was timed, and which hot path ran (compiled, or Python: see
@@ -689,16 +687,16 @@ class Timeline:
         the op's end event and, when starts are inferred, notes when the host's submission returned
         (what bounds an inferred start). Which op an inferred start follows is worked out when the
         data are collected, not here: each line of Python on this path cost ~0.1-0.2 us on the
-        H200's host, where the same lines take ~0.02 us on this project's 2-core machine (session 16,
-        calls W and X: that host runs the driver's own work for the op between them). They keep plain values
+        H200's host, where the same lines take ~0.02 us on this project's 2-core machine (2026-12-04:
+        that host runs the driver's own work for the op between them). They keep plain values
         only (no launch configuration, stream or array per op: holding those made the garbage
         collector's passes grow with the trace, ~1-2 us per op here), and time with pooled events
         recorded by the driver directly. Where kernellab was installed with a C compiler, the two
         halves are compiled (`_hotpath.Recorder`): the same steps, with the driver called by its
         address; on the H200 that halved what the pipeline's recorder costs a copy (Lab 07's claim
-        compiled_hot_path, session 17). The compiled halves hold each op in a C array until the
+        recorder_over_floor prints both). The compiled halves hold each op in a C array until the
         timeline reads its containers (`_flush`), so the op's tuple, floats, index and dict entries
-        are made then, not on the hot path, where they cost ~1.2 us per op (session 19, call H)."""
+        are made then, not on the hot path, where they cost ~1.2 us per op (2026-12-04)."""
         compiled = hooks.hot_path()
         if compiled is not None:     # the same, in C (kernellab/gpu/_hotpath.c), flushed into the same containers
             recorder = compiled.Recorder(
@@ -1026,11 +1024,11 @@ class Makespan:
     and one per stream after its last (recorded just before the host synchronizes that stream or
     the device, or when the block ends), none per op. The host's time before the first op is left
     out, and copies run with no event between them: a Timeline's events around each copy slowed Lab
-    07's pipeline by ~14% on the H200 (2026-12-02, session 7 logs), and a window opened on the host
+    07's pipeline by ~14% on the H200 (2026-12-02), and a window opened on the host
     before the call counts the host's first submission in each of the ways it compares (`kernellab
     bench 07`). Only the first op gets a start event, submitted while nothing of the block runs: a
     timing event on another stream's first op, submitted while the block's copies were in flight,
-    held that stream's copy back in some reps (session 9, call A). An op on another stream starts
+    held that stream's copy back in some reps (docs/measuring.md). An op on another stream starts
     after the host submitted it, after the first op; so the first op's start is the block's, unless
     its stream was still busy with work from before the block. GPU only: `makespan_ms` raises
     NoTiming in the simulator.

@@ -168,10 +168,10 @@ def test_the_recorder_keeps_a_four_stream_pipeline_within_5_percent_of_bare():
     recorder's median makespan is within 5% of the bare one (issue 23: the recorder once doubled
     it). The two are taken in turn, the first of each rep alternating, and judged on the median of
     the reps' recorded / bare (as `kernellab bench 07` does: the lent host's speed drifts, and a
-    fixed order of 10 reps read +8.9% once, session 14 call M, where the bench read +1.8-3.7%).
+    fixed order of 10 reps read +8.9% once, 2026-12-04, where the bench read +1.8-3.7%).
     Not through `timing.time_host_in_turn`: its `cuda.synchronize()` inside the open Timeline ends
     the streams' opening events, and each stream's first op then gets a start event of its own
-    (+7.6-11.5% in call O: the cost the opening events exist to avoid).
+    (+7.6-11.5% on the H200: the cost the opening events exist to avoid).
     A pipeline whose host cannot keep ahead of the GPU is slowed by every us the recorder adds
     per op instead: `kernellab bench 07` reports that cost apart, and the default Timeline's (two
     events per op) slowdown beside it."""
