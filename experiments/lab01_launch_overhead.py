@@ -39,7 +39,7 @@ from experiments.lab01_figures import (
     draw_kernel_count, draw_launch_breakdown, draw_launch_methods, draw_python_around_launch, draw_time_vs_size)
 from experiments.lab01_measure import (
     measure_arguments, measure_kernel_count, measure_launch_methods, measure_python_around_launch,
-    measure_wrapper_overhead, one_launch_us, profile_launch_path)
+    floor_model, measure_wrapper_overhead, profile_launch_path)
 
 # Read on the experiment (`protocol.experiment("01")`) by Lab 03's claims.
 from experiments.lab01_claims import per_array_us
@@ -111,9 +111,26 @@ def key_figure(lab, records: dict) -> str:
            f"({plain / replay:.0f}x), prebuilt {methods['prebuilt, host submit']['us']:.1f} us")
     if "scale_one_kernel" not in records:
         return key
-    one = records["scale_one_kernel"]
-    crossover = lab.crossover_size(one_launch_us(one, "scale"), 8, one["copy_gbps"])
-    return f"{key}; merging launches pays below ~{crossover:,} elements"
+    crossover = floor_model(lab, records["scale_one_kernel"], "scale")[2]
+    return f"{key}; the floor model's crossover: ~{crossover:,} elements"
+
+
+def takeaway() -> str:
+    """The notebook's last cell: the key figure and four lines, from the records the claims read."""
+    from kernellab.course import claims
+    from experiments.lab01_claims import _host_array_values, _launch_values, _merged_values
+    records = claims.sources("01")
+    launch, arguments, merged = _launch_values(records), _host_array_values(records), _merged_values(records)
+    return "\n".join([
+        f"What to take away (key figure: a plain Numba launch costs the host {launch['host']:.1f} us, "
+        f"the GPU {launch['gpu']:.2f} us)",
+        "- Between tiny kernels the GPU waits for the host: the work is host-paced.",
+        f"- Each array argument adds {arguments['per_array']:.1f} us; a NumPy host array adds a copy each "
+        "way and a wait for each.",
+        f"- One launch for {merged['rows']} rows costs about one launch up to {merged['upto']:,} elements per "
+        "row: batch small pieces.",
+        "- Fuse kernels (Lab 02) or replay a CUDA graph (Lab 08) to pay for fewer launches.",
+    ])
 
 
 def targets(lab, records: dict) -> dict:

@@ -262,6 +262,15 @@ def measure_python_around_launch(lab) -> dict:
             "steps": {name: {**host_us(step), "how": how} for name, (step, how) in steps.items()}}
 
 
+def floor_model(lab, result: dict, variant: str) -> tuple[float, float, int]:
+    """(launch us, GB/s, crossover n) of the floor model `max(launch, 8 n / bandwidth)` for a
+    variant of a time-against-size record: its fastest call, its own bandwidth at the largest size
+    (a one-load kernel runs well below the copy ceiling), and the model's crossover from both."""
+    launch_us = one_launch_us(result, variant)
+    gbps = row(result, variant, max(result["sizes"]))["gbps"]
+    return launch_us, gbps, lab.crossover_size(launch_us, 8, gbps)
+
+
 def one_launch_us(result: dict, variant: str) -> float:
     """A variant's fastest call in a record's sweep, in us: its launch cost, with next to no data
     to move (the fastest, not the smallest size: the first size of a sweep can run slow)."""

@@ -1,16 +1,9 @@
 """Lab 01: launch overhead: what a kernel launch costs before any arithmetic happens.
 
-What you will learn
-- A Numba launch costs the host 10-27 us (H200 reference) whatever the kernel does; a kernel
-  shorter than that leaves the GPU waiting for the host.
-- Four views of that cost: the host's (submit time), the GPU's (launches queued back to back),
-  with a synchronize after each launch, and as it grows with the number of arguments.
-- Why a NumPy host array as a kernel argument is a trap: an implicit copy each way, every launch.
-- Where the time goes (a profile of the launch path) and what a launch with prebuilt arguments
-  saves (`prebuilt_launcher`, the expert variant below).
-- How to read the cost off a plot: total time against the number of tiny kernels is a line whose
-  slope is the cost per launch; time against problem size has a floor, and below the crossover
-  size, merging launches pays. Lab 08 removes the cost with CUDA graphs.
+The lesson: a Numba kernel launch costs the host far more time than a tiny kernel costs the GPU,
+so small work runs fast only in fewer, larger launches (notebooks/01_launch_overhead.ipynb, which
+prints the measured costs). A NumPy host array as a kernel argument is a trap: an implicit copy
+each way, every launch. Lab 08 removes most of the launch cost with CUDA graphs.
 
 Exercises (each stub says `Lab 01.M`), with each kernel's memory budget:
   01.1  bump_kernel, launch_chain      `count` launches of a one-thread kernel
@@ -28,6 +21,10 @@ kernels against them).
 
 Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
 output on the device, and the launcher returns the output (still on the device).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
@@ -87,17 +84,15 @@ ARGUMENT_KERNELS = {0: empty_kernel, 1: arrays1_kernel, 2: arrays2_kernel, 4: ar
 
 @cuda.jit
 def bump_kernel(counter):
-    # FILL ME IN (roughly 2 lines): only thread 0 of the grid (cuda.grid(1) == 0) adds 1 to
-    # counter[0], however many threads are launched. Budget: 1 read and 1 write of counter[0]
-    # (`counter[0] += 1` or one cuda.atomic.add: an atomic counts as 1 read and 1 write).
+    # counter[0] grows by exactly 1 per launch, however many threads are launched. Budget: 1 read
+    # and 1 write of counter[0] per launch (an atomic add counts as 1 read and 1 write).
     raise NotImplementedError("Lab 01.1: bump_kernel")
 
 
 def launch_chain(counter, count, stream=0):
     """counter[0] += count, by `count` one-thread launches of bump_kernel; returns counter."""
-    # FILL ME IN (roughly 5 lines): ValueError for count < 0; then `count` launches of
-    # bump_kernel[1, 1, stream](counter), one block of one thread each, on `stream` (Lab 08
-    # captures this function into a graph); return counter.
+    # Contract: ValueError for count < 0; `count` launches of bump_kernel, one block of one thread
+    # each, on `stream` (Lab 08 captures this function into a graph); returns counter.
     raise NotImplementedError("Lab 01.1: launch_chain")
 
 
@@ -105,16 +100,15 @@ def launch_chain(counter, count, stream=0):
 
 @cuda.jit
 def sum8_kernel(a, b, c, d, e, f, g, h, out):
-    # FILL ME IN (roughly 3 lines): this thread's index, a bounds guard, out[i] = the sum of the
-    # 8 inputs at i. Budget: 8 global reads and 1 global write per thread; the tests count them.
+    # out[i] = the sum of the 8 inputs at i, one thread per element. Budget: 8 global reads and
+    # 1 global write per element; the tests count them.
     raise NotImplementedError("Lab 01.2: sum8_kernel")
 
 
 def sum8(arrays, out=None, block=DEFAULT_BLOCK):
     """out = the element-wise sum of 8 equally long device arrays, in one launch."""
-    # FILL ME IN (roughly 10 lines): ValueError unless there are exactly 8 arrays of one size;
-    # allocate `out` like arrays[0] when None; one launch of sum8_kernel with one thread per
-    # element (grid = ceil(size / block)) and the 8 arrays then out as arguments; return out.
+    # Contract: ValueError unless there are exactly 8 arrays of one size; `out=None` allocates
+    # it on the device; returns out. Budget: exactly one launch of sum8_kernel.
     raise NotImplementedError("Lab 01.2: sum8")
 
 
@@ -160,16 +154,15 @@ def scale_rows_separately(x, a, out=None, block=DEFAULT_BLOCK):
 
 @cuda.jit
 def scale_rows_kernel(x, a, out):
-    # FILL ME IN (roughly 3 lines): `col, row = cuda.grid(2)` (x along a row), guard both
-    # dimensions, out[row, col] = a * x[row, col]. Budget: 1 global read and 1 write per thread.
+    # out[row, col] = a * x[row, col], one thread per element, the grid's x along a row.
+    # Budget: 1 global read and 1 write per element, coalesced.
     raise NotImplementedError("Lab 01.3: scale_rows_kernel")
 
 
 def scale_rows(x, a, out=None, block=(DEFAULT_BLOCK, 1)):
     """out = a * x for a (rows, n) batch in one 2D launch: pays the launch cost once."""
-    # FILL ME IN (roughly 6 lines): allocate `out` when None; a 2D grid whose x covers the
-    # columns (ceil(n / block[0])) and whose y covers the rows (ceil(rows / block[1])); exactly
-    # one launch of scale_rows_kernel[grid, block]; return out.
+    # Contract: `out=None` allocates it on the device; returns out. Budget: exactly one launch of
+    # scale_rows_kernel, whatever the number of rows. Hint 01.3 in the notebook.
     raise NotImplementedError("Lab 01.3: scale_rows")
 
 
@@ -177,10 +170,9 @@ def scale_rows(x, a, out=None, block=(DEFAULT_BLOCK, 1)):
 
 def per_launch_cost(counts, total_us):
     """(per_launch_us, fixed_us): the least-squares line total = fixed + per_launch * count."""
-    # FILL ME IN (roughly 9 lines): ValueError unless counts and total_us are 1D and of one
-    # length with at least two different counts; then the least-squares line: slope =
-    # sum((c - mean c) * (t - mean t)) / sum((c - mean c)^2), intercept = mean t - slope * mean c.
-    # Return (slope, intercept) as floats.
+    # Contract: ValueError unless counts and total_us are 1D, of one length, with at least two
+    # different counts; returns (slope, intercept) of the least-squares line, as floats.
+    # Hint 01.4 in the notebook.
     raise NotImplementedError("Lab 01.4: per_launch_cost")
 
 
@@ -191,17 +183,15 @@ def predicted_time_us(n, launch_us, bytes_per_element, bandwidth_gbps):
 
     Works element-wise on NumPy arrays of n.
     """
-    # FILL ME IN (roughly 2 lines): the time to move n * bytes_per_element bytes at
-    # bandwidth_gbps (1 GB/s moves 1e3 bytes per microsecond), or launch_us if that is longer;
-    # np.maximum makes it work on arrays of n too.
+    # The longer of launch_us and the time to move n * bytes_per_element bytes at bandwidth_gbps
+    # (1 GB/s moves 1e3 bytes per microsecond); element-wise when n is an array.
     raise NotImplementedError("Lab 01.5: predicted_time_us")
 
 
 def crossover_size(launch_us, bytes_per_element, bandwidth_gbps):
     """Elements at which moving the data takes as long as a launch (rounded up)."""
-    # FILL ME IN (roughly 4 lines): ValueError for launch_us < 0 or a bytes_per_element or
-    # bandwidth_gbps that is not positive; then the n where n * bytes / bandwidth = launch_us,
-    # rounded up to a whole element (an int).
+    # Contract: ValueError for launch_us < 0 or a bytes_per_element or bandwidth_gbps that is not
+    # positive; returns the n where moving the data takes launch_us, rounded up to an int.
     raise NotImplementedError("Lab 01.5: crossover_size")
 
 

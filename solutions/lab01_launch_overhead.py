@@ -1,16 +1,9 @@
 """Lab 01: launch overhead: what a kernel launch costs before any arithmetic happens.
 
-What you will learn
-- A Numba launch costs the host 10-27 us (H200 reference) whatever the kernel does; a kernel
-  shorter than that leaves the GPU waiting for the host.
-- Four views of that cost: the host's (submit time), the GPU's (launches queued back to back),
-  with a synchronize after each launch, and as it grows with the number of arguments.
-- Why a NumPy host array as a kernel argument is a trap: an implicit copy each way, every launch.
-- Where the time goes (a profile of the launch path) and what a launch with prebuilt arguments
-  saves (`prebuilt_launcher`, the expert variant below).
-- How to read the cost off a plot: total time against the number of tiny kernels is a line whose
-  slope is the cost per launch; time against problem size has a floor, and below the crossover
-  size, merging launches pays. Lab 08 removes the cost with CUDA graphs.
+The lesson: a Numba kernel launch costs the host far more time than a tiny kernel costs the GPU,
+so small work runs fast only in fewer, larger launches (notebooks/01_launch_overhead.ipynb, which
+prints the measured costs). A NumPy host array as a kernel argument is a trap: an implicit copy
+each way, every launch. Lab 08 removes most of the launch cost with CUDA graphs.
 
 Exercises (each stub says `Lab 01.M`), with each kernel's memory budget:
   01.1  bump_kernel, launch_chain      `count` launches of a one-thread kernel
@@ -28,6 +21,10 @@ kernels against them).
 
 Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
 output on the device, and the launcher returns the output (still on the device).
+
+Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
+the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
+__import__, exec, eval, open, dunder attributes, getattr with a computed name).
 """
 
 # kernellab first: importing it chooses GPU or simulator before numba.cuda is imported
