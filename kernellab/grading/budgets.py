@@ -68,6 +68,15 @@ def expect_only(traffic: TrafficCount, *names: str):
             f"or shared memory\n{traffic.table()}")
 
 
+def _picture_of(site) -> str:
+    """The picture call that shows a failed site, on a line of its own ('' where none can say)."""
+    from kernellab.course import pictures
+    try:
+        return "\n  " + pictures.shown_by(site)
+    except Exception:      # the site's file is gone or unreadable: the words above still say it
+        return ""
+
+
 def expect_coalesced(traffic: TrafficCount, *names: str, hint: str = ""):
     """Assert that every global load and store of the named arrays (all when none is named) is
     coalesced: each site's sectors per warp request within COALESCED_SLACK of the fewest its
@@ -77,7 +86,7 @@ def expect_coalesced(traffic: TrafficCount, *names: str, hint: str = ""):
     if found:
         lines = [f"{s.describe()}: neighbouring lanes (threadIdx.x) should touch neighbouring "
                  f"elements, so that a warp's request needs {s.fewest / s.requests:.1f} sectors"
-                 for s in found]
+                 f"{_picture_of(s)}" for s in found]
         raise AssertionError("not coalesced: " + "\n".join(lines) + (f"\n{hint}" if hint else "")
                              + "\n" + traffic.requests_table())
 
@@ -88,6 +97,6 @@ def expect_conflict_free(traffic: TrafficCount, hint: str = ""):
     found = traffic.conflicted()
     if found:
         lines = [f"{s.describe()}: 32 banks of 4 bytes; lanes whose words differ but share a "
-                 f"bank wait for each other" for s in found]
+                 f"bank wait for each other{_picture_of(s)}" for s in found]
         raise AssertionError("shared-memory bank conflicts: " + "\n".join(lines)
                              + (f"\n{hint}" if hint else "") + "\n" + traffic.requests_table())

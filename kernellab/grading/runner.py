@@ -561,9 +561,10 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
                                                    output_cap, imports, stress, hung, compiles, tapes),
                              costliest_first))
         graded = {nodeid: info for lab in sorted(collected) for nodeid, info in collected[lab].items()}
-        reasons = {n: o["output"] for run in runs for n, o in run.outcomes.items()
-                   if n in run.stuck or imports.get(graded[n]["lab"])}
-        judged = judge(graded, reasons, tapes, seed, target_name, output_cap)
+        unrun = {n: o for run in runs for n, o in run.outcomes.items() if imports.get(graded[n]["lab"])}
+        reasons = {n: o["output"] for run in runs for n, o in run.outcomes.items() if n in run.stuck}
+        ran = {n: info for n, info in graded.items() if n not in unrun}
+        judged = {**unrun, **(judge(ran, reasons, tapes, seed, target_name, output_cap) if ran else {})}
         for run in runs:
             run.outcomes = {n: judged[n] for n in run.graded}
         compiles.apply(runs)

@@ -93,11 +93,21 @@ def test_every_attack_breaks_the_import_rule_and_scores_0(tmp_path):
 
 
 def test_the_judge_holds_with_the_rule_switched_off(tmp_path):
-    """Behind the rule, each attack on the verdict runs in the child and still scores 0."""
-    documents = grades(batch(tmp_path, VERDICT_ATTACKS), VERDICT_ATTACKS, import_policy=False)
+    """Behind the rule, the attacks on the verdict run in the child, all of them in one file (each
+    grade costs a child), and the lab still scores 0: every test fails in the judge, on the
+    starter's own stubs or on a recorded run that stopped short (pytest's runtest patched away).
+    Exiting at import is graded on its own."""
+    together = {"every patch at once": "\n".join(source for name, source in VERDICT_ATTACKS.items()
+                                                 if "exits" not in name),
+                "the child exits with status 0 at import": VERDICT_ATTACKS[
+                    "the child exits with status 0 at import"]}
+    documents = grades(batch(tmp_path, together), together, import_policy=False)
     for attack, document in documents.items():
         assert document["score"] == 0, f"{attack}: scored {document['score']} with the rule off"
         assert not document["extra_data"]["policy"]
+    patched = documents["every patch at once"]["tests"]      # judged, not refused at import
+    assert all("Lab 00." in test["output"] or "the recorded run" in test["output"]
+               for test in patched), [test["output"][:300] for test in patched]
 
 
 @pytest.mark.skipif(sandbox.protection().kind != "bwrap", reason="needs bubblewrap")

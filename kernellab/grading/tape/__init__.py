@@ -72,7 +72,8 @@ def replaying(lab: str, folder: Path, nodeid: str):
     own references."""
     global _active
     reasons = Path(folder) / "reasons.json"
-    why = "the recorded run ended here: its process was killed or died before the test finished"
+    why = ("the recorded run made no more calls here: its process was killed or died, or did "
+           "not run the test as written")
     if reasons.exists():
         why = json.loads(reasons.read_text()).get(nodeid, why)
     path = tape_path(folder, nodeid)
