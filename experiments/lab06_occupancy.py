@@ -178,12 +178,14 @@ def take_away() -> str:
                 return f"What to take away: awaiting data ({verdict.missing})"
             figures.update(claim.values(records))
             sources.update(verdict.source.split("; "))
+    means = "Occupancy is a means: " if figures["occ"] < figures["occ_tuned"] else ""
+    in_flight = "Bytes in flight, not warps as such: " if figures["four"] < figures["one"] else ""
     return "\n".join((
         "What to take away",
         "  1. The scarcest resource (warp slots, registers, shared memory, blocks) sets the blocks an SM holds.",
-        f"  2. Occupancy is a means: the fastest linear_relu ran {figures['best']:.2f} TFLOP/s at "
+        f"  2. {means}the fastest linear_relu ran {figures['best']:.2f} TFLOP/s at "
         f"{figures['occ']:.0%} occupancy, TUNED {figures['t_tuned']:.2f} at {figures['occ_tuned']:.0%}.",
-        f"  3. A memory-bound kernel needs bytes in flight: {figures['one']} warps per SM with one load per "
+        f"  3. {in_flight}the memory probe needs {figures['one']} warps per SM with one load per "
         f"thread, {figures['four']} with four, for 90% of its best speed.",
         f"  ({'; '.join(sorted(sources))})"))
 

@@ -162,8 +162,9 @@ def take_away() -> str:
         "What to take away",
         f"  1. Coalesced, scale_rows reaches {figures['scale_rows']:.0f}% of the copy ceiling; strided, "
         f"{figures['scale_rows_strided']:.0f}%.",
-        f"  2. Coalesced is not enough: its SM is {figures['sm']:.0f}% busy against DRAM's {figures['dram']:.0f}%; "
-        f"with fewer instructions the tuned kernel reaches {figures['scale_rows_wide']:.0f}%.",
+        f"  2. {'Coalesced is not enough: ' if figures['sm'] > figures['dram'] else ''}its SM is "
+        f"{figures['sm']:.0f}% busy against DRAM's {figures['dram']:.0f}%; with {figures['tuned']:.2f}x its "
+        f"instructions the tuned kernel reaches {figures['scale_rows_wide']:.0f}%.",
         f"  3. Under the memory roof, fusion gained up to {figures['memory']:.2f}x; under the compute roof, "
         f"at most {figures['compute']:.2f}x.",
         f"  ({'; '.join(sorted(sources))})"))
