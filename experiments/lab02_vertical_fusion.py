@@ -429,7 +429,9 @@ CLAIMS = [
           headline="fused `dropout(relu(x*w+b))+r`: {pct_of_ceiling:.0f}% of the ceiling of its read:write mix (target {target:.0f}%: {met})",
           values=_ceiling_values,
           checks=(target("met", "pct_of_ceiling", ">=", "target"),
-                  says("outruns", "ceiling", ">", "copy", "outruns", "does not outrun"))),
+                  says("outruns", "ceiling", ">", "copy", "outruns", "does not outrun")),
+          explains="a kernel below the ceiling of its mix keeps too few bytes in flight (Lab 00) or spends "
+                   "its time on something besides moving them"),
     Claim("grid_stride_not_a_launch_saving",
           "The grid-stride version ({blocks_per_sm} blocks of {block} per SM: {slots_pct:.0f}% of an SM's thread "
           "slots) moves the same bytes at {grid_stride:.0f}% of copy, {than} {pct:.0f}% for one thread per "
@@ -469,7 +471,8 @@ CLAIMS = [
           "takes {generator_ms:.3f} ms.",
           headline="fastest fused reading the mask: {best_vs_compiled:.2f}x torch.compile (target 1x: {verdict})",
           values=_torch_values,
-          checks=(target("verdict", "best_ms", "<=", "compiled"),)),
+          checks=(target("verdict", "best_ms", "<=", "compiled"),),
+          explains="both move the same bytes, so the faster one runs closer to the ceiling of their mix"),
 ]
 
 

@@ -151,7 +151,7 @@ def scale_rows_separately(x, a, out=None, block=DEFAULT_BLOCK):
 
     Each launch gets the whole batch and its row number (the offset; the length is the batch's
     row length), not `x[row]`: slicing a device array builds a new array object in Python on
-    every call, which costs more than the launch (experiments/lab01: `python_around_launch`).
+    every call, which costs host time at every launch (the notebook prints how much).
     """
     if out is None:
         out = cuda.device_array_like(x)
