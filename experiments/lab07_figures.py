@@ -47,20 +47,21 @@ def plot_timelines(one: TimelineData, many: TimelineData, record, title: str, na
 
 
 def plot_speedups(panels: dict, record, figures_dir: Path) -> Path:
-    """Speed-up over one stream against stream count, one panel per hardware-queue count:
-    model lines, measured points. `panels`: {title: (model curves, measured points)}."""
+    """Speed-up over one stream against stream count, one panel per hardware-queue count: for each
+    kernel shape and launch mode (a colour each), the model's line and the measured points."""
     fig, axes = plots.new_figure("16 independent kernels: speed-up over one stream", record, ncols=len(panels))
-    styles = {"few_sms": "C0", "fills_gpu": "C3"}
+    names = {"few_sms": "small kernels", "fills_gpu": "GPU-filling kernels", "gated": "pre-enqueued", "plain": "plain"}
     for ax, (title, (model, measured)) in zip(axes, panels.items()):
-        for (shape, mode), curve in model.items():
-            ax.plot(list(curve), list(curve.values()), color=styles[shape], ls="-" if mode == "gated" else "--",
-                    label=f"model: {shape.replace('_', ' ')}, {mode}")
-        for (shape, mode), points in measured.items():
-            ax.plot(list(points), list(points.values()), "o" if mode == "gated" else "s", color=styles[shape],
-                    mfc="none" if mode == "plain" else styles[shape], label=f"measured: {shape.replace('_', ' ')}, {mode}")
-        ax.plot(STREAM_COUNTS, STREAM_COUNTS, ":", color="gray", label="ideal (S x)")
+        for colour, ((shape, mode), curve) in enumerate(model.items()):
+            ax.plot(list(curve), list(curve.values()), color=f"C{colour}", ls="-" if mode == "gated" else "--",
+                    label=f"model: {names[shape]}, {names[mode]}")
+            points = measured[(shape, mode)]
+            ax.plot(list(points), list(points.values()), "o" if mode == "gated" else "s", color=f"C{colour}",
+                    mfc="none" if mode == "plain" else f"C{colour}", label=f"measured: {names[shape]}, {names[mode]}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
+        ax.set_xticks(STREAM_COUNTS, [str(s) for s in STREAM_COUNTS])
+        ax.set_yticks(STREAM_COUNTS, [str(s) for s in STREAM_COUNTS])
         ax.set_xlabel("streams")
         ax.set_ylabel("speed-up over 1 stream")
         ax.set_title(title)
