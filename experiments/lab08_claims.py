@@ -98,7 +98,7 @@ CLAIMS = [
           "most its measurements resolve below zero ({problems} measurement problems; {unresolved} row(s) "
           "too short to resolve). {all_graph:.0f}% is the largest replayed gap of any resolved kernel.",
           headline="replayed gaps at most {worst:.2f}% of kernel time for kernels of 20 us or more "
-                   "(target under {target_pct:.0f}%)",
+                   "(target under {target_pct:.0f}%); eager, under 5% only from {eager_from_us:.0f} us kernels on",
           values=_gap_values,
           checks=(target("met", "worst", "<", "target_pct"),
                   says("above", "lowest", ">=", "floor", "at or above", "below")),

@@ -168,7 +168,10 @@ CLAIMS = [
                   says("compute_verdict", "compute", "<", "memory", "less", "more")),
           article="fusion",
           explains="a compute-bound kernel's roof is flat: fusing its epilogue saves bytes it was not "
-                   "waiting on; a memory-bound chain's fused form moves fewer bytes for the same FLOPs"),
+                   "waiting on; a memory-bound chain's fused form moves fewer bytes for the same FLOPs. The "
+                   "compute-bound pairs are GEMMs whose epilogue pass is a small share of their time, so "
+                   "their gain is small by construction: the pairs show what fusion bought each kind here, "
+                   "not a test the compute side could fail"),
     Claim("occupancy_on_memory_bound",
           "Across Lab 06's occupancy sweep, occupancy moved the memory-bound probe {more} than the "
           "compute-bound one: {memory:.1f}x against {compute:.1f}x in time. What it needs is bytes in "
