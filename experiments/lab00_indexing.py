@@ -186,7 +186,7 @@ def _lab03_pct(records: dict, variant: str) -> float:
 LOAD_BYTES = 4       # one float32 per thread
 
 
-def _flight_values(records):
+def bytes_in_flight(records):
     """Little's law on two kernels of one shape (one 4-byte load, one store per thread) that
     Nsight Compute profiled: this lab's in blocks of 256, Lab 03's scale_kernel in blocks of 128.
     A thread's bytes in flight: its one load, waiting. Read rate: DRAM bytes read / GPU time."""
@@ -255,7 +255,7 @@ CLAIMS = [
           "{same}.",
           headline="more threads resident, more bytes in flight: {mb128:.2f} MB read {read128:.2f} TB/s, "
                    "{mb256:.2f} MB read {read256:.2f} TB/s ({same})",
-          values=_flight_values,
+          values=bytes_in_flight,
           checks=(states("occ256", ">", "occ128"), states("mb256", ">", "mb128"),
                   says("same", "lat_ratio", "<", 1.5, "one memory latency, fed more or fewer bytes",
                        "not one latency: something besides the bytes in flight differs")),
@@ -266,7 +266,7 @@ CLAIMS = [
           "Lab 03's kernels of the same shape reach {pct128:.0f}% of copy in blocks of 128 and {pct256:.0f}% "
           "in blocks of 256 (medians of the repeats, GPU time alone): {gain}.",
           headline="Lab 03's kernels in blocks of 128: {pct128:.0f}% of copy; in blocks of 256: {pct256:.0f}% ({gain})",
-          values=_flight_values,
+          values=bytes_in_flight,
           checks=(says("gain", "pct256", ">", "pct128", "longer blocks are faster", "longer blocks are no faster"),)),
     Claim("wider_loads",
           "At {latency:.2f} us a load, reading at the copy ceiling ({ceiling_read:.2f} TB/s) needs "
@@ -275,7 +275,7 @@ CLAIMS = [
           "(Lab 03; {pct256:.0f}% with one); one 16-byte load per thread copies at {flat:.0f}% of the ceiling.",
           headline="reading at the copy ceiling needs {needed:.2f} MB in flight, {short} 4-byte loads in every "
                    "thread slot hold ({max4:.2f} MB); 4 loads per thread: {pct4:.0f}% of copy",
-          values=_flight_values,
+          values=bytes_in_flight,
           checks=(says("short", "max4", "<", "needed", "more than", "no more than"),
                   states("pct4", ">", "pct256"))),
 ]
@@ -285,7 +285,7 @@ def takeaway() -> str:
     """The notebook's last cell: the key figure and four lines, from the records the claims read."""
     from kernellab.course import claims
     records = claims.sources(NUMBER)
-    grid, flight = _grid_values(records), _flight_values(records)
+    grid, flight = _grid_values(records), bytes_in_flight(records)
     return "\n".join([
         f"What to take away (key figure: a grid of 4 blocks per SM reaches {grid['at4']:.0f}% of the copy "
         f"ceiling, every thread slot filled {grid['best']:.0f}%)",

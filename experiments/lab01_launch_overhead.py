@@ -124,7 +124,7 @@ def takeaway() -> str:
     return "\n".join([
         f"What to take away (key figure: a plain Numba launch costs the host {launch['host']:.1f} us, "
         f"the GPU {launch['gpu']:.2f} us)",
-        "- Between tiny kernels the GPU waits for the host: the work is host-paced.",
+        f"- Between tiny kernels the GPU idles {launch['idle']:.0f}% of the time: the work is host-paced.",
         f"- Each array argument adds {arguments['per_array']:.1f} us; a NumPy host array adds a copy each "
         "way and a wait for each.",
         f"- One launch for {merged['rows']} rows costs about one launch up to {merged['upto']:,} elements per "
