@@ -253,8 +253,8 @@ CLAIMS = [
           "{mb256:.2f} against {mb128:.2f} MB of loads in flight, reading {read256:.2f} against {read128:.2f} "
           "TB/s. Little's law gives each load {lat256:.2f} and {lat128:.2f} us ({lat_ratio:.2f}x apart): "
           "{same}.",
-          headline="more threads resident, more bytes in flight: {mb128:.2f} MB read {read128:.2f} TB/s, "
-                   "{mb256:.2f} MB read {read256:.2f} TB/s ({same})",
+          headline="more threads resident, more bytes in flight: {mb128:.2f} MB in flight read {read128:.2f} "
+                   "TB/s (blocks of 128), {mb256:.2f} MB read {read256:.2f} TB/s (blocks of 256)",
           values=bytes_in_flight,
           checks=(states("occ256", ">", "occ128"), states("mb256", ">", "mb128"),
                   says("same", "lat_ratio", "<", 1.5, "one memory latency, fed more or fewer bytes",
@@ -263,7 +263,7 @@ CLAIMS = [
                    "4-byte load counted as waiting all the time; Nsight's achieved occupancy is the average "
                    "share of the SMs' thread slots that held a warp"),
     Claim("block_256_over_128",
-          "Lab 03's kernels of the same shape reach {pct128:.0f}% of copy in blocks of 128 and {pct256:.0f}% "
+          "Lab 03's four elementwise kernels reach {pct128:.0f}% of copy in blocks of 128 and {pct256:.0f}% "
           "in blocks of 256 (medians of the repeats, GPU time alone): {gain}.",
           headline="Lab 03's kernels in blocks of 128: {pct128:.0f}% of copy; in blocks of 256: {pct256:.0f}% ({gain})",
           values=bytes_in_flight,
