@@ -265,10 +265,10 @@ CLAIMS = [
           explains="the model assumes each kernel moves its bytes at copy speed; the kernels' own speed on "
                    "the GPU alone is in the next two claims."),
     Claim("merged_kernel_keeps_pace",
-          "On the GPU alone (each call's host work outside the window), the merged kernel's slowest size "
-          "is {worst_n:,} elements: {worst:.2f}x the speed of the four kernels, the median of {repeats} "
-          "repeats, which range {worst_lo:.2f}-{worst_hi:.2f}x (target: at least "
-          + f"{KERNEL_PACE:.2f}" + "x at every size, {verdict}; under it: {under}). The merged kernel "
+          "On the GPU alone, the merged kernel's slowest size is {worst_n:,} elements: {worst:.2f}x the "
+          "speed of the four kernels, the median of {repeats} repeats ({worst_lo:.2f}-{worst_hi:.2f}x). "
+          "The target is at least " + f"{KERNEL_PACE:.2f}" + "x at every size ({verdict}; under it: "
+          "{under}). The merged kernel "
           "uses {merged_regs} registers per thread against at most {separate_regs} for the four (the "
           "driver's count). At blocks of 128 it may hold {merged_occ:.0%} of an SM's warp slots, the "
           "four at least {separate_occ:.0%} ({occupancy}).",

@@ -343,8 +343,8 @@ CLAIMS = [
                   says("faster", "vs_torch", ">=", 1, "faster than torch at this length", "slower than torch at this length"))),
     Claim("instructions_pace_the_row",
           "Under Nsight Compute at {cols} x {cols} (recorded), the fused kernel issued {fused_inst:.0f} M warp "
-          "instructions, its SM {fused_sm:.0f}% busy and its DRAM {fused_dram:.0f}%; the staged {staged}, "
-          "{staged_inst:.0f} M, SM {staged_sm:.0f}%, DRAM {staged_dram:.0f}%; the vectorised {vector}, "
+          "instructions, its SM {fused_sm:.0f}% busy and its DRAM {fused_dram:.0f}%. The staged {staged}: "
+          "{staged_inst:.0f} M, SM {staged_sm:.0f}%, DRAM {staged_dram:.0f}%. The vectorised {vector}: "
           "{vector_inst:.0f} M ({vector_share:.0%} of the fewer of the other two: under half), SM {vector_sm:.0f}%, "
           "DRAM {vector_dram:.0f}% ({dram_gain:+.0f} points over the fused kernel's: more than 20). The vectorised "
           "form issues fewer instructions and moves 16 bytes per load, and together they moved the row closer "
@@ -364,7 +364,7 @@ CLAIMS = [
           headline="in 16-byte vectors: {vector} moves {vector_pct:.0f}% of copy, {vector_over_fused:.2f}x the graded kernel",
           values=_vector_values, checks=(states("vector_pct", ">", "fused_pct"),)),
     Claim("capped_is_another_kernel",
-          "The 1024 x 8 kernel capped at 32 registers uses the uncapped kernel's {registers} registers, yet in "
+          "The 1024 x 8 kernel capped at 32 registers uses the uncapped kernel's {registers} registers. Yet in "
           "each of {repeats} repeats it took {slower_lo:.1%}-{slower_hi:.1%} longer ({capped:.0f}% of copy "
           "against {uncapped:.0f}%), where one measurement's spread (p10 to p90) is at most {spread:.1%}: "
           "{same}. Under Nsight Compute it issued {capped_inst:.0f} M warp instructions against {uncapped_inst:.0f} M "
