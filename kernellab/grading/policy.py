@@ -20,6 +20,12 @@ from pathlib import Path
 
 BASE_MODULES = ("numpy", "numba", "numba.cuda", "math")
 STUDENT_API = "kernellab.lab"
+# The previous release's paths, which still import for one release (kernellab.lab.MOVED): `import
+# kernellab`, then `kernellab.device.facts()`; `from kernellab.traffic import Ledger`.
+PREVIOUS_RELEASE_MODULES = ("kernellab.traffic", "kernellab.resources", "kernellab.graphs")
+PACKAGE = "kernellab"
+PACKAGE_ATTRIBUTES = {"lab", "device", "traffic", "resources", "graphs"}
+DEVICE_ATTRIBUTES = {"facts", "is_simulator", "mode", "cuda"}
 FORBIDDEN_CALLS = {"__import__", "exec", "eval", "compile", "open", "globals", "locals", "vars",
                    "breakpoint", "input", "help", "exit", "quit"}
 NAMED_ATTRIBUTE_CALLS = {"getattr", "setattr", "delattr", "hasattr"}
@@ -57,13 +63,16 @@ def _package_submodules() -> frozenset[str]:
     imports are attributes of it); found from the installed files, nothing imported."""
     import importlib.util
     names: set[str] = set()
-    for package in ("numpy", "numba", "numba.cuda", "kernellab"):
+    for package in ("numpy", "numba", "numba.cuda"):
         try:
             spec = importlib.util.find_spec(package)
         except (ImportError, ValueError):
             continue
         if spec is not None and spec.submodule_search_locations:
             names.update(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations))
+    kernellab = Path(__file__).resolve().parents[1]       # every module and room of kernellab's
+    names.update(p.stem for p in kernellab.rglob("*.py") if p.stem != "__init__")
+    names.update(p.name for p in kernellab.rglob("*") if p.is_dir() and not p.name.startswith("_"))
     import sys
     names.update(sys.stdlib_module_names)
     return frozenset(names - ALLOWED_SUBMODULES - HARMLESS_STDLIB)
@@ -129,6 +138,22 @@ def check_source(source: str, filename: str, lab: str, root: Path) -> None:
                         f"kernellab.lab, numba, numpy, math and what its starter imports, and "
                         f"may not reach around imports)")
 
+    def package_chain(node) -> bool:
+        """`kernellab.X` or `kernellab.X.Y`: judged here against the public API (True), not by
+        the general rule."""
+        base = node.value
+        if isinstance(base, ast.Name) and base.id == PACKAGE and PACKAGE in imported:
+            if node.attr not in PACKAGE_ATTRIBUTES:
+                refuse(node, f"reads kernellab.{node.attr}, outside the student API")
+            return True
+        if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) \
+                and base.value.id == PACKAGE and PACKAGE in imported:
+            allowed = {"lab": student_api_names(), "device": DEVICE_ATTRIBUTES}.get(base.attr)
+            if allowed is None or node.attr not in allowed:
+                refuse(node, f"reads kernellab.{base.attr}.{node.attr}, outside the student API")
+            return True
+        return False
+
     def check_attribute(node, attr: str):
         if attr.startswith("__") and attr not in used_attributes:
             refuse(node, f"reads the dunder attribute {attr}")
@@ -143,8 +168,10 @@ def check_source(source: str, filename: str, lab: str, root: Path) -> None:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name
-                if top not in BASE_MODULES and (top, None) not in allowed_imports:
+                if top not in BASE_MODULES + (PACKAGE, STUDENT_API) and (top, None) not in allowed_imports:
                     refuse(node, f"imports {top}")
+                if alias.asname and top in (PACKAGE, STUDENT_API):
+                    refuse(node, f"imports {top} under another name")
                 imported.add((alias.asname or top).split(".")[0])
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
@@ -157,7 +184,7 @@ def check_source(source: str, filename: str, lab: str, root: Path) -> None:
                     if alias.name not in student_api_names():
                         refuse(node, f"imports {alias.name} from kernellab.lab, which does not "
                                      f"export it")
-                elif module in BASE_MODULES:
+                elif module in BASE_MODULES or module in PREVIOUS_RELEASE_MODULES:
                     if alias.name == "*" or alias.name.startswith("_") or \
                             alias.name in forbidden_attributes:
                         refuse(node, f"imports {alias.name} from {module}")
@@ -168,7 +195,8 @@ def check_source(source: str, filename: str, lab: str, root: Path) -> None:
             if node.id in FORBIDDEN_CALLS or node.id.startswith("__") and node.id != "__name__":
                 refuse(node, f"uses {node.id}")
         elif isinstance(node, ast.Attribute):
-            check_attribute(node, node.attr)
+            if not package_chain(node):
+                check_attribute(node, node.attr)
             if isinstance(node.ctx, (ast.Store, ast.Del)) and _root_name(node) in imported:
                 refuse(node, f"assigns to {_root_name(node)}.{node.attr}, patching an imported "
                              f"module")
