@@ -158,8 +158,11 @@ def plot_occupancy_vs_speed(record: dict, figures_dir: Path) -> tuple[Path, str]
     for ax, kind, field, unit, scale in panels:
         for i, name in enumerate(n for n, (_, k, _) in PROBES.items() if k == kind):
             rows = [r for r in record["rows"] if r["probe"] == name]
+            most = max(r["warps_per_sm"] for r in rows)
+            short = (f"\n({rows[-1]['registers']} registers: at most {most} warps)"
+                     if most < max_warps and "registers" in rows[-1] else "")
             ax.plot([r["warps_per_sm"] for r in rows], [scale * r[field] for r in rows], "o-", color=f"C{i}",
-                    label=f"{name}: {record['why'][name]}")
+                    label=f"{'four' if name.endswith('ilp4') else 'one'} in flight per thread{short}")
         ceiling = (record["copy_ceiling"]["gbps"] if kind == "memory" else record.get("fp32_peak_gflops"))
         if ceiling:
             ax.axhline(scale * ceiling, color="k", ls=":", label="copy ceiling (same run)" if kind == "memory"
@@ -167,8 +170,9 @@ def plot_occupancy_vs_speed(record: dict, figures_dir: Path) -> tuple[Path, str]
         ax.set_xscale("log", base=2)
         ax.set_xlabel(f"resident warps per SM (of {max_warps})")
         ax.set_ylabel(unit)
-        ax.set_title(f"{kind}-bound")
-        ax.legend(loc="lower right")               # the curves rise to the right: their top stays clear
+        first = next(n for n, (_, k, _) in PROBES.items() if k == kind)
+        ax.set_title(f"{kind}-bound: {record['why'][first].split(',')[0]}")
+        ax.legend(loc="upper left", fontsize="small")   # the curves rise to the right: few warps, low speed
         ax.grid(alpha=0.3)
     return plots.save(fig, "lab06_occupancy_vs_speed", figures_dir), occupancy_headline(record)
 

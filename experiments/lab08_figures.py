@@ -53,9 +53,11 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
                                               gaps, ncols=2)
     drawn = [r for r in gaps["rows"] if resolved(r)]
     kernel_us = [1e3 * r["kernel_ms"] for r in drawn]
+    lowest = 0.0
     for label in ("eager", "graph"):
         values = [100 * r[f"{label}_gap"] for r in drawn]
-        ax_gap.plot(kernel_us, values, "o-", label=label)
+        lowest = min(lowest, *values)
+        ax_gap.plot(kernel_us, values, "o-", label="replayed" if label == "graph" else label)
         bad = [(k, v) for k, v, r in zip(kernel_us, values, drawn) if below_resolution(r, label)]
         if bad:
             ax_gap.plot(*zip(*bad), "x", color="red", markersize=9,
@@ -65,6 +67,8 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
     ax_gap.set_xscale("log")
     ax_gap.set_yscale("symlog", linthresh=GAP_LINEAR_PCT)
     ax_gap.axhline(0, color="grey", lw=0.6)
+    if lowest >= 0:
+        ax_gap.set_ylim(bottom=0)                   # no negative gap: no negative decades to read
     ax_gap.xaxis.set_minor_formatter(NullFormatter())
     left_out = len(gaps["rows"]) - len(drawn)
     ax_gap.set_title(textwrap.fill(f"kernel time: {duration_used(gaps)}", 70)
@@ -92,11 +96,12 @@ def plot_batches(lab, records: dict, figures_dir: Path) -> Path:
     ax.plot(sizes, [r["graph_ms"] for r in batches["rows"]], "o-", label="graph replay")
     for r in batches["rows"]:
         if r["break_even_calls"]:
-            ax.annotate(f"graph pays off\nafter {r['break_even_calls']:.0f} calls",
+            ax.annotate(f"pays off after\n{r['break_even_calls']:.0f} calls",
                         (r["batch"], r["eager_ms"]), xytext=(0, 8), textcoords="offset points",
-                        ha="center", fontsize="x-small")
+                        ha="center", fontsize="small")
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    ax.set_xlim(min(sizes) / 2, max(sizes) * 2)           # room for the labels at both ends
+    ax.set_ylim(0, 1.35 * max(r["eager_ms"] for r in batches["rows"]))   # linear, from 0, room above
     ax.set_xlabel("batch size (rows)")
     ax.set_ylabel("time per call (ms)")
     ax.legend(fontsize="small")
