@@ -33,7 +33,7 @@ ROSTER_COLUMNS = ("submission", "name", "email", "sis_user_id", "sis_login_id", 
                   "username")
 CANVAS_HEADER = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 MOODLE_IDENTIFIERS = (("email", "Email address"), ("username", "Username"))
-SUBMISSION_NAME = re.compile(r"[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*")   # a folder name, no path
+SUBMISSION_NAME = re.compile(r"[^./\\\x00-\x1f][^/\\\x00-\x1f]*")   # one folder's name, no path
 
 
 def read_roster(path: Path) -> dict[str, dict[str, str]]:
@@ -60,7 +60,7 @@ def read_roster(path: Path) -> dict[str, dict[str, str]]:
         name = row.get("submission", "")
         if not SUBMISSION_NAME.fullmatch(name):
             raise ValueError(f"roster {path}, line {line}: submission {name!r} is not a folder "
-                             "name (letters, digits, . _ @ + -, not starting with a dot)")
+                             "name (no slash, not empty, not starting with a dot)")
         if name in roster:
             raise ValueError(f"roster {path}, line {line}: submission {name!r} appears twice")
         roster[name] = row
