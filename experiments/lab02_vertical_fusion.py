@@ -250,6 +250,9 @@ def bandwidth_figure(lab, records: dict, figures_dir: Path) -> Path:
     fig, (ax,) = plots.new_figure("Bandwidth of each version (labels: % of the copy ceiling)", result)
     plots.bandwidth_bars(ax, {**result, "rows": [r for r in result["rows"]
                                                  if r["variant"] not in BANDWIDTH_FIGURE_LEAVES_OUT]}, n)
+    for label in ax.texts:                       # each % inside its bar, clear of the ceiling lines
+        label.xy = label.xyann = (label.xy[0], label.xy[1] / 2)
+        label.set_va("center")
     fused = harness.row(result, "fused", n)
     if "ceiling_gbps" in fused:                  # recorded before ceilings by mix: the copy alone
         ax.axhline(fused["ceiling_gbps"], color="C3", linestyle="--",
