@@ -192,6 +192,9 @@ def test_a_report_prints_a_headline_per_claim_and_the_detail_on_demand():
     named = [v.claim.name for v in verdicts if v.claim.headline]
     claims.report("01", named[:1], detail=True, out=detailed.append)
     assert detailed[0].startswith(f"{named[0]}: ") and "compared: " in detailed[0] and "reference" in detailed[0]
+    folded = []
+    claims.report("01", out=folded.append, collapsed="For instructors")     # outside a notebook: as printed
+    assert folded == lines
     assert claims.first_clause("a (b: c; d), e: f; g") == "a (b: c; d), e"
     assert claims.first_clause("one clause.") == "one clause"
 
