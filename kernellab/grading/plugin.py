@@ -357,7 +357,8 @@ class GradeState:
             cap = self.config.getoption("output_cap")
             entry["output"] = cap_text("\n".join(entry["output"]), cap)
             self.event(event="done", nodeid=report.nodeid, outcome=entry["outcome"],
-                       output=entry["output"], kernels=self.kernels.pop(report.nodeid, []))
+                       output=entry["output"], printed=cap_text(captured, cap),
+                       kernels=self.kernels.pop(report.nodeid, []))
 
 
 def cap_text(text: str, cap: int) -> str:

@@ -54,6 +54,7 @@ class LabRun:
     kernels: dict = dataclasses.field(default_factory=dict)  # nodeid -> compile requests
     compiles: "CompileChecks | None" = None   # where each test's kernels go as it ends
     stuck: set = dataclasses.field(default_factory=set)   # tests the parent saw hang, die or not run
+    printed: dict = dataclasses.field(default_factory=dict)   # nodeid -> what the test printed in its child
 
     def stops(self, first_failure: bool) -> bool:
         """With `first_failure`, a run stops once any test has not passed."""
@@ -61,6 +62,7 @@ class LabRun:
 
     def finish(self, event: dict):
         self.outcomes[event["nodeid"]] = {"outcome": event["outcome"], "output": event["output"]}
+        self.printed[event["nodeid"]] = str(event.get("printed") or "")
         self.kernels[event["nodeid"]] = event.get("kernels", [])
         if self.compiles is not None:
             self.compiles.submit(self.kernels[event["nodeid"]])
@@ -486,6 +488,15 @@ def policy_refusals(files: dict[str, Path]) -> dict[str, str]:
 JUDGE_TIMEOUT = 600.0
 
 
+def with_printed(outcome: dict, printed: str | None, cap: int) -> dict:
+    """The judge's outcome, with what the student's code printed in its child (their debugging
+    output: shown, never judged)."""
+    if not printed or not printed.strip():
+        return outcome
+    text = f"{outcome['output']}\nprinted while it ran in the grader:\n{printed}"
+    return {**outcome, "output": plugin.cap_text(text, cap)}
+
+
 def judge(graded: dict, reasons: dict, tapes: Path, seed: int, target_name: str,
           output_cap: int) -> dict:
     """{nodeid: outcome} decided by the course's own tests replaying each test's tape, in the
@@ -566,7 +577,8 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
         ran = {n: info for n, info in graded.items() if n not in unrun}
         judged = {**unrun, **(judge(ran, reasons, tapes, seed, target_name, output_cap) if ran else {})}
         for run in runs:
-            run.outcomes = {n: judged[n] for n in run.graded}
+            run.outcomes = {n: with_printed(judged[n], run.printed.get(n), output_cap)
+                            for n in run.graded}
         compiles.apply(runs)
         for run in runs:
             outcomes.update(run.outcomes)
