@@ -139,9 +139,10 @@ CLAIMS = [
           checks=(target("scale_met", "scale_rows_wide", ">=", "target"),
                   target("transpose_met", "transpose_wide", ">=", "target"),
                   says("coalescing", "scale_rows", ">=", "target", "all", "only part")),
-          explains="coalescing fixes which sectors a warp asks for, not how many instructions it issues: "
-                   "the next claim (coalesced_issues_instructions) measures what holds the coalesced kernel "
-                   "back"),
+          explains="coalescing fixes which sectors a warp asks for, not how many instructions it issues "
+                   "(the next claim measures that for scale_rows). A tuned kernel below the target issues "
+                   "too many instructions or keeps too few loads in flight on this GPU: its profile row "
+                   "says which"),
     Claim("coalesced_issues_instructions",
           "The coalesced scale_rows {verdict}: it issues {same:.2f}x the strided kernel's warp instructions, "
           "with its SM {sm:.0f}% busy against its DRAM's {dram:.0f}%. The tuned kernel issues {tuned:.2f}x "
