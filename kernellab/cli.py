@@ -104,7 +104,8 @@ def cmd_grade(args) -> int:
     document = runner.grade(labs, target_name="labs", results=results,
                             seed=settings.seed(args.seed), timeout=args.timeout,
                             root=Path(args.root) if args.root else None, jobs=args.jobs,
-                            stress=args.stress, require_protection=args.require_protection)
+                            stress=args.stress, require_protection=args.require_protection,
+                            verbose=args.verbose)
     if args.fail_under is not None and runner.percent(document) < args.fail_under:
         print(f"kernellab grade: {runner.percent(document):.4g}% is under --fail-under "
               f"{args.fail_under:g}%", file=sys.stderr)
@@ -244,6 +245,8 @@ def parser() -> argparse.ArgumentParser:
                          help="with --batch: the class list (submission,name,email,sis_user_id,"
                               "sis_login_id,section,username; only submission is required), for "
                               "canvas.csv and moodle.csv beside gradebook.csv")
+    grade_p.add_argument("--verbose", action="store_true",
+                         help="say in the header what the protection covers")
     grade_p.add_argument("--require-protection", choices=("bwrap", "user"),
                          help="refuse to grade where student code would run less protected "
                               "than this (see the grade's header)")

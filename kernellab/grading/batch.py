@@ -44,7 +44,10 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, out_dir: Path | None = N
     """Grade every submission folder in `folder` (same seed for all), each in a workspace of its
     own; write `out_dir`/gradebook.csv and `out_dir`/<submission>.results.json (see
     `batch_folder` for `out_dir` and `force`) and, with a `roster`, canvas.csv and moodle.csv.
-    Every input and output is checked before the first grade. Returns the gradebook's path."""
+    Every input and output is checked before the first grade; under the `user` protection the
+    batch folder is closed to the children while they run. gradebook.csv flags each submission
+    whose file broke the import rule (the labs, in `import_rule_broken`). Returns the
+    gradebook's path."""
     import concurrent.futures
     from kernellab.show.progress import printing, progress_bar
     seed = plugin.new_seed() if seed is None else seed
@@ -72,7 +75,8 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, out_dir: Path | None = N
         return sub, document
 
     rows, scores = [], {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with sandbox.closed(folder), \
+            concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for sub, document in progress_bar(pool.map(one, submissions), total=len(submissions),
                                           desc="grading", unit="submission"):
             per_lab = {n: 0.0 for n in numbers}
@@ -80,14 +84,16 @@ def grade_batch(folder: Path, jobs: int = 1, labs=None, out_dir: Path | None = N
                 per_lab[target.lab_number(test["number"])] += test["score"]
             scores[sub.name] = per_lab
             extra = document.get("extra_data", {})
+            refused = extra.get("policy") or {}
             rows.append([sub.name, document["score"], document["max_score"],
                          *(per_lab[n] for n in numbers), extra.get("protection", ""),
-                         extra.get("official", False)])
+                         extra.get("official", False), " ".join(sorted(refused))])
             with printing():
-                out(f"{sub.name:<30} {document['score']:g} / {document['max_score']:g}")
+                flag = f"  (import rule broken in lab {', '.join(sorted(refused))})" if refused else ""
+                out(f"{sub.name:<30} {document['score']:g} / {document['max_score']:g}{flag}")
     gradebook = reports / "gradebook.csv"
     lms.write_csv(gradebook, ["submission", "score", "max_score", *(f"lab{n}" for n in numbers),
-                              "protection", "official"], rows)
+                              "protection", "official", "import_rule_broken"], rows)
     out(f"gradebook: {gradebook} ({len(rows)} submissions, seed {seed})")
     if students is not None:
         for path in lms.write(reports, students, scores, numbers):

@@ -1,7 +1,7 @@
 """Pristine tests: the grader verifies the graded tests (tests/labs/) against checksums recorded by the instructor.
 
     python -m kernellab.grading.integrity --write     # after changing tests/ (CI fails until you do)
-    python -m kernellab.grading.integrity --verify    # exit 1 if tests/labs differs (Classroom's step)
+    python -m kernellab.grading.integrity --verify    # exit 1 if tests/labs differs (a student repository's workflow runs it)
 
 A submission graded through `kernellab grade --root`, `--batch` or the Gradescope bundle is
 always graded with the instructor's tests/, never the student's; the checksums make a local
@@ -58,7 +58,7 @@ def write(tests: Path = TESTS, manifest: Path = MANIFEST) -> None:
 
 def main(argv: list[str]) -> int:
     """`--write` records the checksums; `--verify` exits 1, naming each file, when the graded
-    tests differ from them (GitHub Classroom's workflow runs it before grading); no option lists
+    tests differ from them (a student repository's workflow runs it before grading); no option lists
     what differs."""
     if argv == ["--write"]:
         write()

@@ -537,13 +537,15 @@ def judge(graded: dict, reasons: dict, tapes: Path, seed: int, target_name: str,
 def grade(labs=None, target_name: str = "labs", results: Path = Path("results.json"),
           seed: int | None = None, timeout: float | None = None, root: Path | None = None,
           output_cap: int = plugin.OUTPUT_CAP, jobs: int = 1, stress: bool = True,
-          out=print, require_protection: str | None = None, import_policy: bool = True) -> dict:
+          out=print, require_protection: str | None = None, import_policy: bool = True,
+          verbose: bool = False) -> dict:
     """Grade `labs` of the chosen target, each lab in a child of its own, `jobs` at a time; the
     judge decides every test; write results.json; print (unless `out` is None) the score table
     and each lost test with the first line of its reason. `require_protection` (bwrap or user)
     refuses, before anything runs, to grade under a weaker protection (sandbox.ProtectionError).
     `import_policy=False` lets a file that breaks the import rule run (kernellab's own tests of
-    the layers behind the rule: the judge and the protection)."""
+    the layers behind the rule: the judge and the protection). `verbose` puts what the
+    protection covers in the header (one word otherwise)."""
     import concurrent.futures
     protection = sandbox.require(require_protection)
     seed = plugin.new_seed() if seed is None else seed
@@ -585,7 +587,8 @@ def grade(labs=None, target_name: str = "labs", results: Path = Path("results.js
     header = f"target={target_name} seed={seed} (replay with --seed {seed})"
     if not stress:
         header += " stress=off"
-    header += f"\nprotection: {protection.kind} (kernellab grade --verbose, or the README, says what it covers)"
+    header += (f"\nprotection: {protection.describe()}" if verbose else
+               f"\nprotection: {protection.kind} (--verbose says what it covers)")
     warnings = []
     tampered = integrity.changes()
     if tampered:
