@@ -60,6 +60,14 @@ def stopped_by_a_stub(number: str, exc: BaseException) -> TourResult | None:
                              f"in {', '.join(files)}", unfinished=tuple(left))
 
 
+def lab_line(exc: BaseException) -> str:
+    """Where in a lab file the error was raised (the innermost frame there), as ' (file, line
+    N)'; '' where no lab file is in the traceback. One line in place of a traceback."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if target.LAB_FILE.match(Path(f.filename).name)]
+    return f" ({Path(frames[-1].filename).name}, line {frames[-1].lineno})" if frames else ""
+
+
 def status(result: TourResult) -> str:
     return "ok" if result.ok else "todo" if result.unfinished else "FAILED"
 
@@ -82,8 +90,9 @@ def run(labs: list[str] | None = None, figures_dir: Path = Path("figures"),
         except Exception as exc:  # one broken lab must not hide the others' results
             result = stopped_by_a_stub(number, exc)
             if result is None:
-                traceback.print_exc()
-                result = TourResult(False, f"error: {type(exc).__name__}: {exc}")
+                first_line = (str(exc).strip().splitlines() or [""])[0]
+                result = TourResult(False, f"error: {type(exc).__name__}: {first_line}"
+                                           f"{lab_line(exc)}")
         seconds = time.perf_counter() - started
         rows.append((number, result, seconds))
         out(f"  lab {number}: {status(result)} in {seconds:.1f} s")
