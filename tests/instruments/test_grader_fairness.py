@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kernellab import cli
 from kernellab.gpu import device
@@ -243,30 +242,3 @@ def test_check_grades_both_targets_on_one_seed(monkeypatch, tmp_path):
     assert runner.check(["00"], tmp_path, out=lines.append)
     assert len(seeds) == 2 and seeds[0] == seeds[1]
     assert sum(str(seeds[0]) in line for line in lines) == 1
-
-
-WORKFLOW = target.ROOT / ".github" / "classroom" / "autograding.yml"
-
-
-def test_the_classroom_workflow_grades_every_lab_in_its_own_step(tmp_path):
-    """One step per lab, all or nothing (--fail-under 100), worth the lab's points."""
-    workflow = yaml.safe_load(WORKFLOW.read_text())
-    steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
-    graded = {step["id"]: step["with"] for step in steps if "kernellab grade" in
-              str(step.get("with", {}).get("command", ""))}
-    assert sorted(graded) == [f"lab{n}" for n in target.labs()]
-    manifest = tmp_path / "manifest.json"
-    subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                    *map(str, sorted((target.ROOT / "tests" / "labs").glob("test_lab*_*.py"))),
-                    f"--kl-manifest={manifest}"], cwd=target.ROOT, capture_output=True)
-    points = {}
-    for info in json.loads(manifest.read_text()).values():
-        points[f"lab{info['lab']}"] = points.get(f"lab{info['lab']}", 0) + info["points"]
-    for step_id, settings in graded.items():
-        assert settings["command"].split() == ["kernellab", "grade", step_id[3:],
-                                               "--fail-under", "100"]
-        assert settings["max-score"] == points[step_id], step_id
-    reporter = next(step for step in steps if "grading-reporter" in step.get("uses", ""))
-    assert reporter["with"]["runners"].split(",") == sorted(graded)
-    assert set(reporter["env"]) == {f"{step_id.upper()}_RESULTS" for step_id in graded}
-    assert not (target.ROOT / ".github" / "workflows" / "autograding.yml").exists()

@@ -126,12 +126,12 @@ def test_the_gaps_claim_says_its_duration_and_flips_across_5_percent():
     from kernellab.course import claims
     gaps = next(c for c in LAB08.CLAIMS if c.name == "gaps_below_5pct")
     held = claims.evaluate(gaps, _recorded_gaps(16.50))                 # +3.0%
-    assert held.true and "[holds]" in held.text and "measured alone" in held.text
-    assert "1 row(s) over the repeats it does not" in held.text
+    assert held.true and "[holds]" in held.text and "largest replayed gap of any resolved" in held.text
+    assert "1 row(s) too short to resolve" in held.text
     missed = claims.evaluate(gaps, _recorded_gaps(16.98))               # +6.0%
     assert missed.true and "[MISSED]" in missed.text
     below = claims.evaluate(gaps, _recorded_gaps(15.20))                # -5.1%, beyond its resolution
-    assert "-5.12%, lies below -0.27%" in below.text and "counts 1 measurement problems" in below.text
+    assert "-5.12%, lies below -0.27%" in below.text and "(1 measurement problems;" in below.text
     from test_claims import flip_failures        # the perturbation test, on a record it can read
     assert flip_failures(gaps, gaps.values(_recorded_gaps(16.50))) == []
 

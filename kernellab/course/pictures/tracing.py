@@ -16,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-from kernellab.course import target
+from kernellab.course import settings, target
 from kernellab.gpu import device, launches, traffic
 from kernellab.show.pictures import canvas
 
@@ -155,7 +155,7 @@ def trace_in_child(lab: str, function: str, args: tuple, kwargs: dict, chosen: s
         with open(asked, "wb") as file:
             pickle.dump((lab, function, tuple(map(host, args)),
                          {k: host(v) for k, v in kwargs.items()}, chosen or target.current()), file)
-        env = {**os.environ, "KERNELLAB_DEVICE": "sim"}
+        env = settings.child_env(device="sim", target=chosen or target.current())
         done = subprocess.run([sys.executable, "-c", CHILD, asked, answer],
                               env=env, capture_output=True, text=True, cwd=str(target.ROOT))
         if done.returncode != 0:
@@ -169,7 +169,6 @@ def traced_for_parent(asked: str, answer: str) -> None:
     """The child's side of `trace_in_child`: read the call, trace it, write the KernelRun."""
     with open(asked, "rb") as file:
         lab, function, args, kwargs, chosen = pickle.load(file)
-    os.environ["KERNELLAB_TARGET"] = chosen
-    run = trace(lab, function, *args, **kwargs)
+    run = trace(lab, function, *args, **kwargs)      # in the target child_env chose
     with open(answer, "wb") as file:
         pickle.dump(run, file)
