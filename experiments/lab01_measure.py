@@ -63,7 +63,7 @@ WRAPPER_METHOD = ("each phase's plain launch and its control (the compiled kerne
                   "median over its reps of plain / control; each move is after / before - 1")
 
 
-# Reps per phase: on the H200's host a rep's plain / control spanned 1.02-1.43 (p10-p90, session 7),
+# Reps per phase: on the H200's host a rep's plain / control spanned 1.02-1.43 (p10-p90),
 # so 100 reps left each phase's median ~4% uncertain, and the 5% target was missed by a phase's
 # noise (after a capture +6.8% in one repeat, -0.9 and +0.9% in the others); 400 halve that. A rep
 # is 200 launches of each way: ~10 ms there.

@@ -103,7 +103,7 @@ def recorded(lab_number: str) -> dict:
 
 def ceilings_of(record: dict, records_of: Callable[[str], dict] = recorded) -> dict:
     """The ceilings of the run that made `record`: its own "ceilings" when the bench stored them.
-    Otherwise what it stored (copy bandwidth, launch floor), and from the records of its session
+    Otherwise what it stored (copy bandwidth, launch floor), and from the other records beside it
     what it lacks: Lab 06's copy where it stored none, Lab 01's launch floor, the FP32 peak of
     Lab 06's record (computed from the clock attribute, not measured); "source" says which."""
     if record.get("ceilings", {}).get("fp32_fma_tflops"):
@@ -114,7 +114,7 @@ def ceilings_of(record: dict, records_of: Callable[[str], dict] = recorded) -> d
     copy = record.get("copy_gbps") or record.get("copy_ceiling", {}).get("gbps")
     if copy is None:
         copy = lab06["copy_ceiling"]["gbps"]
-        source = "copy bandwidth from Lab 06's record of the same session"
+        source = "copy bandwidth from Lab 06's record"
     floor = record.get("launch_floor_ms")
     if floor is None:
         floor = records_of("01")["scale_one_kernel"]["launch_floor_ms"]

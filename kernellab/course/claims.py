@@ -16,7 +16,7 @@ A lab declares its claims in one place, `CLAIMS` in its experiments module:
     ]
 
 A claim is a sentence with placeholders, `values(records)` (the numbers, from the lab's records:
-the `records` of data/reference/<gpu>/labNN.json, or what this session measured live), and its
+the `records` of data/reference/<gpu>/labNN.json, or what this run measured live), and its
 `checks`: comparisons declared as data, each `left op right` on the values the sentence prints.
 Why as data: the words that say which way a comparison went are rendered from the same
 comparison the test checks, so a sentence cannot say "holds" where the numbers say "missed", and

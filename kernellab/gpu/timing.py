@@ -236,9 +236,9 @@ def in_turn(names: list, reps: int, seed: int = IN_TURN_SEED):
     (a seeded permutation, the same on every run): no way always follows the same one. A rotation
     did that, and a way's place then moved its figure: on the lent H200 a bare launch taken right
     after a closed Timeline read +0.4-1.2 us per call (a copy +1.2-2.7) over the bare one taken
-    first, and -0.8 to +0.5 in shuffled orders (session 18, call B): what a closed Timeline leaves
+    first, and -0.8 to +0.5 in shuffled orders (docs/measuring.md): what a closed Timeline leaves
     behind is paid by the sample after it, whichever way that is (its first ~20 calls, timed call by
-    call in session 22; `time_host_in_turn`'s `settle` keeps them off a sample's clock)."""
+    call; `time_host_in_turn`'s `settle` keeps them off a sample's clock)."""
     order = random.Random(seed)
     for rep in range(reps):
         for name in order.sample(names, len(names)):
@@ -259,7 +259,7 @@ def time_host_in_turn(ways: dict, *, inner: int = 100, reps: int = 30, warmup: i
     that type, and the first calls after it run slower: in the simulator on this project's 2-core
     machine the first copy of a sample inside a Timeline took ~14 us against ~8 us for the rest, a
     bare one after a closed Timeline ~11 us, and re-setting the copy method on its class, and nothing
-    else, cost the next 100 copies ~6 us in all (session 22). Spread over a sample's calls, that cost
+    else, cost the next 100 copies ~6 us in all. Spread over a sample's calls, that cost
     of the opening reads as a cost per call, larger the fewer calls a sample has."""
     require_gpu("time_host_in_turn")
     names = list(ways)

@@ -224,7 +224,7 @@ def test_no_measured_looking_figure_is_typed_into_markdown(notebook):
 
 def test_lab01s_instrument_costs_name_the_costliest_opening_only_where_the_record_timed_it(monkeypatch):
     """A record taken after settling launches (`opening_us`) says so and prints the costliest
-    opening; one taken before (the H200's of session 18) reads as it always did."""
+    opening; one taken before (the H200's, recorded earlier) reads as it always did."""
     claim = next(c for c in claims.claims_of("01") if c.name == "instruments_while_on")
     stored = reference.load
     before = claims.evaluate(claim, claims.sources("01", live=False)).text

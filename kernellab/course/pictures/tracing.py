@@ -146,7 +146,7 @@ CHILD = "import sys; from kernellab.course import pictures; pictures.traced_for_
 
 
 def trace_in_child(lab: str, function: str, args: tuple, kwargs: dict, chosen: str | None = None) -> KernelRun:
-    """`trace` in a child process in simulator mode (what a GPU session does) on target `chosen`
+    """`trace` in a child process in simulator mode (what it does on a GPU) on target `chosen`
     (default: the current one): the arguments go over as host arrays, the KernelRun comes back."""
     def host(value):
         return value.copy_to_host() if hasattr(value, "copy_to_host") else value

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One GPU session: everything a GPU user runs, logged with provenance, in stages that can be split
-# across device calls (each <= 10 min; all of it takes ~45 min of device time, more than one lent session's 30):
-#   STAGES="tests grade notebooks tour bench profile" bash scripts/gpu_session.sh OUTDIR
+# One GPU run: everything a GPU user runs, logged with provenance, in stages that can be split
+# across device calls (each <= 10 min; all of it takes ~45 min of device time, more than one lease's 30):
+#   STAGES="tests grade notebooks tour bench profile" bash scripts/gpu_run.sh OUTDIR
 # Stages (default: all but mutants and sanitize, in this order; install and provenance always run
 # first):
 #   tests      the pytest suite on the GPU (--target solutions; -n auto as make test: one process there);
@@ -21,10 +21,10 @@
 #              2026-12-02, none of them a memory error)
 # LABS="02 05" limits grade/tour/bench/profile to those labs. Carry the wheels of
 # ../shared/gpu/wheels.sh as .whl/ (numpy 2.4.x and the Jupyter stack the notebooks need).
-# It leaves OUTDIR/session-<stages>.tgz (reference/ with every repeat, figures/, logs/); each stage
+# It leaves OUTDIR/run-<stages>.tgz (reference/ with every repeat, figures/, logs/); each stage
 # logs to logs/<stage>.txt, and logs/stages.tsv has each stage's exit code and seconds.
 # Estimated device time on an H200 (from the recorded data's sizes and reps and the 2026-11-29/12-01
-# sessions): tests ~11 min (2026-12-04: 745 of its 803 tests in 580 s, the rest in 83 s; split it
+# runs): tests ~11 min (2026-12-04: 745 of its 803 tests in 580 s, the rest in 83 s; split it
 # as TESTS=tests/instruments and TESTS=tests/labs), grade ~1 min (50 s on 2026-12-04), notebooks
 # ~6 min (25-159 s each, 333 s in all on 2026-12-04), tour ~6 min (368 s on 2026-12-04, lab 04 103 s),
 # mutants ~4 min (241 s on 2026-12-04), sanitize ~15 s a lab (lab 07: 13 s for both tools),
@@ -40,13 +40,13 @@
 # (profile merges its rows into the labNN.json that bench wrote under OUTDIR/reference in the same
 # call: keep bench and profile of a lab in one call, or profile after copying bench's files in.)
 set -uo pipefail
-out=${1:?usage: [STAGES=...] [LABS=...] [REPEAT=3] gpu_session.sh OUTDIR}
+out=${1:?usage: [STAGES=...] [LABS=...] [REPEAT=3] gpu_run.sh OUTDIR}
 stages=${STAGES:-tests grade notebooks tour bench profile}
 labs=${LABS:-}
 mkdir -p "$out/reference" "$out/figures" "$out/logs"
 export PYTHONUNBUFFERED=1 KERNELLAB_DEVICE=gpu KERNELLAB_TARGET=solutions   # grade picks its own targets
 if ls .whl/*.whl > /dev/null 2>&1; then   # numpy 2.4.x, numba-cuda 0.30.4, Jupyter: an image that has others
-  [ -n "${SKIP_INSTALL:-}" ] ||   # sessions run side by side install once, before the others start
+  [ -n "${SKIP_INSTALL:-}" ] ||   # runs side by side install once, before the others start
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
@@ -146,4 +146,4 @@ for name in $stages; do
             "sanitize)"; exit 2 ;;
   esac
 done
-tar czf "$out/session-${stages// /-}.tgz" -C "$out" reference figures logs
+tar czf "$out/run-${stages// /-}.tgz" -C "$out" reference figures logs
