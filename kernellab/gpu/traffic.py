@@ -469,6 +469,9 @@ def meter(trace: tuple = (), **named_arrays):
 
     original_get, original_set = Within.__getitem__, Within.__setitem__
     in_atomic = threading.local()   # inside an atomic, its own loads and stores are not counted
+    # Threads already running when the block opens are an earlier launch's (a kernel that raised
+    # leaves its block's other threads behind): what they touch is not this block's traffic.
+    strays = frozenset(threading.enumerate()) - {threading.current_thread()}
 
     def traced(within, idx, kind, counted: ArrayTraffic):
         if tracing_global:
@@ -479,7 +482,8 @@ def meter(trace: tuple = (), **named_arrays):
 
     def counted_get(self, idx):
         value = original_get(self, idx)
-        if not (isinstance(value, Within) or getattr(in_atomic, "active", False)):
+        if not (isinstance(value, Within) or getattr(in_atomic, "active", False)
+                or threading.current_thread() in strays):
             with _lock:  # taking a view (x[a:b]) loads nothing
                 counted = entry(self._item)
                 counted.reads += 1
@@ -488,7 +492,7 @@ def meter(trace: tuple = (), **named_arrays):
 
     def counted_set(self, idx, value):
         original_set(self, idx, value)
-        if not getattr(in_atomic, "active", False):
+        if not (getattr(in_atomic, "active", False) or threading.current_thread() in strays):
             with _lock:
                 counted = entry(self._item)
                 counted.writes += int(np.size(self._item._ary[idx]))
@@ -501,7 +505,8 @@ def meter(trace: tuple = (), **named_arrays):
                 result = atomic(self, array, *args)
             finally:
                 in_atomic.active = False
-            if isinstance(array, Within):  # shared-memory atomics are not global traffic
+            # a shared-memory atomic is not global traffic; a stray thread's is not this block's
+            if isinstance(array, Within) and threading.current_thread() not in strays:
                 with _lock:
                     counted = entry(array._item)
                     counted.reads += 1

@@ -157,3 +157,28 @@ def test_compulsory_bytes_leave_out_the_rereads_a_cache_serves():
     assert Ledger.from_dict(marked.as_dict()).compulsory_bytes == marked.compulsory_bytes
     with pytest.raises(ValueError, match="0 <= distinct <= reads"):
         Ledger().add("op", "a", reads=2, distinct=3)
+
+
+def test_a_thread_left_running_by_an_earlier_launch_is_not_counted():
+    """A kernel that raised leaves its block's other threads behind; what they touch once a later
+    test's meter is open is not that test's traffic (it once blamed a student's correct kernel
+    for 'temp6 (113,)' arrays the earlier test had allocated)."""
+    import threading
+    from numba.cuda.simulator.cudadrv.devicearray import FakeWithinKernelCUDAArray
+    cuda = device.cuda()
+    leftover = FakeWithinKernelCUDAArray(cuda.to_device(np.zeros(113, np.float32)))
+    mine = FakeWithinKernelCUDAArray(cuda.to_device(np.zeros(4, np.float32)))
+    go, done = threading.Event(), threading.Event()
+
+    def straggler():
+        go.wait()
+        leftover[5] = 1.0
+        done.set()
+    thread = threading.Thread(target=straggler)
+    thread.start()                                  # running before the meter opens
+    with meter() as counted:
+        go.set()
+        done.wait(5)
+        mine[1] = 2.0
+    thread.join()
+    assert [(t.name, t.writes) for t in counted.values()] == [("temp0 (4,) float32", 1)]
