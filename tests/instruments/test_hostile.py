@@ -95,8 +95,9 @@ def test_every_attack_breaks_the_import_rule_and_scores_0(tmp_path):
 def test_the_judge_holds_with_the_rule_switched_off(tmp_path):
     """Behind the rule, the attacks on the verdict run in the child, all of them in one file (each
     grade costs a child), and the lab still scores 0: every test fails in the judge, on the
-    starter's own stubs or on a recorded run that stopped short (pytest's runtest patched away).
-    Exiting at import is graded on its own."""
+    starter's own stubs, on a recorded run that stopped short (pytest's runtest patched away), or
+    on the course's own tests where the child's copy of them was rewritten (where the
+    protection lets it write there). Exiting at import is graded on its own."""
     together = {"every patch at once": "\n".join(source for name, source in VERDICT_ATTACKS.items()
                                                  if "exits" not in name),
                 "the child exits with status 0 at import": VERDICT_ATTACKS[
@@ -105,8 +106,9 @@ def test_the_judge_holds_with_the_rule_switched_off(tmp_path):
     for attack, document in documents.items():
         assert document["score"] == 0, f"{attack}: scored {document['score']} with the rule off"
         assert not document["extra_data"]["policy"]
-    patched = documents["every patch at once"]["tests"]      # judged, not refused at import
-    assert all("Lab 00." in test["output"] or "the recorded run" in test["output"]
+    patched = documents["every patch at once"]["tests"]      # ran, and failed in the judge
+    assert all(any(why in test["output"] for why in ("Lab 00.", "the recorded run",
+                                                     "the grader could not run"))
                for test in patched), [test["output"][:300] for test in patched]
 
 
