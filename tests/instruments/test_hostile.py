@@ -7,7 +7,7 @@ Three layers stand between an attack and a score, and each is tested on its own:
 - the judge (kernellab.grading.tape): with the rule switched off, the attacks on the verdict run in
   the child and still score 0, because the course's own tests decide on the child's data;
 - the protection (kernellab.grading.sandbox): with the rule off, an attack that reads the course's
-  solutions by path finds nothing under bubblewrap.
+  solutions by path finds nothing, under bubblewrap or a uid of its own.
 """
 
 import json
@@ -112,13 +112,16 @@ def test_the_judge_holds_with_the_rule_switched_off(tmp_path):
                for test in patched), [test["output"][:300] for test in patched]
 
 
-@pytest.mark.skipif(sandbox.protection().kind != "bwrap", reason="needs bubblewrap")
-def test_bubblewrap_hides_the_solutions(tmp_path):
-    """Behind the rule, a submission that reads the course's solutions by path finds nothing."""
+def test_the_protection_hides_the_solutions(tmp_path):
+    """Behind the rule, a submission that reads the course's solutions by path finds nothing:
+    bubblewrap does not show them, and under `user` they are closed to the children's uid."""
+    if sandbox.protection().kind == "copy":
+        pytest.skip("no protection here beyond the copy: " + sandbox.protection().why)
     documents = grades(batch(tmp_path, READ_ATTACKS), READ_ATTACKS, import_policy=False)
     for attack, document in documents.items():
-        assert document["score"] == 0, f"{attack}: scored {document['score']} under bubblewrap"
-        assert document["extra_data"]["protection"] == "bwrap"
+        assert document["score"] == 0, f"{attack}: scored {document['score']} under " \
+                                       f"{document['extra_data']['protection']}"
+        assert document["extra_data"]["protection"] == sandbox.protection().kind
 
 
 def test_a_correct_file_keeps_full_marks_under_the_rule(tmp_path):
