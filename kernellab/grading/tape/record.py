@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from kernellab.course import target
-from kernellab.grading.tape.values import (NUMERIC_KINDS, Handle, _Side, _array_bytes, _digest, _host,
+from kernellab.grading.tape.values import (COMPARISONS, NUMERIC_KINDS, Handle, _Side, _array_bytes, _digest, _host,
                                            _is_array, _is_data, _is_device_array, _is_instrument,
                                            _is_instrument_class, _is_namedtuple, _qualified, _trusted,
                                            is_reference)
@@ -179,27 +179,6 @@ class Live(Handle):
     def __bool__(self):
         return self._kl_do("__bool__", lambda: bool(self._kl_obj))
 
-    def __contains__(self, item):
-        return self._kl_do("__contains__", lambda: _unwrap(item) in self._kl_obj, item)
-
-    def __eq__(self, other):
-        return self._kl_do("__eq__", lambda: self._kl_obj == _unwrap(other), other)
-
-    def __ne__(self, other):
-        return self._kl_do("__ne__", lambda: self._kl_obj != _unwrap(other), other)
-
-    def __lt__(self, other):
-        return self._kl_do("__lt__", lambda: self._kl_obj < _unwrap(other), other)
-
-    def __le__(self, other):
-        return self._kl_do("__le__", lambda: self._kl_obj <= _unwrap(other), other)
-
-    def __gt__(self, other):
-        return self._kl_do("__gt__", lambda: self._kl_obj > _unwrap(other), other)
-
-    def __ge__(self, other):
-        return self._kl_do("__ge__", lambda: self._kl_obj >= _unwrap(other), other)
-
     def __hash__(self):
         return hash(("kernellab-handle", self._kl_id))
 
@@ -222,6 +201,17 @@ class Live(Handle):
 
     def __format__(self, spec):
         return format(self._kl_obj, spec)
+
+
+def _comparison(op: str, compare):
+    def taped(self, other):
+        return self._kl_do(op, lambda: compare(self._kl_obj, _unwrap(other)), other)
+    taped.__name__ = op
+    return taped
+
+
+for _op, _compare in COMPARISONS.items():
+    setattr(Live, _op, _comparison(_op, _compare))
 
 
 def _wrap_nested(tape: Recording, value):

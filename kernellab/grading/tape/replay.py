@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernellab.grading.tape.values import (MAX_TAPE_BYTES, NUMERIC_KINDS, Diverged, Handle, Incomplete,
+from kernellab.grading.tape.values import (COMPARISONS, MAX_TAPE_BYTES, NUMERIC_KINDS, Diverged, Handle, Incomplete,
                                            StudentRaised, _Side, _array_from, _digest, _host,
                                            _is_device_array, _namedtuple, _trusted, is_reference)
 
@@ -256,27 +256,6 @@ class Ghost(Handle):
     def __bool__(self):
         return self._kl_do("__bool__")
 
-    def __contains__(self, item):
-        return self._kl_do("__contains__", item)
-
-    def __eq__(self, other):
-        return self._kl_do("__eq__", other)
-
-    def __ne__(self, other):
-        return self._kl_do("__ne__", other)
-
-    def __lt__(self, other):
-        return self._kl_do("__lt__", other)
-
-    def __le__(self, other):
-        return self._kl_do("__le__", other)
-
-    def __gt__(self, other):
-        return self._kl_do("__gt__", other)
-
-    def __ge__(self, other):
-        return self._kl_do("__ge__", other)
-
     def __hash__(self):
         return hash(("kernellab-handle", self._kl_id))
 
@@ -296,3 +275,14 @@ class Ghost(Handle):
 
     def __format__(self, spec):
         return self._kl_repr
+
+
+def _comparison(op: str):
+    def answered(self, other):
+        return self._kl_do(op, other)
+    answered.__name__ = op
+    return answered
+
+
+for _op in COMPARISONS:
+    setattr(Ghost, _op, _comparison(_op))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import operator
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,12 @@ class Handle:
     """A student object as a graded test holds it: `Live` in the child, `Ghost` in the judge."""
 
     __slots__ = ()
+
+
+# The comparisons a test may make with a student object, each taped as one operation.
+COMPARISONS = {"__eq__": operator.eq, "__ne__": operator.ne, "__lt__": operator.lt,
+               "__le__": operator.le, "__gt__": operator.gt, "__ge__": operator.ge,
+               "__contains__": operator.contains}
 
 
 class _Side:
