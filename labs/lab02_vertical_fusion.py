@@ -21,6 +21,13 @@ and fused_chain_vectorized, 4 neighbouring elements per thread in 16-byte loads 
 
 Convention: inputs are float32 device arrays of one length n; `mask` (optional) is a uint8
 device array (1 = keep). Every launcher takes `out=None` (allocates) and returns the output.
+The tests draw finite inputs only (no NaN or inf). A budget is an exact count, not a ceiling:
+x, w, b and r are read even where dropout drops the element (the ledger of 02.4 says n reads
+whatever the mask, and the meter must agree). Tolerance: a chain's output passes within a
+relative error of 1e-5 of reference_chain (float64), the norm of the difference over the norm of
+the reference (of the unsigned terms (|x w| + |b|) / (1 - p) + |r| where it cancels), since
+the chain's 4 float32 roundings come to at most about 3e-7; fused against unfused, 1e-6 (the
+same float32 operations). predicted_speedup within 1e-6 relative (pytest.approx); ledgers exactly.
 
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
 the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
@@ -222,7 +229,11 @@ def unfused_chain_ledger(n, with_mask=False):
 
 @cuda.jit(device=True)
 def chain_element(xv, wv, bv, rv, keep, scale):
-    """dropout(relu(x*w + b)) + r for one element whose inputs are already in registers."""
+    """dropout(relu(x*w + b)) + r for one element whose inputs are already in registers.
+
+    The inputs are finite: relu as a ternary (`v if v > ZERO else ZERO`, as relu_kernel, sends
+    NaN to 0) or as a comparison (`if v < ZERO`, keeps NaN, as reference_chain's np.maximum)
+    both pass."""
     # relu(xv * wv + bv), then dropout (times scale when keep, else zero), plus rv; float32
     # throughout (ZERO, not 0.0: a Python float makes it float64). Budget: no memory traffic at
     # all. Hint 02.1 in the notebook.
@@ -232,9 +243,9 @@ def chain_element(xv, wv, bv, rv, keep, scale):
 @cuda.jit
 def fused_chain_kernel(x, w, b, r, mask, seed, threshold, scale, out):
     # out = the whole chain (chain_element), one thread per element; dropout's decision from
-    # dropout_keep. Budget per element: 4 float32 reads, the mask byte when one is given, 1 write,
-    # and no intermediate in global memory; neighbouring threads on neighbouring elements
-    # (coalesced: the tests count the sectors per warp request).
+    # dropout_keep. Budget per element, exactly: 4 float32 reads, the mask byte when one is
+    # given, 1 write, and no intermediate in global memory; neighbouring threads on neighbouring
+    # elements (coalesced: the tests count the sectors per warp request).
     raise NotImplementedError("Lab 02.2: fused_chain_kernel")
 
 

@@ -36,6 +36,10 @@ write per thread) and spends `iters` dependent FMAs in registers in between, so 
 
 Convention: inputs are device arrays, `out=None` allocates the output on the device, launchers
 return it (still on the device) and take a `stream` (0 is the legacy default stream).
+Tolerances: results within a relative error of 1e-5 of busy_reference or diamond_reference
+(float64; the norm of the difference over the norm of the reference), since the tests' chains of
+at most 9 float32 FMAs and an add round to under 1e-6; predicted_speedup within 1e-6 relative of
+the model's ratio (pytest.approx), whatever order you divide in; speedup_bound exactly (integers).
 
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
 the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
@@ -165,7 +169,10 @@ def nonblocking_stream():
 # --- 07.2: a cross-stream dependency with events -----------------------------------------------
 
 def diamond(x, iters, s1, s2, out=None):
-    """out = B(y) + C(y), y = A(x): A, B, D on s1, C on s2 beside B; events order s1 and s2."""
+    """out = B(y) + C(y), y = A(x): A, B, D on s1, C on s2 beside B; events order s1 and s2.
+
+    B and C must stay unordered: neither may wait for the other, by an event or by sharing a
+    stream (the tests check it)."""
     # Contract: y = A = busy(x, iters), B = busy(y, iters) and D = add(B, C, out=out) on s1;
     # C = busy(y, 2 * iters) on s2, beside B. C must not start before A ends, nor D before C ends.
     # Budget: 4 launches and 2 events; the host never waits (no cuda.synchronize, no
@@ -186,7 +193,10 @@ def diamond_synchronized(x, iters, s1, s2, out=None):
 # --- 07.3 / 07.4: copy/compute overlap -----------------------------------------------------------
 
 def chunk_bounds(n, chunks):
-    """[(lo, hi), ...] covering range(n) in `chunks` pieces whose sizes differ by at most one."""
+    """[(lo, hi), ...] covering range(n) in `chunks` pieces whose sizes differ by at most one.
+
+    Which chunks take the n % chunks extra elements (the first, the last, or spread out) is
+    yours: the tests check the coverage, the order and the sizes only."""
     # Contract: the pieces in order, each (lo, hi) with lo < hi, the first at 0, each starting where
     # the one before ends, the last ending at n; ValueError unless 1 <= chunks <= n. Integers only.
     # Hint 07.3 in the notebook.
@@ -197,7 +207,10 @@ def pipeline(host_x, iters, streams, chunks, host_out=None, device_buffers=None)
     in order on that stream (the chunks queued in any order), so other chunks' copies overlap with
     its kernel. host_x should be
     pinned (cuda.pinned_array): copies from pageable memory do not overlap. device_buffers: an
-    optional (d_in, d_out) pair shaped like host_x. Waits for the result before returning it."""
+    optional (d_in, d_out) pair shaped like host_x. Waits for the result before returning it:
+    `synchronize()` on every stream, on the streams that carry a chunk, or one `cuda.synchronize()`,
+    each after the last chunk is queued, all pass (the tests check only that every D2H copy is done
+    when pipeline returns, and that the host did not wait earlier)."""
     # Contract: host_out = busy(host_x, iters), in `chunks` pieces (chunk_bounds); host_out is
     # allocated pinned when None; ValueError for no streams. Chunk c is copied in, computed and
     # copied back on streams[c % S], in that order. Returns host_out once every chunk is back.

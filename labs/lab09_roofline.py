@@ -27,6 +27,12 @@ Exercises (each stub says `Lab 09.M`):
 Ceilings are a dict, as the bench records store them (measured in the same run):
     {"copy_gbps": GB/s, read + write bytes, "fp32_fma_tflops": TFLOP/s, "launch_floor_ms": ms}
 
+Tolerances: the numbers of 09.1, 09.2, 09.4 and 09.5 within 1e-9 relative (math.isclose) of
+the formulas below, in float64, where another order of the same operations moves only the last
+few of 16 digits; scale_rows
+within 1e-6 relative (norm of the difference over the norm of the float64 reference), since one
+float32 product rounds by at most 6e-8; transpose exactly (a copy rounds nothing).
+
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
 the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
 __import__, exec, eval, open, dunder attributes, getattr with a computed name).
@@ -58,13 +64,16 @@ def time_model(flops, nbytes, ceilings):
 
     memory: nbytes at copy_gbps (GB/s = 1e9 B/s); compute: flops at fp32_fma_tflops
     (1e12 FLOP/s); launch: launch_floor_ms (1e-3 s), the cost of a launch that does nothing.
+    No input check is asked for: the tests pass flops > 0 and nbytes > 0 only, so checks like
+    intensity's (a ValueError) are fine too.
     """
     # FILL ME IN (roughly 3 lines): one dict, every time in seconds (mind the units).
     raise NotImplementedError("Lab 09.2: time_model")
 
 
 def bound(flops, nbytes, ceilings):
-    """Which ceiling bounds the kernel: the key of time_model's largest time."""
+    """Which ceiling bounds the kernel: the key of time_model's largest time. On an exact tie
+    any of the tied keys is right (the tests draw no ties)."""
     # FILL ME IN (roughly 2 lines): the slowest ceiling is the one that bounds the kernel.
     raise NotImplementedError("Lab 09.3: bound")
 
@@ -81,7 +90,9 @@ class RooflinePoint(typing.NamedTuple):
 def roofline_point(flops, dram_bytes, seconds, ceilings):
     """A kernel on the roofline: intensity = flops / dram_bytes, attained = flops / seconds,
     roof = min(FP32 FMA peak, intensity * copy bandwidth), both in FLOP/s, and
-    pct_of_roof = 100 * attained / roof. ValueError for seconds <= 0."""
+    pct_of_roof = 100 * attained / roof. ValueError for seconds <= 0. The tests pass flops > 0
+    and dram_bytes > 0 only: with a zero there is no point on a log-log roofline, and what
+    yours does then (intensity's ValueError, a ZeroDivisionError) is not graded."""
     # FILL ME IN (roughly 6 lines): ValueError for seconds <= 0; intensity from the DRAM bytes;
     # attained and roof in FLOP/s; return RooflinePoint(intensity, attained, roof, pct_of_roof).
     raise NotImplementedError("Lab 09.4: roofline_point")
@@ -110,7 +121,9 @@ def scale_rows_strided_kernel(x, scale, out):
 @cuda.jit
 def scale_rows_kernel(x, scale, out):
     # FILL ME IN (roughly 5 lines): the same result and the same 1D launch as
-    # scale_rows_strided_kernel, but lanes i and i + 1 take neighbouring columns of one row.
+    # scale_rows_strided_kernel (the launcher's: one thread per element), but lanes i and i + 1
+    # take neighbouring columns of one row. A grid-stride loop over i passes too: under that
+    # launch it runs once per thread.
     # Budget: per element 1 read of x, 1 read of scale, 1 write of out; the tests count them
     # and the sectors per request of your loads and stores.
     raise NotImplementedError("Lab 09.6: scale_rows_kernel")

@@ -12,6 +12,12 @@ MUTANTS = [
      "    i = cuda.grid(1)\n    if i < out.size + 64:\n        i = min(i, out.size - 1)\n        xv, wv, bv, rv"),
     ("fused kernel reads r twice", "        out[i] = chain_element(xv, wv, bv, rv, keep, scale)  # 1 write",
      "        out[i] = chain_element(xv, wv, bv, rv + r[i] - r[i], keep, scale)  # 1 write"),
+    ("fused kernel skips x, w and b where dropout drops the element (right values, under the exact budget)",
+     "        xv, wv, bv, rv = x[i], w[i], b[i], r[i]        # 4 reads, all issued before any use\n"
+     "        keep = dropout_keep(i, mask, seed, threshold)  # 1 byte read with a mask, none without\n"
+     "        out[i] = chain_element(xv, wv, bv, rv, keep, scale)  # 1 write\n",
+     "        keep = dropout_keep(i, mask, seed, threshold)\n"
+     "        out[i] = chain_element(x[i], w[i], b[i], r[i], keep, scale) if keep else r[i]\n"),
     ("fused launcher calls the unfused chain", "    fused_chain_kernel[grid, block](x, w, b, r, mask, seed, threshold, scale, out)",
      "    unfused_chain(x, w, b, r, p, seed, None if mask.size == 0 else mask, out, block)"),
     ("fused kernel ignores the mask", "        keep = dropout_keep(i, mask, seed, threshold)  # 1 byte read with a mask, none without",
@@ -41,4 +47,10 @@ MUTANTS = [
      "    v = v * scale if keep else 0.0   # dropout"),
     ("speed-up upside down", "    return unfused.total_bytes / fused.total_bytes", "    return fused.total_bytes / unfused.total_bytes"),
     ("speed-up hard-coded", "    return unfused.total_bytes / fused.total_bytes", "    return 2.2"),
+]
+
+ALTERNATIVES = [
+    ("chain's relu as relu_kernel's ternary (NaN to 0; the inputs are finite)",
+     "    if v < ZERO:\n        v = ZERO                     # relu\n",
+     "    v = v if v > ZERO else ZERO      # relu\n"),
 ]

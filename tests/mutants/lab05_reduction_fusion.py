@@ -82,3 +82,12 @@ MUTANTS = [
      "math.sqrt(block_sum(local_squares, scratch) / float32(cols) + eps)",
      "math.sqrt(block_sum(local_squares, scratch) / float32(cols) + float32(DEFAULT_EPS))"),
 ]
+
+ALTERNATIVES = [
+    ("layernorm ledger (fused, online) declares gamma's and beta's cols distinct elements",
+     "            ledger.add(\"layernorm\", name, reads=count)",
+     "            ledger.add(\"layernorm\", name, reads=count, distinct=cols)"),
+    ("layernorm ledger (unfused) declares gamma's and beta's cols distinct elements",
+     "        ledger.add(\"normalize\", name, reads=count)",
+     "        ledger.add(\"normalize\", name, reads=count, distinct=cols)"),
+]

@@ -21,6 +21,13 @@ MUTANTS = [
     ("diamond: C reads x instead of y",
      "    c = busy(y, 2 * iters, stream=s2)             # C on s2, after A by the event",
      "    c = busy(x, 2 * iters, stream=s2)             # C on s2, after A by the event"),
+    ("diamond: A's event recorded after B is queued, so C waits for B (serialized)",
+     "    a_done.record(s1)                             # fires when s1 reaches this point: A is done\n"
+     "    a_done.wait(s2)                               # s2 waits on the GPU; the host goes on\n"
+     "    b = busy(y, iters, stream=s1)                 # B on s1, after A by stream order\n",
+     "    b = busy(y, iters, stream=s1)\n"
+     "    a_done.record(s1)\n"
+     "    a_done.wait(s2)\n"),
     ("off-by-one in chunk_bounds' extra elements",
      "hi = lo + size + (c < extra)",
      "hi = lo + size + (c <= extra)"),
@@ -102,6 +109,24 @@ ALTERNATIVES = [
     ("chunk_bounds gives the extra elements to the last chunks, not the first",
      "hi = lo + size + (c < extra)",
      "hi = lo + size + (c >= chunks - extra)"),
+    ("chunk_bounds spreads the extra elements: chunk c is [c n // chunks, (c + 1) n // chunks)",
+     "    size, extra = divmod(n, chunks)\n"
+     "    bounds, lo = [], 0\n"
+     "    for c in range(chunks):\n"
+     "        hi = lo + size + (c < extra)              # the first `extra` chunks take one more\n"
+     "        bounds.append((lo, hi))\n"
+     "        lo = hi\n"
+     "    return bounds\n",
+     "    return [(c * n // chunks, (c + 1) * n // chunks) for c in range(chunks)]\n"),
+    ("pipeline waits with one cuda.synchronize() after the last chunk is queued",
+     "    for stream in streams:\n"
+     "        stream.synchronize()                                     # only now is host_out complete\n",
+     "    cuda.synchronize()\n"),
+    ("pipeline synchronizes only the streams that carry a chunk",
+     "    for stream in streams:\n"
+     "        stream.synchronize()",
+     "    for stream in streams[:chunks]:\n"
+     "        stream.synchronize()"),
     ("diamond orders its streams with an untimed event (cuda.event(timing=False))",
      "    a_done = cuda.event()\n",
      "    a_done = cuda.event(timing=False)   # ordering needs no timing data\n"),

@@ -42,6 +42,22 @@ MUTANTS = [
 ]
 
 ALTERNATIVES = [
+    ("bound breaks a tie the other way (the last of the tied keys)",
+     "return max(times, key=times.get)",
+     "return max(reversed(list(times)), key=times.get)"),
+    ("time_model rejects negative flops or bytes, as intensity does",
+     "    return {\"memory\": nbytes / (ceilings[\"copy_gbps\"] * 1e9),",
+     "    if flops < 0 or nbytes < 0:\n"
+     "        raise ValueError(f\"need flops, nbytes >= 0, got {flops}, {nbytes}\")\n"
+     "    return {\"memory\": nbytes / (ceilings[\"copy_gbps\"] * 1e9),"),
+    ("roofline_point rejects flops <= 0 too (no point on a log-log roofline)",
+     "    if seconds <= 0:\n        raise ValueError(f\"need seconds > 0, got {seconds}\")",
+     "    if seconds <= 0 or flops <= 0:\n        raise ValueError(f\"need seconds > 0 and flops > 0, got {seconds}, {flops}\")"),
+    ("scale_rows kernel as a grid-stride loop (under the launcher's one thread per element)",
+     "    i = cuda.grid(1)\n    rows, cols = out.shape\n    if i < rows * cols:\n"
+     "        row = i // cols",
+     "    rows, cols = out.shape\n    for i in range(cuda.grid(1), rows * cols, cuda.gridsize(1)):\n"
+     "        row = i // cols"),
     ("tile stored transposed (columns of the tile), read back along its rows: conflict-free too",
      "            tile[ty + k, tx] = x[r, c]\n    cuda.syncthreads()                            # the whole tile is in before anyone reads it\n    for k in range(0, TILE, BLOCK_ROWS):          # write: lanes walk a row of out (coalesced)\n        r, c = first_col + ty + k, first_row + tx  # out's row = x's column\n        if r < cols and c < rows:\n            out[r, c] = tile[tx, ty + k]",
      "            tile[tx, ty + k] = x[r, c]\n    cuda.syncthreads()                            # the whole tile is in before anyone reads it\n    for k in range(0, TILE, BLOCK_ROWS):          # write: lanes walk a row of out (coalesced)\n        r, c = first_col + ty + k, first_row + tx  # out's row = x's column\n        if r < cols and c < rows:\n            out[r, c] = tile[ty + k, tx]"),
