@@ -263,6 +263,8 @@ class Ghost(Handle):
         return self._kl_do("__enter__")
 
     def __exit__(self, *exc):
+        if exc[0] is not None and issubclass(exc[0], (Diverged, Incomplete)):
+            return False        # the judge's own finding inside the block: it stays the reason
         return self._kl_do("__exit__", exc[0].__name__ if exc[0] else None)
 
     def __instancecheck__(self, instance):
