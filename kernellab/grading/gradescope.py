@@ -23,8 +23,6 @@ from pathlib import Path
 from kernellab.course import target
 from kernellab.grading import outputs, runner, release
 
-GRADER_USER = "student"       # the unprivileged user that runs student code on Gradescope
-
 SETUP_SH = r"""#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image.
 # Python >= 3.11: Ubuntu 22.04's python3 is 3.10, so it installs apt's python3.11 there
@@ -44,7 +42,9 @@ if [ "${KERNELLAB_APT:-auto}" != skip ] && [ "$(id -u)" = 0 ] && grep -qx 'ID=ub
     apt-get install -y -qq python3.11 python3.11-venv > /dev/null
     PYTHON=python3.11
   fi
-  id {user} > /dev/null 2>&1 || useradd --system --create-home {user}
+  # bubblewrap shows student code only its workspace; without it the grader gives each
+  # workspace a uid of its own (kernellab.grading.sandbox)
+  apt-get install -y -qq bubblewrap > /dev/null 2>&1 || echo "setup.sh: bubblewrap not installed"
 else
   echo "setup.sh: apt steps skipped (not root on Ubuntu, or KERNELLAB_APT=skip); Python: $PYTHON"
 fi
@@ -56,10 +56,9 @@ fi
 RUN_AUTOGRADER = r"""#!/usr/bin/env bash
 # Gradescope calls this for each submission. It always leaves a results.json of this run behind:
 # the grade, or a failing one that names why grading could not run.
-# Environment (for tests): AUTOGRADER_DIR, KERNELLAB_VENV, KERNELLAB_GRADER_USER.
+# Environment (for tests): AUTOGRADER_DIR, KERNELLAB_VENV.
 AUTOGRADER="${AUTOGRADER_DIR:-/autograder}"
 PYTHON="${KERNELLAB_VENV:-$AUTOGRADER/venv}/bin/python"
-GRADER_USER="${KERNELLAB_GRADER_USER:-{user}}"
 RESULTS="$AUTOGRADER/results/results.json"
 LOG="$AUTOGRADER/results/grader.log"
 mkdir -p "$AUTOGRADER/results"
@@ -73,8 +72,9 @@ json.dump({"score": 0, "output": f"the grader failed: {sys.argv[3]}; please tell
 PY
 }
 # The submission is graded from a copy in a folder of its own, deleted when this script ends. As
-# root (Gradescope), the grader and the student code it runs drop to the unprivileged user, who
-# cannot write to source/ (the tests) or results/; the report is copied out afterwards.
+# root (Gradescope) the grader itself stays root, out of the student code's reach, and runs that
+# code behind bubblewrap or as a uid of its own (--require-protection user refuses anything
+# weaker); elsewhere it runs as the user that called it. The report is copied out afterwards.
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
@@ -88,22 +88,12 @@ case $? in
   3) cat "$work/upload.txt"; exit 0 ;;
   *) rm -rf "$work/submission"; cp -r "$AUTOGRADER/submission" "$work/submission" ;;
 esac
-as_user=()
-sandboxed="run_autograder, as $(id -un)"
-if [ "$(id -u)" = 0 ] && id "$GRADER_USER" > /dev/null 2>&1; then
-  chown -R "$GRADER_USER" "$work"
-  as_user=(setpriv "--reuid=$GRADER_USER" "--regid=$(id -g "$GRADER_USER")" --clear-groups --)
-  sandboxed="run_autograder, as the unprivileged user $GRADER_USER"
-  if ! why=$("${as_user[@]}" "$PYTHON" -c 'import kernellab' 2>&1); then
-    echo "the unprivileged user $GRADER_USER cannot run $PYTHON: $why" > "$LOG"
-    fail "the unprivileged user $GRADER_USER cannot run the grader's Python ($PYTHON)"
-    cat "$LOG"
-    exit 0
-  fi
+required=()
+if [ "$(id -u)" = 0 ]; then
+  required=(--require-protection user)
 fi
-"${as_user[@]}" env HOME="$work" TMPDIR="$work" KERNELLAB_DEVICE=sim \
-    KERNELLAB_SANDBOXED="$sandboxed" \
-    "$PYTHON" -m kernellab.cli grade {labs}--root "$work/submission" \
+env HOME="$work" TMPDIR="$work" KERNELLAB_DEVICE=sim \
+    "$PYTHON" -m kernellab.cli grade {labs}--root "$work/submission" "${required[@]}" \
     --results "$work/results.json" >> "$LOG" 2>&1
 status=$?
 cp "$work/results.json" "$RESULTS" 2> /dev/null
@@ -137,7 +127,7 @@ def build_bundle(out_dir: Path, labs=None, force: bool = False) -> Path:
     release.copy_graded_tests(source / "tests" / "labs")
     for name, text in (("run_autograder", RUN_AUTOGRADER.replace("{labs}", chosen)),
                        ("setup.sh", SETUP_SH)):
-        (source / name).write_text(text.replace("{user}", GRADER_USER))
+        (source / name).write_text(text)
         (source / name).chmod(0o755)
     found = release.leaks(source)
     if found:

@@ -58,7 +58,7 @@ def autograder(fresh_venv):
         venv = root / "venv"
         python = fresh_venv(venv, str(SYSTEM_PYTHON) if SYSTEM_PYTHON.exists() else sys.executable)
         env = {**os.environ, "AUTOGRADER_DIR": str(root), "KERNELLAB_VENV": str(venv),
-               "KERNELLAB_APT": "skip", "KERNELLAB_GRADER_USER": "nobody"}
+               "KERNELLAB_APT": "skip"}
         setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env,
                                capture_output=True, text=True, timeout=300)
         if setup.returncode and any(sign in setup.stdout + setup.stderr for sign in OFFLINE):
@@ -66,14 +66,7 @@ def autograder(fresh_venv):
                         "cannot reach (the lent GPU machines have no network)")
         assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
         assert "apt steps skipped" in setup.stdout
-        # As root, run_autograder drops to `nobody`; check here that `nobody` can run this venv,
-        # packages included (they are links into the test venv, unreadable inside a 0700 clone).
-        drops = os.geteuid() == 0 and subprocess.run(
-            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "env",
-             str(python), "-c", "import numba, pytest"], capture_output=True).returncode == 0
-        if os.geteuid() == 0 and not drops:
-            env["KERNELLAB_GRADER_USER"] = "no-such-user"      # grade as root, say so below
-        yield root, env, drops
+        yield root, env, os.geteuid() == 0     # as root the grader protects the children itself
 
 
 def run_autograder(autograder, files: dict[str, str], previous: dict | None = None, **env) -> dict:
@@ -105,7 +98,7 @@ def run_autograder(autograder, files: dict[str, str], previous: dict | None = No
 def test_flat_submission_gets_full_marks(autograder):
     results = run_autograder(autograder, {"lab00_indexing.py": SOLUTION.read_text()})
     assert results["score"] == results["max_score"] > 0, results["log"][-3000:]
-    if autograder[2]:   # dropped to `nobody`: the bundle's tests verify, so the grade is official
+    if autograder[2]:   # as root, behind a protection it requires: an official grade
         assert "WARNING" not in results["output"], results["output"]
 
 
@@ -133,8 +126,6 @@ def test_a_grader_that_cannot_start_still_writes_results(autograder):
                              KERNELLAB_VENV="/nonexistent")
     assert results["score"] == 0 and "the grader failed" in results["output"]
     assert "earlier run" not in results["output"]
-    if autograder[2]:       # as root the drop is tried first, and named as the cause
-        assert "cannot run the grader's Python" in results["output"], results["output"]
 
 
 def zipped(files: dict[str, str]) -> bytes:
@@ -204,3 +195,12 @@ def test_setup_provides_the_oldest_supported_python():
     assert f"sys.version_info < ({major}, {minor})" in gradescope.SETUP_SH
     assert f"apt-get install -y -qq python{major}.{minor} python{major}.{minor}-venv" in \
         gradescope.SETUP_SH
+
+
+def test_the_hostile_submissions_score_0_through_the_bundle(autograder):
+    """The attacks that once forged full marks on Gradescope, each added to the untouched starter."""
+    from test_hostile import ALL_ATTACKS, STARTER
+    for attack in ("pytest's runtest patched", "the plugin's progress events say passed",
+                   "the course's solutions executed, found from the venv's path"):
+        results = run_autograder(autograder, {"lab00_indexing.py": STARTER + "\n" + ALL_ATTACKS[attack]})
+        assert results["score"] == 0 and results["tests"], (attack, results["output"][-2000:])
