@@ -197,10 +197,12 @@ def test_setup_provides_the_oldest_supported_python():
         gradescope.SETUP_SH
 
 
-def test_the_hostile_submissions_score_0_through_the_bundle(autograder):
-    """The attacks that once forged full marks on Gradescope, each added to the untouched starter."""
+def test_a_hostile_submission_scores_0_through_the_bundle(autograder):
+    """The attack that once forged 27 of 32 points on Gradescope, added to the untouched starter,
+    scores 0 through the bundle (tests/instruments/test_hostile.py grades the others through the
+    grader every route shares)."""
     from test_hostile import ALL_ATTACKS, STARTER
-    for attack in ("pytest's runtest patched", "the plugin's progress events say passed",
-                   "the course's solutions executed, found from the venv's path"):
-        results = run_autograder(autograder, {"lab00_indexing.py": STARTER + "\n" + ALL_ATTACKS[attack]})
-        assert results["score"] == 0 and results["tests"], (attack, results["output"][-2000:])
+    attack = ALL_ATTACKS["pytest's runtest patched"]
+    results = run_autograder(autograder, {"lab00_indexing.py": STARTER + "\n" + attack})
+    assert results["score"] == 0 and results["tests"], results["output"][-2000:]
+    assert all("imports _pytest.python" in test["output"] for test in results["tests"])
