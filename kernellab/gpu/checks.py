@@ -20,6 +20,10 @@ import numpy as np
 from kernellab.gpu import device, hooks
 
 POISON_INT = -0x5A5A5A5A
+# Where an output has elements never written: the picture of which thread wrote what (as text:
+# gpu/ does not import the course).
+THREADS_PICTURE = ("see which thread wrote what: from kernellab.course import pictures; "
+                   'pictures.threads(pictures.trace("NN", "<launcher>", <a tiny input>))')
 SHARED_POISON_BYTE = 0xFF
 # Per float width: the output poison's bits (a quiet NaN with a payload no arithmetic makes),
 # and the shared-memory poison's (every byte SHARED_POISON_BYTE). Compared without the sign bit,
@@ -171,6 +175,8 @@ def assert_matches(out, ref, rtol=1e-5, what="output", scale=None):
     problems = [f"{int(where.sum())} of {out.size} elements {words}, the first at index "
                 f"{tuple(int(i) for i in np.argwhere(where)[0])}"
                 for where, words in origins if where.any()]
+    if origins[0][0].any():                        # origins[0]: the elements never written
+        problems.insert(1, THREADS_PICTURE)
     if problems:
         raise AssertionError(f"{what}: " + "; ".join(problems))
     error = relative_error(out, ref, scale)

@@ -43,15 +43,15 @@ def test_each_origin_of_a_nan_is_named():
         out[5] = np.float32(np.inf) - np.float32(np.inf)    # invalid: the default NaN
     assert failure(out, ref) == (
         "out: 1 of 6 elements never written (still the output poison), the first at index (1,); "
-        "2 of 6 elements computed from shared memory no thread wrote (missing syncthreads or no "
-        "fill?), the first at index (2,); 2 of 6 elements overflowed to inf/NaN (subtract the max "
-        "before exp?), the first at index (4,)")
+        + checks.THREADS_PICTURE + "; 2 of 6 elements computed from shared memory no thread wrote "
+        "(missing syncthreads or no fill?), the first at index (2,); 2 of 6 elements overflowed to "
+        "inf/NaN (subtract the max before exp?), the first at index (4,)")
 
 
 def test_integer_outputs_keep_their_poison():
     out = np.array([1, checks.POISON_INT], np.int32)
     assert failure(out, np.array([1, 2])) == ("out: 1 of 2 elements never written (still the "
-                                              "output poison), the first at index (1,)")
+                                              "output poison), the first at index (1,); " + checks.THREADS_PICTURE)
 
 
 def test_wrong_values_report_the_worst_element():

@@ -1,7 +1,9 @@
 """The pictures of a kernel at work (kernellab.course.pictures) show what the kernel did, checked
 against cases worked by hand: a coalesced warp of 4-byte loads touches 4 sectors, a strided one 32;
 a padded tile has no bank conflict, an unpadded one read across is 32-way; the idle threads of a
-launch larger than its array; x along columns. Every picture can be read from the back of a room."""
+launch larger than its array; x along columns. Every caption is worked out from its picture's data
+(one element per thread or several, where the idle threads are, what a timeline draws), and every
+picture can be read from the back of a room."""
 
 import json
 
@@ -11,10 +13,10 @@ from numba import cuda, float32
 
 from kernellab import occupancy
 from kernellab.course import pictures, target
-from kernellab.gpu import traffic
+from kernellab.gpu import checks, traffic
 from kernellab.gpu.timeline import Op, Trace
 from kernellab.show import plots
-from kernellab.show.pictures import canvas
+from kernellab.show.pictures import canvas, kernel
 
 STRIDE = 8                       # floats between neighbouring lanes: each lane in its own sector
 TILE = 32
@@ -63,7 +65,7 @@ def rows_along_x(x, out):
 
 @pytest.fixture(scope="module")
 def labs():
-    return {number: target.load(number, "solutions") for number in ("00", "02", "04", "05", "06", "09")}
+    return {number: target.load(number, "solutions") for number in ("00", "02", "03", "04", "05", "06", "09")}
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +93,59 @@ def readable(picture):
 
 
 def test_threads_of_a_1d_launch_show_the_idle_ones(axpb_run):
-    data = readable(pictures.threads(axpb_run))
+    picture = pictures.threads(axpb_run)
+    data = readable(picture)
     assert (data["threads"], data["elements"]) == (256, 200)
     assert data["idle"] == [((3, 0, 0), (t, 0, 0)) for t in range(8, 64)]
     assert data["element_block"] == [i // 64 for i in range(200)]
     assert data["thread_block"][200:] == [-1] * 56
+    assert picture.caption == "Each thread i writes out[i]; the last 56 threads find i past the end and stay idle."
+
+
+def test_a_grid_stride_thread_writes_several_elements_a_grid_apart(labs):
+    """2 blocks of 32 over 200 elements: thread i writes i, i + 64, i + 128, and i + 192 where
+    that is below 200 (threads 0-7): 3 or 4 elements each, no thread idle."""
+    run = pictures.trace("00", labs["00"].axpb_grid_stride, np.arange(200, dtype=np.float32), np.float32(2),
+                         np.float32(1), blocks=2, block=32)
+    picture = pictures.threads(run)
+    data = readable(picture)
+    assert (data["writes"], data["elements_per_thread"], data["idle"]) == ("grid-stride", (3, 4), [])
+    assert data["element_block"] == [i % 64 // 32 for i in range(200)]
+    assert picture.caption == ("Each thread i writes out[i], [i + 64], [i + 128] ...: 3 to 4 elements each; "
+                               "no thread is idle.")
+
+
+def test_a_merged_grid_writes_at_each_tasks_offset_and_idles_in_the_tails(labs):
+    """Lab 03's tasks of 40, 24, 16 and 8 elements in blocks of 16: blocks 0-2, 3-4, 5 and 6, so
+    thread 48 (block 3's first) writes out[40], the add's first; blocks 2, 4 and 6 have 8 idle
+    threads each at their ends. Seven blocks: no two drawn alike."""
+    rng = np.random.default_rng(0)
+    tiny = [rng.standard_normal(n).astype(np.float32) for n in (40, 24, 24, 16, 8)]
+    run = pictures.trace("03", labs["03"].horizontal_tasks, *tiny, np.float32(2), block=16)
+    picture = pictures.threads(run)
+    hatched = {patch.get_hatch() for ax in picture.figure.axes for patch in ax.patches if patch.get_hatch()}
+    data = readable(picture)
+    assert data["writer"][(40,)] == ((3, 0, 0), (0, 0, 0)) and data["writes"] == "elsewhere"
+    assert sorted(b[0] * 16 + t[0] for b, t in data["idle"]) == [*range(40, 48), *range(72, 80), *range(104, 112)]
+    assert picture.caption == ("Each thread writes one element, not always out[i]; 24 idle threads: the tails "
+                               "of blocks 2, 4 and 6.")
+    assert len({kernel.block_style(block) for block in range(7)}) == 7
+    assert hatched == {kernel.block_style(6)[1]}               # block 6: block 0's colour, hatched
+
+
+def test_a_swapped_2d_kernel_leaves_elements_unwritten_and_the_failure_names_the_picture():
+    """x down the rows of an 8 x 16 array: 8 threads in x cover the 8 rows, 8 in y the first 8
+    columns; columns 8-15 are never written, and assert_matches says which picture shows it."""
+    out = checks.poisoned((8, 16))
+    rows_along_x(cuda.to_device(np.ones((8, 16), np.float32)), out)
+    with pytest.raises(AssertionError, match=r"64 of 128 elements never written.*pictures\.threads\(pictures\.trace"):
+        checks.assert_matches(out, np.ones((8, 16)))
+    picture = pictures.threads(pictures.trace_call(rows_along_x, np.ones((8, 16), np.float32),
+                                                   np.zeros((8, 16), np.float32)))
+    data = readable(picture)
+    assert (data["x_runs_along"], data["unwritten"], data["idle"]) == ("rows", 64, [])
+    assert picture.caption == ("x runs along rows: neighbouring threadIdx.x write neighbouring rows; no thread "
+                               "is idle; 64 elements are never written.")
 
 
 def test_a_2d_launch_runs_x_along_columns_and_a_swapped_one_down_rows(labs):
@@ -169,8 +219,39 @@ def test_timelines_put_work_on_queues_and_engines():
                               "copy engines: to GPU", "SMs", "copy engines: to host"]
     assert len(panel["spans"]) == len(pinned["spans"])
     ops = Trace([Op(0, "h2d", "H2D", "s1", 0.0), Op(1, "kernel", "k", "s1", 0.1), Op(2, "h2d", "H2D", "s2", 0.2)])
-    data = readable(pictures.timeline(ops))
+    picture = pictures.timeline(ops)
+    data = readable(picture)
     assert [span["start"] for span in data["panels"][0]["spans"]] == [0, 1, 0] and data["unit"] == "steps"
+    assert picture.caption == ("The simulator ran these 3 ops one at a time; the CUDA ordering rules would let "
+                               "them run in 2 steps.")
+
+
+def test_a_simulator_trace_caption_says_one_op_at_a_time_and_names_no_host_row():
+    """One stream: 2 kernels, each after the other (2 steps); two streams: 2 kernels at once (1)."""
+    one = Trace([Op(0, "kernel", "k", "s1", 0.0), Op(1, "kernel", "k", "s1", 0.1)])
+    two = Trace([Op(0, "kernel", "k", "s1", 0.0), Op(1, "kernel", "k", "s2", 0.1)])
+    assert pictures.timeline(one).caption == ("The simulator ran these 2 ops one at a time, and the CUDA ordering "
+                                              "rules make each wait for the one before.")
+    picture = pictures.timeline(one, two)
+    data = readable(picture)
+    assert "host" not in data["panels"][0]["lanes"] and "tick" not in picture.caption
+    assert picture.caption == ("The simulator ran every op one at a time; the CUDA ordering rules would allow "
+                               "2 ops in 2 steps, then 2 ops in 1 step.")
+
+
+def test_a_timed_caption_comes_from_what_is_drawn():
+    """Kernels 0-1 and 3-4 ms, each submitted: the SMs idle 2 of the 4 ms from first kernel to
+    last (50%). A copy 0-2 ms beside a kernel 1-3 ms: half the copy's time runs beside it."""
+    def span(kind, start, end, submit=None):
+        return {"row": "stream 1", "kind": kind, "label": kind, "start_ms": start, "end_ms": end, "submit_ms": submit}
+    kernels = {"rows": ["stream 1"], "spans": [span("kernel", 0, 1, 0), span("kernel", 3, 4, 2.5)]}
+    assert pictures.timeline(kernels).caption == ("Black ticks: the host's submissions; the SMs idle 50% of the "
+                                                  "time from first kernel to last.")
+    copy = {"rows": ["stream 1"], "spans": [span("h2d", 0, 2), span("kernel", 1, 3)]}
+    picture = pictures.timeline(copy)
+    assert "host" not in readable(picture)["panels"][0]["lanes"]
+    assert picture.caption == ("Copies run beside a kernel for 50% of their time; the SMs idle 0% of the time "
+                               "from first kernel to last.")
 
 
 def test_eager_against_replayed_from_the_recorded_medians():
@@ -179,8 +260,14 @@ def test_eager_against_replayed_from_the_recorded_medians():
     row = next(r for r in record["rows"] if r["n"] == 1048576)
     assert eager["spans"][1]["start_ms"] == pytest.approx(row["eager_ms"] / record["kernels"])
     assert replayed["spans"][1]["start_ms"] == pytest.approx(row["graph_ms"] / record["kernels"])
-    data = readable(pictures.timeline(eager, replayed, share_time=True))
+    picture = pictures.timeline(eager, replayed)                 # one time axis: the gaps compare
+    data = readable(picture)
     assert data["share_time"] and len(data["panels"]) == 2
+    assert not readable(pictures.timeline(eager, replayed, share_time=False))["share_time"]
+    # 4 kernels of 0.00531 ms, one every 0.0372 ms (eager) or 0.00575 ms (replayed): idle
+    # 1 - 4 * 0.00531 / (3 * 0.0372 + 0.00531) = 82%, and 1 - 0.02125 / 0.02257 = 6%
+    assert picture.caption == ("Black ticks: the host's submissions; the SMs idle 82% (top) and 6% (bottom) of "
+                               "the time from first kernel to last.")
 
 
 def test_sm_fill_marks_the_limiter(labs):

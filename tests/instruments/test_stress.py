@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from kernellab.gpu import device
+from kernellab.gpu import checks, device
 from kernellab.course import target
 
 pytestmark = pytest.mark.skipif(not device.is_simulator(), reason="stress mode is for the simulator")
@@ -137,7 +137,7 @@ def test_poison_tells_never_written_from_shared_memory_from_overflow():
     assert proc.returncode == 0, proc.stderr[-2000:]
     unwritten, from_shared, overflowed, allocated = proc.stdout.strip().splitlines()
     assert unwritten == ("copy: 3 of 64 elements never written (still the output poison), "
-                         "the first at index (61,)")
+                         "the first at index (61,); " + checks.THREADS_PICTURE)
     assert from_shared == ("tile: 32 of 64 elements computed from shared memory no thread wrote "
                            "(missing syncthreads or no fill?), the first at index (32,)")
     assert overflowed.startswith("softmax: ") and "overflowed to inf/NaN (subtract the max " \

@@ -30,17 +30,24 @@ def _linear_block(block: tuple, grid: tuple) -> int:
 
 def threads(run: KernelRun, array: str = "out", launch: int | None = None) -> Picture:
     """Which thread (block, thread) wrote which element of `array`, and the launch's idle threads
-    (those whose guard was false: they stored nothing). 1-D and 2-D launches and arrays."""
+    (those that stored nothing). 1-D and 2-D launches and arrays. The caption says what this
+    trace shows: one element per thread or several, at i or elsewhere, and where the idle are."""
     launch = run.first_launch(array, "store", "global") if launch is None else launch
     span, stores = run.launches[launch], run.of(array, "store", "global", launch)
     grid, block = span.grid, span.block
     writers = {a.index: (a.block, a.thread) for a in stores}
+    written: dict = {}                                    # (block, thread) -> its elements, in order
+    for a in stores:
+        if a.index not in written.setdefault((a.block, a.thread), []):
+            written[(a.block, a.thread)].append(a.index)
     everyone = {(b, t) for b in np.ndindex(*grid[::-1]) for t in np.ndindex(*block[::-1])}
     everyone = {(b[::-1], t[::-1]) for b, t in everyone}
-    idle = sorted(everyone - set(writers.values()))
+    idle = sorted(everyone - set(written))
     shape = run.shapes.get(array) or tuple(np.max(list(writers), axis=0) + 1)
+    counts = [len(elements) for elements in written.values()]
     data = {"array": array, "grid": grid, "block": block, "threads": len(everyone),
-            "elements": int(np.prod(shape)), "idle": idle, "writer": writers}
+            "elements": int(np.prod(shape)), "idle": idle, "writer": writers,
+            "elements_per_thread": (min(counts), max(counts)), "unwritten": int(np.prod(shape)) - len(writers)}
     if len(shape) == 1 and grid[1] == grid[2] == block[1] == block[2] == 1:
         thread_block = [gid // block[0] for gid in range(grid[0] * block[0])]
         for (b, t) in idle:
@@ -51,9 +58,14 @@ def threads(run: KernelRun, array: str = "out", launch: int | None = None) -> Pi
             element_block[index[0]] = b[0]
             if t[0] % traffic.WARP == 0:
                 links.append((b[0] * block[0] + t[0], index[0]))
-        data.update(dims=1, thread_block=thread_block, element_block=element_block, links=sorted(links))
-        caption = (f"Each thread i writes {array}[i]; the last {len(idle)} threads find i past the end "
-                   f"and stay idle.")
+        by_thread = {b[0] * block[0] + t[0]: [index[0] for index in elements]
+                     for (b, t), elements in written.items()}
+        idle_ids = sorted(b[0] * block[0] + t[0] for b, t in idle)
+        data.update(dims=1, thread_block=thread_block, element_block=element_block, links=sorted(links),
+                    writes=_writes_1d(by_thread, len(thread_block)))
+        caption = (f"{_writes_caption(data['writes'], array, data['elements_per_thread'], len(thread_block))}; "
+                   f"{_idle_caption(idle_ids, len(thread_block), block[0], data['writes'], shape[0])}"
+                   f"{_unwritten_caption(data['unwritten'])}.")
     else:
         height, width = grid[1] * block[1], grid[0] * block[0]
         thread_map = np.full((height, width), kernel.IDLE)
@@ -69,9 +81,65 @@ def threads(run: KernelRun, array: str = "out", launch: int | None = None) -> Pi
         along = _x_runs_along(stores)
         data.update(dims=2, thread_map=thread_map.tolist(), element_map=element_map.tolist(),
                     x_runs_along=along)
+        fewest, most = data["elements_per_thread"]
+        several = "" if most == 1 else f"each thread writes {_count_range(fewest, most)} elements; "
+        idle_words = f"{len(idle)} grey threads store nothing" if idle else "no thread is idle"
         caption = (f"x runs along {along}: neighbouring threadIdx.x write neighbouring {along[:-1]}s; "
-                   f"grey threads fall outside the array.")
+                   f"{several}{idle_words}{_unwritten_caption(data['unwritten'])}.")
     return canvas.picture(kernel.draw_threads, data, _title(run, launch), caption, run.source)
+
+
+def _writes_1d(by_thread: dict, threads: int) -> str:
+    """How the threads of a 1-D launch of `threads` threads chose their elements: "i" (thread i
+    writes element i), "grid-stride" (i, i + threads, ...), or "elsewhere" (anything else)."""
+    if all(elements == list(range(gid, gid + threads * len(elements), threads))
+           for gid, elements in by_thread.items()):
+        return "i" if all(len(elements) == 1 for elements in by_thread.values()) else "grid-stride"
+    return "elsewhere"
+
+
+def _count_range(fewest: int, most: int) -> str:
+    return str(most) if fewest == most else f"{fewest} to {most}"
+
+
+def _writes_caption(writes: str, array: str, per_thread: tuple, threads: int) -> str:
+    fewest, most = per_thread
+    if writes == "i":
+        return f"Each thread i writes {array}[i]"
+    if writes == "grid-stride":
+        return (f"Each thread i writes {array}[i], [i + {threads}], [i + {2 * threads}] ...: "
+                f"{_count_range(fewest, most)} elements each")
+    if most == 1:
+        return f"Each thread writes one element, not always {array}[i]"
+    return f"Each thread writes {_count_range(fewest, most)} elements, not {array}[i] alone"
+
+
+def _idle_caption(idle_ids: list, threads: int, block: int, writes: str, elements: int) -> str:
+    """Where a 1-D launch's idle threads are: none, the last ones, or the tails of some blocks."""
+    if not idle_ids:
+        return "no thread is idle"
+    runs = [[idle_ids[0], idle_ids[0] + 1]]                 # [first, past the last] of each run
+    for gid in idle_ids[1:]:
+        if gid == runs[-1][1]:
+            runs[-1][1] += 1
+        else:
+            runs.append([gid, gid + 1])
+    if len(runs) == 1 and runs[0][1] == threads:
+        past = " find i past the end and" if writes == "i" and runs[0][0] == elements else ""
+        return f"the last {len(idle_ids)} threads{past} stay idle"
+    if all(end % block == 0 for _, end in runs):
+        tails = [str(end // block - 1) for _, end in runs]
+        if len(tails) == 1:
+            return f"{len(idle_ids)} idle threads: the tail of block {tails[0]}"
+        listed = ", ".join(tails[:-1]) + " and " + tails[-1] if len(tails) <= 4 else f"{len(tails)} blocks"
+        return f"{len(idle_ids)} idle threads: the tails of blocks {listed}"
+    return f"{len(idle_ids)} threads stay idle, in {len(runs)} runs"
+
+
+def _unwritten_caption(unwritten: int) -> str:
+    return f"; {unwritten} elements are never written" if unwritten else ""
+
+
 
 
 def _x_runs_along(stores: list) -> str:

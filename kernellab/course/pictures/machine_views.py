@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from kernellab import occupancy
 from kernellab.course import reference
-from kernellab.gpu.timeline import SHARED_AXIS_RATIO
 from kernellab.show import plots
 from kernellab.show.pictures import canvas, machine
 
@@ -19,13 +18,14 @@ QUEUES = 8       # the driver's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS' de
 ENGINES = {"h2d": "copy engines: to GPU", "kernel": "SMs", "d2h": "copy engines: to host", "d2d": "SMs"}
 
 
-def timeline(*timelines, titles: tuple = (), share_time: bool | None = None) -> Picture:
-    """Work over time, one panel per timeline (one above the other, one time axis): the host's
-    submissions, each stream and the hardware queue it feeds, then the copy engines and the SMs
-    that ran the work. Takes a recorded or measured timeline (`TimelineData`, or its dict, as in
-    data/reference/h200/lab07.json) or a simulator trace (`Timeline().trace`: no clock there, so
-    each op takes one step, placed as early as the CUDA ordering rules allow). The panels share
-    one time axis while their lengths are within SHARED_AXIS_RATIO (`share_time` decides)."""
+def timeline(*timelines, titles: tuple = (), share_time: bool = True) -> Picture:
+    """Work over time, one panel per timeline (one above the other, on one time axis unless
+    `share_time` is False, so their gaps compare): the host's submissions, each stream and the
+    hardware queue it feeds, then the copy engines and the SMs that ran the work. Takes a
+    recorded or measured timeline (`TimelineData`, or its dict, as in data/reference/h200/lab07.json)
+    or a simulator trace (`Timeline().trace`: the simulator runs one op at a time and has no clock,
+    so each op takes one step, placed as early as the CUDA ordering rules allow). The caption
+    says what the drawn panels show."""
     if not timelines:
         raise ValueError("timeline needs at least one timeline (TimelineData, its dict, or a Trace)")
     panels = [_panel(item, titles[i] if i < len(titles) else None) for i, item in enumerate(timelines)]
@@ -35,15 +35,86 @@ def timeline(*timelines, titles: tuple = (), share_time: bool | None = None) -> 
     end = max(p["end"] for p in panels)
     for panel in panels:
         panel["least_width"] = end / 400          # the shortest span still shows as a sliver
-    ends = [p["end"] for p in panels]
-    share = share_time if share_time is not None else max(ends) <= SHARED_AXIS_RATIO * min(ends)
-    data = {"panels": panels, "unit": units.pop(), "share_time": bool(share)}
+    data = {"panels": panels, "unit": units.pop(), "share_time": bool(share_time)}
     sources = list(dict.fromkeys(p.pop("source") for p in panels))
-    kinds = {span["kind"] for p in panels for span in p["spans"]}
-    caption = ("Copies run on the copy engines beside the kernels on the SMs: look where work waits."
-               if {"h2d", "d2h"} & kinds else
-               "Each black tick is one submission by the host: look at the gaps the SMs wait through.")
+    caption = _steps_caption(panels) if data["unit"] == "steps" else _timed_caption(panels)
     return canvas.picture(machine.draw_timeline, data, "Work on streams, queues and engines", caption, "; ".join(sources))
+
+
+def _steps_caption(panels: list) -> str:
+    """A simulator trace's caption: it ran its ops one at a time; how many steps the rules allow."""
+    counted = [(len(p["spans"]), int(p["end"])) for p in panels]
+    if len(counted) == 1:
+        ops, steps = counted[0]
+        if ops == steps:
+            return (f"The simulator ran these {ops} ops one at a time, and the CUDA ordering rules make "
+                    f"each wait for the one before.")
+        return (f"The simulator ran these {ops} ops one at a time; the CUDA ordering rules would let them "
+                f"run in {steps} steps.")
+    parts = ", then ".join(f"{ops} ops in {steps} step{'s' * (steps != 1)}" for ops, steps in counted)
+    return f"The simulator ran every op one at a time; the CUDA ordering rules would allow {parts}."
+
+
+def _timed_caption(panels: list) -> str:
+    """A timed timeline's caption, from what its panels draw: the host's ticks where there are any,
+    how much of the copies' time runs beside a kernel where there are copies, else how long the
+    SMs sit idle between their first kernel and their last."""
+    clauses = []
+    if any(span["submit"] is not None for p in panels for span in p["spans"]):
+        clauses.append("black ticks: the host's submissions")
+    if any(span["kind"] in ("h2d", "d2h") for p in panels for span in p["spans"]):
+        hidden = [_share_beside(p["spans"]) for p in panels]
+        clauses.append(f"copies run beside a kernel for {_per_panel(hidden)} of their time")
+    idle = [_sm_idle(p["spans"]) for p in panels]
+    if len(clauses) < 2 and any(share is not None for share in idle):
+        clauses.append(f"the SMs idle {_per_panel(idle)} of the time from first kernel to last")
+    if not clauses:
+        return "One bar per op, on its stream's queue and on the engine that ran it."
+    sentence = "; ".join(clauses) + "."
+    return sentence[0].upper() + sentence[1:]
+
+
+def _union(intervals: list) -> list:
+    """Sorted, merged (start, end) intervals."""
+    merged: list = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def _sm_idle(spans: list) -> float | None:
+    """The share of the time from the first kernel's start to the last one's end when no kernel
+    runs (None without kernels)."""
+    busy = _union([(s["start"], s["end"]) for s in spans if ENGINES.get(s["kind"], "SMs") == "SMs"])
+    if not busy:
+        return None
+    whole = busy[-1][1] - busy[0][0]
+    return 1.0 - sum(end - start for start, end in busy) / whole if whole else 0.0
+
+
+def _share_beside(spans: list) -> float | None:
+    """The share of the copies' time during which some kernel runs (None without copies)."""
+    kernels = _union([(s["start"], s["end"]) for s in spans if ENGINES.get(s["kind"], "SMs") == "SMs"])
+    copies = [(s["start"], s["end"]) for s in spans if s["kind"] in ("h2d", "d2h")]
+    total = sum(end - start for start, end in copies)
+    if not total:
+        return None
+    beside = sum(max(0.0, min(end, k_end) - max(start, k_start))
+                 for start, end in copies for k_start, k_end in kernels)
+    return beside / total
+
+
+def _per_panel(shares: list) -> str:
+    """"63%" for one panel; "63% (top) and 0% (bottom)" for two; "(panel 3)" from three."""
+    shown = [f"{share:.0%}" if share is not None else "none" for share in shares]
+    if len(shown) == 1:
+        return shown[0]
+    places = ("top", "bottom") if len(shown) == 2 else tuple(f"panel {i + 1}" for i in range(len(shown)))
+    named = [f"{share} ({place})" for share, place in zip(shown, places)]
+    return ", ".join(named[:-1]) + " and " + named[-1]
 
 
 def _panel(item, title: str | None) -> dict:
@@ -85,7 +156,7 @@ def _panel(item, title: str | None) -> dict:
     host = ["host"] if any(span["submit"] is not None for span in spans) else []
     lanes = [*host, *queues.values(), *engines]
     end = max(s["end"] for s in spans)
-    return {"title": f"{title or source}: {end:.3g} {unit}", "source": source, "unit": unit, "lanes": lanes, "spans": spans,
+    return {"title": f"{title or source}: {end:.3g} {unit.removesuffix('s') if end == 1 else unit}", "source": source, "unit": unit, "lanes": lanes, "spans": spans,
             "dividers": [len(host), len(host) + len(queues)][not host:], "end": end,
             "queues": {row: int(q.rsplit(" ", 1)[1]) for row, q in queues.items()}}
 

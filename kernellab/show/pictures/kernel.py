@@ -15,20 +15,34 @@ from kernellab.show.pictures.canvas import (BLACK, BLOCK_COLOURS, BLUE, GREY, OR
                                             canvas)
 
 IDLE = -1
+HATCHES = ("", "//", "..", "xx", "\\\\", "++")    # one per round of BLOCK_COLOURS
 _BLOCK_MAP = colors.ListedColormap([GREY, *BLOCK_COLOURS])
 _BLOCK_NORM = colors.BoundaryNorm(np.arange(-0.5, len(BLOCK_COLOURS) + 1.5), _BLOCK_MAP.N)
 ROW_GAP = 2.0             # a reduction's steps apart, in rows: room for its arrows
 LABEL_BOX = {"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none"}
 
 
+def block_style(block: int) -> tuple[str, str]:
+    """A block's colour and hatching: the palette's colours in turn, a new hatching each time
+    round, so no two blocks of a panel look alike (up to len(BLOCK_COLOURS) * len(HATCHES))."""
+    return BLOCK_COLOURS[block % len(BLOCK_COLOURS)], HATCHES[block // len(BLOCK_COLOURS) % len(HATCHES)]
+
+
 def _block_cells(ax, blocks: np.ndarray, x0: float = 0.0, y0: float = 0.0, height: float | None = None):
-    """Cells coloured by the block that owns them (IDLE: grey); one row of `height` for a 1-D array."""
+    """Cells coloured and hatched by the block that owns them (`block_style`; IDLE: grey); one
+    row of `height` for a 1-D array."""
     blocks = np.atleast_2d(np.asarray(blocks))
     shade = np.where(blocks == IDLE, 0, blocks % len(BLOCK_COLOURS) + 1)
     rows, cols = shade.shape
     ys = np.linspace(y0, y0 + (height or rows), rows + 1)
     ax.pcolormesh(np.arange(cols + 1) + x0, ys, shade, cmap=_BLOCK_MAP, norm=_BLOCK_NORM,
                   edgecolors="white", linewidth=0.3 if cols <= 128 else 0)
+    for row in range(rows):
+        for block, start, end in _runs(list(blocks[row])):
+            hatch = block_style(block)[1] if block != IDLE else ""
+            if hatch:
+                ax.add_patch(Rectangle((x0 + start, ys[row]), end - start, ys[row + 1] - ys[row], facecolor="none",
+                                       edgecolor="none", hatch=hatch, hatchcolor="white", linewidth=0))
 
 
 def _runs(values) -> list[tuple[int, int, int]]:
@@ -57,11 +71,12 @@ def _threads_1d(data: dict, title: str, source: str):
     for thread, element in data["links"]:
         ax.plot([thread + 0.5, element + 0.5], [1.6, 1.0], color=BLACK, linewidth=1.2)
     width_px = fig.get_size_inches()[0] * fig.dpi * 0.85
-    for value, start, end in _runs(list(threads)):
-        if (end - start) / total * width_px < 110:
-            continue
-        label = f"block {value}" if value != IDLE else f"idle: {end - start}"
-        ax.text((start + end) / 2, 2.1, label, ha="center", va="center", fontsize=15, bbox=LABEL_BOX)
+    block = data["block"][0]
+    if block / total * width_px >= 110:            # each block named over all its threads, idle too
+        for value in range(data["grid"][0]):
+            idle = sum(1 for b, _ in data["idle"] if b[0] == value)
+            ax.text((value + 0.5) * block, 2.1, f"block {value}" + f"\n{idle} idle" * bool(idle), ha="center",
+                    va="center", fontsize=15, bbox=LABEL_BOX)
     ax.set_xlim(0, total)
     ax.set_ylim(-0.1, 2.7)
     ax.set_yticks([0.5, 2.1], [f"{data['array']}[i]", "threads"])

@@ -56,6 +56,8 @@ def draw_timeline(data: dict, title: str, source: str):
                   loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         ax.set_xlim(0, (max(p["end"] for p in panels) if data["share_time"] else panel["end"]) * 1.02)
     axes[-1].set_xlabel(data["unit"])
+    if data["unit"] == "steps":                    # a trace's steps are whole
+        axes[-1].xaxis.get_major_locator().set_params(integer=True)
     return fig
 
 
