@@ -37,11 +37,13 @@ def _gap_values(records):
     if not rows:
         raise Missing("idle_gaps resolves no size's kernel duration from zero in its first repeat")
     eager_ok = [r for r in rows if all(x["eager_gap"] < GAP_TARGET for x in measured if x["n"] == r["n"])]
+    eager_from = min((r["kernel_ms"] for r in eager_ok), default=float("nan"))
     lowest = min(measured, key=lambda r: r["graph_gap"])
     return {"worst": 100 * max(r["graph_gap"] for r in long_rows),
             "all_graph": 100 * max(r["graph_gap"] for r in measured), "unresolved": len(every) - len(measured),
             "short_us": 1e3 * rows[0]["kernel_ms"], "short_eager": 100 * rows[0]["eager_gap"],
-            "eager_from_us": 1e3 * min((r["kernel_ms"] for r in eager_ok), default=float("nan")),
+            "eager_from_us": 1e3 * eager_from,
+            "eager_below_us": 1e3 * max((r["kernel_ms"] for r in rows if r["kernel_ms"] < eager_from), default=0.0),
             "repeats": len(repeats), "problems": sum(len(r["problems"]) for r in every),
             "target_pct": 100 * GAP_TARGET, "lowest": 100 * lowest["graph_gap"],
             "floor": -100 * lowest["graph_resolution"]}
@@ -84,7 +86,8 @@ def _strategy_values(records):
 CLAIMS = [
     Claim("replay_cost",
           "Replayed as a graph, a kernel costs {replay:.2f} us of GPU time (target: at most {replay_max:.0f} us, "
-          "{replay_met}) against {eager:.1f} us eager, {speedup:.0f}x less (target: at least {speedup_min:.0f}x, "
+          "{replay_met}) against {eager:.1f} us eager on the GPU's clock, most of it the GPU waiting for the host, "
+          "{speedup:.0f}x less (target: at least {speedup_min:.0f}x, "
           "{speedup_met}); the host spends {host:.3f} us per kernel submitting the replay.",
           headline="100-kernel pipeline replayed: {replay:.2f} us per kernel, {speedup:.0f}x cheaper than eager",
           values=_replay_values,
@@ -93,12 +96,14 @@ CLAIMS = [
     Claim("gaps_below_5pct",
           "Replayed, the gaps between 100 kernels of 20 us or more are at most {worst:.2f}% of kernel time "
           "(worst of {repeats} repeats; target: under {target_pct:.0f}%, {met}). Eager, gaps stay under 5% "
-          "only from {eager_from_us:.0f} us kernels on; at {short_us:.2f} us the GPU idles {short_eager:.0f}% "
+          "from {eager_from_us:.0f} us kernels on, not at {eager_below_us:.0f} us (the sweep has no length between); "
+          "at {short_us:.2f} us the GPU idles {short_eager:.0f}% "
           "of the kernel time. The lowest replayed gap, {lowest:+.2f}%, lies {above} {floor:+.2f}%, the "
           "most its measurements resolve below zero ({problems} measurement problems; {unresolved} row(s) "
           "too short to resolve). {all_graph:.0f}% is the largest replayed gap of any resolved kernel.",
           headline="replayed gaps at most {worst:.2f}% of kernel time for kernels of 20 us or more "
-                   "(target under {target_pct:.0f}%); eager, under 5% only from {eager_from_us:.0f} us kernels on",
+                   "(target under {target_pct:.0f}%); eager, under 5% somewhere between {eager_below_us:.0f} and "
+                   "{eager_from_us:.0f} us kernels",
           values=_gap_values,
           checks=(target("met", "worst", "<", "target_pct"),
                   says("above", "lowest", ">=", "floor", "at or above", "below")),

@@ -16,7 +16,8 @@ from experiments.lab08_measure import below_resolution, duration_used, resolved
 
 
 # The cost bars' labels, in words (the record's keys name its instruments).
-COST_LABELS = {"eager_gpu_events": "eager: GPU time", "eager_host_submit": "eager: host's submit",
+COST_LABELS = {"eager_gpu_events": "eager: GPU clock\n(mostly waiting for the host)",
+               "eager_host_submit": "eager: host's submit",
                "graph_gpu_events": "replayed: GPU time", "graph_host_submit": "replayed: host's submit",
                "kernel_gpu_queue_full": "eager, queue kept full: GPU time"}
 

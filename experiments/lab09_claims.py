@@ -81,7 +81,7 @@ def fusion_values(records: dict) -> dict:
 
 def occupancy_values(records: dict) -> dict:
     """Lab 06's sweep: how far occupancy moved each probe, and the warps per SM the memory-bound
-    probe needs with one and with four loads in flight per thread (Lab 06's own claim)."""
+    probe needs with one and with four elements in flight per thread (Lab 06's own claim)."""
     def records_of(lab_number):
         return need(records, f"lab{lab_number}")
 
@@ -176,14 +176,14 @@ CLAIMS = [
     Claim("occupancy_on_memory_bound",
           "Across Lab 06's occupancy sweep, occupancy moved the memory-bound probe {more} than the "
           "compute-bound one: {memory:.1f}x against {compute:.1f}x in time. What it needs is bytes in "
-          "flight: with four loads per thread it reached 90% of its best at {four} warps per SM, with one "
-          "at {one}.",
+          "flight: with four elements in flight per thread it reached 90% of its best at {four} warps per "
+          "SM, with one at {one}.",
           values=occupancy_values,
           checks=(says("more", "memory", ">", "compute", "more", "less"),
                   states("four", "<", "one")),
           article="occupancy",
           explains="occupancy is one way to put bytes in flight, independent loads per thread another "
-                   "(Little's law). The article's advice holds for kernels with one load in flight per "
+                   "(Little's law). The article's advice holds for kernels with one element in flight per "
                    "thread, not as a rule"),
 ]
 

@@ -164,7 +164,8 @@ def take_away() -> str:
         f"{figures['scale_rows_strided']:.0f}%.",
         f"  2. {'Coalesced is not enough: ' if figures['sm'] > figures['dram'] else ''}its SM is "
         f"{figures['sm']:.0f}% busy against DRAM's {figures['dram']:.0f}%; with {figures['tuned']:.2f}x its "
-        f"instructions the tuned kernel reaches {figures['scale_rows_wide']:.0f}%.",
+        f"instructions and several loads in flight per thread, the tuned kernel reaches "
+        f"{figures['scale_rows_wide']:.0f}%.",
         f"  3. Under the memory roof, fusion gained up to {figures['memory']:.2f}x; under the compute roof, "
         f"at most {figures['compute']:.2f}x.",
         f"  ({'; '.join(sorted(sources))})"))
