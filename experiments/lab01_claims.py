@@ -8,7 +8,7 @@ import numpy as np
 from kernellab.course.claims import Claim, need, repeats_of, row, says, states, target
 
 from experiments.lab01_constants import INSTRUMENT_BUDGET_US
-from experiments.lab01_measure import INSTRUMENTS, one_launch_us
+from experiments.lab01_measure import INSTRUMENTS, one_launch_us, typical_ms
 
 
 def method_us(records: dict, method: str) -> float:
@@ -69,16 +69,17 @@ def _rows_values(records):
     separate, sliced = row(rows, "separate", n), row(rows, "separate_sliced", n)
     count = separate["launches"]                 # one launch per row: the rows of the recording
     one = one_launch_us(rows, "merged")          # one launch of the batch, same arguments, same run
-    return {"n": n, "rows": count, "one": one, "model": count * one / 1e3, "sep": separate["median_ms"],
-            "sliced": sliced["median_ms"],
-            "slice_us": 1e3 * (sliced["median_ms"] - separate["median_ms"]) / count,
-            "model_off": max(separate["median_ms"] / (count * one / 1e3), (count * one / 1e3) / separate["median_ms"])}
+    sep, sliced_ms = typical_ms(separate), typical_ms(sliced)
+    return {"n": n, "rows": count, "one": one, "model": count * one / 1e3, "sep": sep, "sliced": sliced_ms,
+            "sep_lo": min(separate.get("repeat_ms") or [sep]), "sep_hi": max(separate.get("repeat_ms") or [sep]),
+            "slice_us": 1e3 * (sliced_ms - sep) / count,
+            "model_off": max(sep / (count * one / 1e3), (count * one / 1e3) / sep)}
 
 
 def _merged_values(records):
     rows = need(records, "merge_rows")
     one = one_launch_us(rows, "merged")
-    on_floor = [size for size in rows["sizes"] if 1e3 * row(rows, "merged", size)["median_ms"] <= 2 * one]
+    on_floor = [size for size in rows["sizes"] if 1e3 * typical_ms(row(rows, "merged", size)) <= 2 * one]
     return {"rows": row(rows, "separate", min(rows["sizes"]))["launches"], "one": one,
             "upto": max(on_floor, default=0)}
 
@@ -150,7 +151,8 @@ CLAIMS = [
           headline="a synchronize after every launch costs {sync:.1f} us per launch: {so}",
           values=_launch_values,
           checks=(says("than", "waits", ">", "gpu", "more than", "no more than"),
-                  says("so", "waits", ">", "gpu", "the host waits for the GPU, then the GPU for the host",
+                  says("so", "waits", ">", "gpu", "the wait is longer than the kernel: it includes the round trip of the "
+                       "launch reaching the GPU and the host noticing it finished",
                        "the wait is the GPU's work alone"))),
     Claim("graph_replay",
           "Replayed as a graph, a kernel costs {replay:.2f} us of GPU time (target: at most "
@@ -204,8 +206,9 @@ CLAIMS = [
                    "the total of 1,000 launches by 1,000 us; the host's pace drifts that much inside one sweep, "
                    "while the real fixed cost, one synchronize, is tens of microseconds (the count = 1 row)"),
     Claim("rows_separately",
-          "{rows} launches of one row each take {sep:.3f} ms at {n} elements per row. The model, {rows} "
-          "times one launch of the whole batch in the same run (its fastest, {one:.1f} us), predicts "
+          "{rows} launches of one row each take {sep:.3f} ms at {n} elements per row (median of the repeats, "
+          "{sep_lo:.3f}-{sep_hi:.3f}). The model, {rows} times one launch of the whole batch in the same run "
+          "(its fastest size, {one:.1f} us), predicts "
           "{model:.3f} ms, {fit} ({model_off:.2f}x apart). Launched on slices (`x[row]`, `out[row]`) "
           "instead, the rows take {sliced:.3f} ms: {slice_us:.0f} us more per row.",
           headline="{rows} one-row launches: {sep:.3f} ms, the model {model:.3f} ms ({fit})",
@@ -213,7 +216,7 @@ CLAIMS = [
           checks=(says("fit", "model_off", "<=", 1.5, "within 1.5x of the measurement", "more than 1.5x off"),
                   states("sliced", ">", "sep"))),
     Claim("rows_merged_floor",
-          "One 2D launch for all {rows} rows stays within 2x of its fastest call ({one:.1f} us) up to "
+          "One 2D launch for all {rows} rows stays within 2x of its fastest size ({one:.1f} us) up to "
           "{upto:,} elements per row ({reach} 4,096): below the crossover, a batch costs one launch.",
           headline="one launch for all {rows} rows stays on its floor up to {upto:,} elements per row",
           values=_merged_values,
@@ -222,7 +225,8 @@ CLAIMS = [
           "Around a launch that costs the host {launch:.1f} us, slicing a device array costs {slice:.1f} us "
           "and allocating a row-sized output {alloc:.1f} us. A launch on two fresh slices costs {sliced:.1f} us, "
           "{ratio:.1f}x the launch with a row index: {more} the launch and two slices add up to "
-          "({parts:.0f} us).",
+          "({parts:.0f} us). A launch on new array objects also types and packs them afresh, which a launch "
+          "on the same objects skips; this record does not time that part alone.",
           headline="one slice {slice:.1f} us, one allocation {alloc:.1f} us, around a launch of {launch:.1f} us: "
                    "pass offsets and preallocate",
           values=_around_values,

@@ -10,7 +10,7 @@ import numpy as np
 from kernellab.course.claims import repeats_of
 from kernellab.show import plots
 
-from experiments.lab01_measure import floor_model
+from experiments.lab01_measure import floor_model, typical_times
 
 
 def draw_launch_methods(lab, records: dict, figures_dir: Path) -> Path:
@@ -30,6 +30,16 @@ def draw_launch_methods(lab, records: dict, figures_dir: Path) -> Path:
     return plots.save(fig, "lab01_launch_cost_by_method", figures_dir)
 
 
+def _function_name(profiled: str) -> str:
+    """A cProfile row's function, short: "launch (dispatcher.py:493)" -> "launch", and
+    "<method '_cuda_call' of '_dispatcher.Dispatcher' objects>" -> "Dispatcher._cuda_call"."""
+    name = profiled.split(" (")[0]
+    if name.startswith("<method '"):
+        method, owner = name.split("'")[1], name.split("'")[3]
+        name = f"{owner.rsplit('.', 1)[-1]}.{method}"
+    return name[:32]
+
+
 def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
     """What a launch pays for: array arguments, host arrays, and the functions on the launch path."""
     args, profile = records["arguments"], records["launch_profile"]
@@ -47,7 +57,7 @@ def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
     ax_host.set_ylabel("us per launch")
     ax_host.legend(fontsize="small")
     top = profile["top"][:8][::-1]
-    ax_prof.barh([r["function"].split(" (")[0][:32] for r in top], [r["self_us"] for r in top])
+    ax_prof.barh([_function_name(r["function"]) for r in top], [r["self_us"] for r in top])
     ax_prof.set_xlabel(f"self time, us per launch\n(a launch under cProfile: "
                        f"{profile['profiled_us_per_launch']:.0f} us)")
     ax_prof.tick_params(axis="y", labelsize="x-small")
@@ -99,14 +109,14 @@ def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
     """One kernel's time against n beside the floor model; rows per launch against one launch,
     each beside its model (`floor_model`). The GPU's own empty launch (dotted) shows how much of
     the floor is the host's."""
-    one, rows = records["scale_one_kernel"], records["merge_rows"]
+    one, rows = typical_times(records["scale_one_kernel"]), typical_times(records["merge_rows"])   # medians of the repeats
     launch_us, gbps, crossover = floor_model(lab, one, "scale")
-    fig, (ax_one, ax_rows) = plots.new_figure("Time against size: the launch floor and the crossover, "
-                                              "model against measurement", one, ncols=2)
+    fig, (ax_one, ax_rows) = plots.new_figure("Time against size (median of the repeats): the launch "
+                                              "floor and the crossover, model against measurement", one, ncols=2)
     plots.time_vs_size(ax_one, one)
     sizes = np.array(one["sizes"], dtype=np.float64)
     ax_one.plot(sizes, 1e-3 * lab.predicted_time_us(sizes, launch_us, 8, gbps), "k--",
-                lw=0.8, label=f"model: max(fastest call ({launch_us:.0f} us), bytes / {gbps:.0f} GB/s)")
+                lw=0.8, label=f"model: max(fastest size ({launch_us:.0f} us), bytes / {gbps:.0f} GB/s)")
     ax_one.axvline(crossover, color="C3", ls=":", label=f"the model's crossover, n = {crossover:,}")
     ax_one.legend()
     plots.time_vs_size(ax_rows, rows)

@@ -10,6 +10,7 @@ from kernellab.course import protocol, reference
 from kernellab.course.claims import Claim, Missing, course_solution, need, repeats_of, row, says, target
 
 from experiments.lab03_constants import BLOCK, KERNEL_PACE, KERNELS, LAUNCHES, NUMBER, SCALE_ARRAYS
+from experiments.lab01_measure import typical_ms
 from experiments.lab03_measure import crossover, four_launches_beside, kernel_ratios, launches_record
 
 MERGED_ARRAYS = 6                          # x0, x1, z1, x2, x3 and out: the merged launch's arrays
@@ -89,7 +90,8 @@ def _argument_values(records):
     extra = MERGED_ARRAYS - SCALE_ARRAYS
     return {**values, "launch_us": launch["us"], "per_array": per_array, "arrays": MERGED_ARRAYS,
             "extra": extra, "extra_us": extra * per_array,
-            "over_launch": values["launch_merged_us"] / launch["us"]}
+            "over_launch": values["launch_merged_us"] / launch["us"],
+            "rest_us": values["launch_merged_us"] - launch["us"] - extra * per_array}
 
 
 def _slicing_values(records):
@@ -99,10 +101,15 @@ def _slicing_values(records):
                       "(no separate_sliced variant): `kernellab bench 03` re-records it")
     n = min(tasks["sizes"])
     separate, sliced = row(tasks, "separate", n), row(tasks, "separate_sliced", n)
-    slicing_us = 1e3 * (sliced["median_ms"] - separate["median_ms"])
+    differences = [1e3 * (v - o) for v, o in zip(sliced.get("repeat_ms") or [sliced["median_ms"]],
+                                                 separate.get("repeat_ms") or [separate["median_ms"]])]
+    slicing_us = statistics.median(differences)
     spread_us = 1e3 * max(r["p90_ms"] - r["p10_ms"] for r in (separate, sliced))
-    return {"n": n, "separate_us": 1e3 * separate["median_ms"], "sliced_us": 1e3 * sliced["median_ms"],
-            "slicing_us": slicing_us, "per_view_us": slicing_us / 4, "spread_us": spread_us}
+    lab01_slice = need(records, "lab01", "python_around_launch", "steps", "slice x[row]", "us")
+    return {"n": n, "separate_us": 1e3 * typical_ms(separate), "sliced_us": 1e3 * typical_ms(sliced),
+            "slicing_us": slicing_us, "slicing_lo": min(differences), "slicing_hi": max(differences),
+            "repeats": len(differences), "per_view_us": slicing_us / 4, "spread_us": spread_us,
+            "lab01_slice": lab01_slice}
 
 
 def _kernel_ratio_by_size(records, separate: str, merged: str) -> tuple[dict, list[dict]]:
@@ -229,17 +236,19 @@ CLAIMS = [
           "{prep_merged_p10_us:.0f}-{prep_merged_p90_us:.0f}) and its one launch {launch_merged_us:.0f} us. "
           "That launch is {over_launch:.1f}x one launch of the scale kernel ({launch_us:.1f} us): its "
           "{extra} array arguments beyond that launch's two cost about {extra_us:.0f} us, at the "
-          "{per_array:.1f} us per array Lab 01 measured. The launcher's Python {python} its launch.",
+          "{per_array:.1f} us per array Lab 01 measured; the other {rest_us:.0f} us this record does not split "
+          "(the launch also types and packs its two tuples of offsets). The launcher's Python {python} its launch.",
           headline="one merged call: {call_merged_us:.0f} us of host time, its launch {over_launch:.1f}x "
                    "a two-array launch (the launcher's Python {python} its launch)",
           values=_argument_values,
           checks=(says("python", "prep_merged_us", "<", "launch_merged_us", "costs less than",
                        "costs more than"),)),
     Claim("slicing_is_its_own_cost",
-          "Slicing `out` into four views on every call adds {slicing_us:.0f} us at {n:,} elements (about "
-          "{per_view_us:.0f} us per view): the four launches take {sliced_us:.0f} us on views and "
-          "{separate_us:.0f} us with offsets, {resolved} ({spread_us:.1f} us). A device-array slice is a "
-          "new array object built in Python, on every call.",
+          "Slicing `out` into four views on every call adds {slicing_us:.0f} us at {n:,} elements (the median "
+          "of {repeats} repeats' differences, {slicing_lo:.0f}-{slicing_hi:.0f}; about {per_view_us:.0f} us per "
+          "view): the four launches take {sliced_us:.0f} us on views and {separate_us:.0f} us with offsets, "
+          "{resolved} ({spread_us:.1f} us). A device-array slice is a new array object built in Python, on every "
+          "call; Lab 01, in another run, timed one slice alone at {lab01_slice:.0f} us.",
           headline="slicing out into 4 views: +{slicing_us:.0f} us per call at {n:,} elements ({resolved})",
           values=_slicing_values,
           checks=(says("resolved", "slicing_us", ">", "spread_us", "more than either measurement's p10-p90 spread",

@@ -10,7 +10,8 @@ from kernellab.course import bench as harness
 from kernellab.show import plots
 
 from experiments.lab03_constants import GAIN_THAT_PAYS, KERNEL_PACE, LAUNCHES
-from experiments.lab03_measure import crossover, typical_ms
+from experiments.lab01_measure import typical_ms, typical_times
+from experiments.lab03_measure import crossover
 
 
 def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
@@ -20,7 +21,7 @@ def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
     fig, (ax_time, ax_gain) = plots.new_figure("Four tasks: four launches or one", tasks, ncols=2)
     shown = [name for name in ("separate", "horizontal", f"separate{LAUNCHES}", f"horizontal{LAUNCHES}")
              if name in tasks["variants"]]       # the whole calls and the launches alone: 4 lines
-    plots.time_vs_size(ax_time, {**tasks, "variants": {name: tasks["variants"][name] for name in shown}})
+    plots.time_vs_size(ax_time, {**typical_times(tasks), "variants": {name: tasks["variants"][name] for name in shown}})
     launch_us = records["host_launch"]["us"]
     ax_time.axhline(launch_us / 1e3, color="k", linestyle="--",
                     label=f"one launch, host-paced ({launch_us:.1f} us, same run)")

@@ -8,8 +8,6 @@ times) and the benchmarks that time these calls.
 
 from __future__ import annotations
 
-import statistics
-
 import numpy as np
 
 from kernellab.course import bench as harness
@@ -17,6 +15,7 @@ from kernellab.course import reference, registers
 from kernellab.course.claims import Missing, need
 from kernellab.gpu import checks, device, launches, timing
 
+from experiments.lab01_measure import typical_ms
 from experiments.lab03_constants import BLOCK, GAIN_THAT_PAYS, KERNELS, LAUNCHES, SCALE_ARRAYS, SIZES
 
 ALPHA = 2.5
@@ -158,12 +157,6 @@ def launches_record(records: dict) -> dict:
         raise Missing("tasks was recorded before the launches were timed apart from the launchers' "
                       "Python (no horizontal_launches variant): `kernellab bench 03` re-records it")
     return tasks
-
-
-def typical_ms(row: dict) -> float:
-    """A row's time for a finding about a phenomenon: the median of its repeats' medians where it
-    has repeats (a merged recording's `median_ms` is its worst repeat, which judges targets)."""
-    return statistics.median(row["repeat_ms"]) if row.get("repeat_ms") else row["median_ms"]
 
 
 def crossover(lab, records: dict, suffix: str = LAUNCHES) -> dict:
