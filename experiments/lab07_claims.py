@@ -52,6 +52,14 @@ def _queues_values(records):
             "past_8": max(r[16] / r[8] for r in at_8)}
 
 
+def _filling_values(records):
+    """16 streams over 1 for kernels that fill every SM (pre-enqueued, 32 queues): the median over
+    the repeats, with their range."""
+    shapes = [rec["shapes"]["fills_gpu"] for rec in repeats_of(records, CONCURRENCY_RECORD[MAIN_CONNECTIONS], NUMBER)]
+    gains = [next(r["speedup"] for r in shape["modes"]["gated"] if r["streams"] == 16) for shape in shapes]
+    return {**_spread("fill", gains), "repeats": len(shapes)}
+
+
 def _pacing_values(records):
     """Plain launches against pre-enqueued ones (small kernels, 16 streams, 32 queues), with the
     host's time per plain launch inside the recorder and one kernel's time alone."""
@@ -147,6 +155,12 @@ CLAIMS = [
           headline="16 small kernels on 16 streams: {s16:.1f}x faster than on 1 (target {target:.0f}x: {met})",
           values=lambda r: _sweep(r, MAIN_CONNECTIONS), checks=(target("met", "s16", ">=", "target"),),
           explains="all 128 blocks fit at once, so a shortfall means some streams started late: their timeline shows which"),
+    Claim("filling_kernels_gain_nothing",
+          "Kernels that fill every SM gain {fill:.2f}x on 16 streams over one ({fill_lo:.2f}-{fill_hi:.2f}x over "
+          "{repeats} repeats, pre-enqueued, 32 queues): {verdict}.",
+          values=_filling_values,
+          checks=(says("verdict", "fill_hi", "<", 1.1, "with no room left on the GPU, streams gain nothing",
+                       "streams still gain"),)),
     Claim("streams_4_8",
           "At the driver's default of 8 hardware queues, 16 streams gain {s16_8:.1f}x ({s16_8_lo:.1f}-{s16_8_hi:.1f}x "
           "over {repeats} repeats) and 8 streams {s8_8:.1f}x, at most {past_8:.2f}x apart: {beyond}. At 32 queues 16 "
