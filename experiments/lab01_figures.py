@@ -120,6 +120,7 @@ def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
     ax_one.axvline(crossover, color="C3", ls=":", label=f"the model's crossover, n = {crossover:,}")
     ax_one.legend()
     plots.time_vs_size(ax_rows, rows)
+    ax_rows.set_ylabel("")                                # the left panel's label says it: ms per call
     per_row = np.array(rows["sizes"], dtype=np.float64)
     first = rows["rows"][0]
     batch = first["bytes"] // (8 * first["size"])          # rows per batch, from the declared bytes
