@@ -49,7 +49,7 @@ import numpy as np
 
 
 ITEMS_PER_THREAD = 8     # values of its row each thread of the fused kernels holds, by default
-MAX_ITEMS = 32           # the most any fused kernel is built for (142 registers: 256 threads at most)
+MAX_ITEMS = 32           # the most any fused kernel is built for (compiled under the register cap of a 256-thread block)
 MAX_BLOCK = 1024
 SCRATCH = MAX_BLOCK      # floats of shared memory for a reduction: one per thread of the largest block
 DEFAULT_EPS = 1e-5

@@ -14,14 +14,17 @@ re-read?", then the meter's table of every array. `expect_coalesced` and
 
 from __future__ import annotations
 
+from kernellab.gpu import checks
 from kernellab.gpu.traffic import TrafficCount
 
 # (direction, over budget or under budget) -> the usual cause, as a question to the student
 CAUSES = {
     ("reads", "over"): "do threads overlap, or re-read a value they could keep in a register?",
-    ("reads", "under"): "are some elements never read (a guard that stops early, a missed tail)?",
+    ("reads", "under"): "are some elements never read (a guard that stops early, a missed tail, "
+                        "x and y swapped)? " + checks.THREADS_PICTURE,
     ("writes", "over"): "do threads overlap, or store a partial result to global memory?",
-    ("writes", "under"): "are some elements never written (a guard that stops early, a missed tail)?",
+    ("writes", "under"): "are some elements never written (a guard that stops early, a missed tail, "
+                         "x and y swapped)? " + checks.THREADS_PICTURE,
 }
 UNUSED = {
     "reads": "this array is write-only here: keep what you stored in a register instead of "
