@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernellab.course.claims import Claim, need, repeats_of, row, says, states, target
+from kernellab.course.claims import Claim, need, repeats_of, row, says, states, target, typical_ms
 
 from experiments.lab01_constants import INSTRUMENT_BUDGET_US
-from experiments.lab01_measure import INSTRUMENTS, one_launch_us, typical_ms
+from experiments.lab01_measure import INSTRUMENTS, one_launch_us
 
 
 def method_us(records: dict, method: str) -> float:

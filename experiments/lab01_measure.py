@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from kernellab.course import reference
-from kernellab.course.claims import row
+from kernellab.course.claims import row, typical_ms
 from kernellab.gpu import checks, device, graphs, timing
 from kernellab.gpu.launches import record_launches
 from kernellab.gpu.timeline import Timeline, reserve_events
@@ -269,12 +269,6 @@ def floor_model(lab, result: dict, variant: str) -> tuple[float, float, int]:
     launch_us = one_launch_us(result, variant)
     gbps = row(result, variant, max(result["sizes"]))["gbps"]
     return launch_us, gbps, lab.crossover_size(launch_us, 8, gbps)
-
-
-def typical_ms(timed: dict) -> float:
-    """A row's time for a finding about a phenomenon: the median of its repeats' medians where it
-    has repeats (a merged recording's `median_ms` is its worst repeat, which judges targets)."""
-    return float(np.median(timed["repeat_ms"])) if timed.get("repeat_ms") else timed["median_ms"]
 
 
 def typical_times(result: dict) -> dict:

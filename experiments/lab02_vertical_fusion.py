@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 from experiments import lab00_indexing
 from kernellab.course import bench as harness
 from kernellab.course import protocol, reference
-from kernellab.course.claims import Claim, Missing, need, row, says, target
+from kernellab.course.claims import Claim, Missing, need, row, says, target, typical_ms
 from kernellab.gpu import checks, device
 from kernellab.gpu.traffic import Ledger
 from kernellab.show import plots
@@ -288,8 +287,7 @@ def recorded_prediction(result: dict, n) -> float:
 def ms(result: dict, variant: str, n) -> float:
     """A version's time at n: the median of its repeats' medians (a phenomenon is read on the
     median; a target on the worst repeat, the row's own median_ms)."""
-    found = row(result, variant, n)
-    return float(np.median(found.get("repeat_ms") or [found["median_ms"]]))
+    return typical_ms(row(result, variant, n))
 
 
 def _chain_values(records):

@@ -7,11 +7,10 @@ from __future__ import annotations
 import statistics
 
 from kernellab.course import protocol, reference
-from kernellab.course.claims import Claim, Missing, course_solution, need, repeats_of, row, says, target
+from kernellab.course.claims import Claim, Missing, course_solution, need, repeats_of, row, says, target, typical_ms
 
 from experiments.lab03_constants import BLOCK, KERNEL_PACE, KERNELS, LAUNCHES, NUMBER, SCALE_ARRAYS
-from experiments.lab01_measure import typical_ms
-from experiments.lab03_measure import crossover, four_launches_beside, kernel_ratios, launches_record
+from experiments.lab03_measure import crossover, kernel_ratios, launches_record
 
 MERGED_ARRAYS = 6                          # x0, x1, z1, x2, x3 and out: the merged launch's arrays
 

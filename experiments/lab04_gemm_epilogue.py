@@ -23,7 +23,7 @@ from kernellab.course import protocol, reference, registers
 from kernellab.gpu import checks, device
 from kernellab.gpu.launches import record_launches
 from kernellab.show import plots
-from kernellab.course.claims import Claim, Missing, need, row, says, states, target
+from kernellab.course.claims import Claim, Missing, need, row, says, states, target, typical_ms
 
 P = 0.1                                   # dropout probability in every measurement
 HEADLINE_N = 4096                         # the size the targets are stated at
@@ -367,12 +367,6 @@ def _behind(tflops: dict) -> dict:
     return {**tflops, "behind": tflops["register_tiled"] / tflops["tiled"]}
 
 
-def _typical_ms(timed: dict) -> float:
-    """A row's time for a finding about a phenomenon: the median of its repeats where it has them
-    (a merged recording's `median_ms` is its worst repeat, which judges the targets)."""
-    return statistics.median(timed["repeat_ms"]) if timed.get("repeat_ms") else timed["median_ms"]
-
-
 def _epilogue_values(records):
     """What fusing the epilogue saves in each like-for-like pair at the headline size (medians of the
     repeats), against the repeats' own spread, the saved bytes at copy speed, and the time Nsight
@@ -385,10 +379,10 @@ def _epilogue_values(records):
     saved, share, ratio, at_copy, spread = [], [], [], [], []
     for unfused_name, fused_name in pairs.values():
         unfused, fused = row(epilogue, unfused_name, n), row(epilogue, fused_name, n)
-        saving = _typical_ms(unfused) - _typical_ms(fused)
+        saving = typical_ms(unfused) - typical_ms(fused)
         copy_ms = (unfused["bytes"] - fused["bytes"]) / (epilogue["copy_gbps"] * 1e9) * 1e3
         saved.append(saving)
-        share.append(saving / _typical_ms(unfused))
+        share.append(saving / typical_ms(unfused))
         ratio.append(saving / copy_ms)
         at_copy.append(copy_ms)
         spread += [max(r.get("repeat_ms") or [r["p90_ms"]]) - min(r.get("repeat_ms") or [r["p10_ms"]])
@@ -421,7 +415,7 @@ def _naive_values(records):
     dram = found[0]["dram_bytes_read"]
     return {"n": n, "requested_gb": requested / 1e9, "dram_gb": dram / 1e9, "dram_share": dram / requested,
             "dram_pct": found[0]["dram_throughput_pct"], "sm_pct": found[0]["sm_throughput_pct"],
-            "ms": _typical_ms(row(matmul, "naive", n))}
+            "ms": typical_ms(row(matmul, "naive", n))}
 
 
 CLAIMS = [

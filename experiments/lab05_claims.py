@@ -8,7 +8,7 @@ import statistics
 
 from kernellab.course import reference
 from kernellab.gpu import device
-from kernellab.course.claims import Claim, Compare, Missing, course_solution, need, repeats_of, row, says, states, target
+from kernellab.course.claims import Claim, Compare, Missing, course_solution, need, repeats_of, row, says, states, target, typical_ms
 
 from experiments.lab05_constants import HEADLINE_COLS, ROWS, SHAPES, TARGET_PCT_OF_COPY
 from experiments.lab05_measure import shape_name
@@ -53,12 +53,6 @@ def targets_of(records: dict, cols: int = HEADLINE_COLS) -> dict:
 SHORT_ROWS = (256, 512, 1024)
 
 
-def _typical_ms(timed: dict) -> float:
-    """A row's time for a finding about a phenomenon: the median of its repeats where it has them
-    (a merged recording's `median_ms` is its worst repeat, which judges the targets)."""
-    return statistics.median(timed["repeat_ms"]) if timed.get("repeat_ms") else timed["median_ms"]
-
-
 def _short_rows_values(records):
     """The shortest rows: the fused softmax's GPU time against an empty launch plus its bytes at copy
     speed, and how much of an SM its one-row blocks can fill."""
@@ -71,10 +65,10 @@ def _short_rows_values(records):
     block = lab.row_block(cols)
     facts = device.facts()
     resident = min(facts.max_blocks_per_sm * block, facts.max_threads_per_sm)
-    return {"lo": cols, "us": 1e3 * _typical_ms(fused), "floor": floor_us, "bytes_us": bytes_us,
+    return {"lo": cols, "us": 1e3 * typical_ms(fused), "floor": floor_us, "bytes_us": bytes_us,
             "model_us": floor_us + bytes_us, "block": block, "blocks_per_sm": facts.max_blocks_per_sm,
             "filled": resident / facts.max_threads_per_sm,
-            "torch_us": 1e3 * _typical_ms(row(softmax, "torch_softmax", cols))}
+            "torch_us": 1e3 * typical_ms(row(softmax, "torch_softmax", cols))}
 
 
 def _torch_values(records):
@@ -82,8 +76,8 @@ def _torch_values(records):
     softmax = need(records, "softmax")
     lab = course_solution("05")
     sizes = [n for n in softmax["sizes"] if row(softmax, "fused", n).get("ok", True)]
-    fused = {n: _typical_ms(row(softmax, "fused", n)) for n in sizes}
-    torch = {n: _typical_ms(row(softmax, "torch_softmax", n)) for n in sizes}
+    fused = {n: typical_ms(row(softmax, "fused", n)) for n in sizes}
+    torch = {n: typical_ms(row(softmax, "torch_softmax", n)) for n in sizes}
     torch_pct = {n: row(softmax, "torch_softmax", n)["pct_of_copy"] for n in sizes}
     fused_at = [n for n in sizes if fused[n] < torch[n]]
     low_at = min(torch_pct, key=torch_pct.get)
@@ -178,8 +172,8 @@ def _layernorm_values(records):
     layernorm = need(records, "layernorm")
     fused, torch = row(layernorm, "fused", HEADLINE_COLS), row(layernorm, "torch_layer_norm", HEADLINE_COLS)
     mine, softmax = _registers_row(records, "layernorm_fused_kernel"), _registers_row(records, "softmax_fused_kernel")
-    return {"cols": HEADLINE_COLS, "fused": _typical_ms(fused), "pct": fused["pct_of_copy"],
-            "torch": _typical_ms(torch), "torch_over": _typical_ms(fused) / _typical_ms(torch),
+    return {"cols": HEADLINE_COLS, "fused": typical_ms(fused), "pct": fused["pct_of_copy"],
+            "torch": typical_ms(torch), "torch_over": typical_ms(fused) / typical_ms(torch),
             "regs": mine["registers"], "block": mine["block"], "blocks": mine["active_blocks"],
             "occ": mine["occupancy"], "softmax_regs": softmax["registers"], "softmax_occ": softmax["occupancy"]}
 

@@ -61,6 +61,7 @@ when a printed sentence is false, never because a target was missed.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import operator
 import string
 from typing import Any, Callable
@@ -277,6 +278,13 @@ def repeats_of(records: dict, name: str, lab: str) -> list[dict]:
         return [record]
     repeats = (reference.load(lab) or {}).get("repeats") or []
     return [r[name] for r in repeats if name in r] or [record]
+
+
+def typical_ms(timed: dict) -> float:
+    """A row's time for a finding about a phenomenon: the median of its repeats' medians where it
+    has repeats (a merged recording's `median_ms` is its worst repeat, which judges targets)."""
+    repeats = timed.get("repeat_ms")
+    return float(statistics.median(repeats)) if repeats else timed["median_ms"]
 
 
 def row(result: dict, variant: str, size) -> dict:
