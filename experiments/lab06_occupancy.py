@@ -170,14 +170,10 @@ def key_figure(lab, records: dict) -> str:
 def take_away() -> str:
     """Notebook 06's last cell: the lesson in three lines, each figure from the records its claims
     read (live where this process measured them, the H200 reference otherwise)."""
-    figures, sources = {}, set()
-    for claim in CLAIMS:
-        if claim.name in ("caps_against_occupancy", "memory_needs_bytes_in_flight"):
-            verdict, records = claims.judge(claim, NUMBER)
-            if verdict.true is None:
-                return f"What to take away: awaiting data ({verdict.missing})"
-            figures.update(claim.values(records))
-            sources.update(verdict.source.split("; "))
+    try:
+        figures, sources = claims.figures_of(NUMBER, ("caps_against_occupancy", "memory_needs_bytes_in_flight"))
+    except claims.Missing as missing:
+        return f"What to take away: awaiting data ({missing})"
     means = "Occupancy is a means: " if figures["occ"] < figures["occ_tuned"] else ""
     in_flight = "Bytes in flight, not warps as such: " if figures["four"] < figures["one"] else ""
     return "\n".join((
@@ -187,7 +183,7 @@ def take_away() -> str:
         f"{figures['occ']:.0%} occupancy, TUNED {figures['t_tuned']:.2f} at {figures['occ_tuned']:.0%}.",
         f"  3. {in_flight}the memory probe needs {figures['one']} warps per SM with one element in "
         f"flight per thread, {figures['four']} with four, for 90% of its best speed.",
-        f"  ({'; '.join(sorted(sources))})"))
+        f"  ({'; '.join(sources)})"))
 
 
 def measured(name: str) -> dict | None:

@@ -127,14 +127,11 @@ def targets(lab, records: dict) -> dict:
 def take_away() -> str:
     """Notebook 08's last cell: the lesson in three lines, each figure from the records its claims
     read (live where this process measured them, the H200 reference otherwise)."""
-    figures, sources = {}, set()
-    for claim in CLAIMS:
-        if claim.name in ("replay_cost", "gaps_below_5pct", "replayed_short_kernels"):
-            verdict, records = claims.judge(claim, NUMBER)
-            if verdict.true is None:
-                return f"What to take away: awaiting data ({verdict.missing})"
-            figures.update({f"{claim.name}.{k}": v for k, v in claim.values(records).items()})
-            sources.update(verdict.source.split("; "))
+    try:
+        figures, sources = claims.figures_of(
+            NUMBER, ("replay_cost", "gaps_below_5pct", "replayed_short_kernels"), prefixed=True)
+    except claims.Missing as missing:
+        return f"What to take away: awaiting data ({missing})"
     return "\n".join((
         "What to take away",
         f"  1. A graph replays a whole pipeline with one submission: {figures['replay_cost.replay']:.2f} us of "
@@ -145,7 +142,7 @@ def take_away() -> str:
         f"replayed, kernels of 20 us or more stay at or below {figures['gaps_below_5pct.worst']:.2f}%.",
         f"  3. Each kernel still costs the GPU its dispatch: a {figures['replayed_short_kernels.short_us']:.2f} us "
         f"kernel replayed leaves the GPU idle {figures['replayed_short_kernels.gap']:.0f}% of its time.",
-        f"  ({'; '.join(sorted(sources))})"))
+        f"  ({'; '.join(sources)})"))
 
 
 def key_figure(lab, records: dict) -> str:

@@ -150,14 +150,11 @@ def key_figure(lab, records: dict) -> str:
 def take_away() -> str:
     """Notebook 09's last cell: the lesson in three lines, each figure from the records its claims
     read (live where this process measured them, the H200 reference otherwise)."""
-    figures, sources = {}, set()
-    for claim in CLAIMS:
-        if claim.name in ("tuned_at_the_ceiling", "coalesced_issues_instructions", "fusion_on_compute_bound"):
-            verdict, records = claims.judge(claim, NUMBER)
-            if verdict.true is None:
-                return f"What to take away: awaiting data ({verdict.missing})"
-            figures.update(claim.values(records))
-            sources.update(verdict.source.split("; "))
+    try:
+        figures, sources = claims.figures_of(
+            NUMBER, ("tuned_at_the_ceiling", "coalesced_issues_instructions", "fusion_on_compute_bound"))
+    except claims.Missing as missing:
+        return f"What to take away: awaiting data ({missing})"
     return "\n".join((
         "What to take away",
         f"  1. Coalesced, scale_rows reaches {figures['scale_rows']:.0f}% of the copy ceiling; strided, "
@@ -168,7 +165,7 @@ def take_away() -> str:
         f"{figures['scale_rows_wide']:.0f}%.",
         f"  3. Under the memory roof, fusion gained up to {figures['memory']:.2f}x; under the compute roof, "
         f"at most {figures['compute']:.2f}x.",
-        f"  ({'; '.join(sorted(sources))})"))
+        f"  ({'; '.join(sources)})"))
 
 LAB = protocol.Lab(
     number=NUMBER, title="where the time goes: coalescing, the roofline, reading a profile",

@@ -370,6 +370,22 @@ def judge(claim: Claim, lab: str) -> tuple[Verdict, dict]:
     return verdict, records
 
 
+def figures_of(lab: str, names, prefixed: bool = False) -> tuple[dict, list[str]]:
+    """The values the named claims of `lab` read, as their verdicts read them (live where this
+    process measured them, the reference otherwise; `prefixed`: keyed "claim.value"), and the
+    sources they came from: what a notebook's take-away prints. Missing where one awaits data."""
+    figures, found = {}, set()
+    for claim in claims_of(lab):
+        if claim.name in names:
+            verdict, records = judge(claim, lab)
+            if verdict.true is None:
+                raise Missing(verdict.missing)
+            figures.update({f"{claim.name}.{k}" if prefixed else k: v
+                            for k, v in claim.values(records).items()})
+            found.update(verdict.source.split("; "))
+    return figures, sorted(found)
+
+
 def claims_of(lab: str) -> list[Claim]:
     from kernellab.course import protocol
     return list(protocol.declaration(lab).claims)
