@@ -300,7 +300,9 @@ HUNG = ("kernel {kernel} hung in {test} (killed after {timeout:.0f} s), so this 
 def run_lab(lab: str, env: dict, workdir: Path, timeout: float, output_cap: int, *,
             graded: dict | None = None, first_failure: bool = False,
             compile_check: bool = True, probe: bool = True, stress: bool = True) -> LabRun:
-    """Run a lab's graded tests in children until every test has an outcome.
+    """Run a lab's graded tests in children until every test has an outcome: the course's own
+    code (the mutants of a solution, `kernellab mutants`), whose children's outcomes stand; a
+    student's submission goes through `grade`, where the judge decides.
 
     `first_failure` stops at the first test that does not pass (the mutation self-test needs
     one failure per mutant, not all of them); `probe=False` skips the import probe for code
