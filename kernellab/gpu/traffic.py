@@ -66,6 +66,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import linecache
+import re
 import sys
 import threading
 import typing
@@ -161,6 +162,7 @@ def buffer_address(array) -> int:
 
 # --- What a warp asks of the memory system: sectors per request, bank conflicts -----------------
 
+GENERATED_NAME = re.compile(r"temp\d+ \(")   # the meter's name for an array meter() was not given
 WARP = 32
 SECTOR_BYTES = 32
 BANKS = 32
@@ -653,7 +655,12 @@ class Ledger:
         declared = self.by_array()
         temporaries = self.temporaries()
         problems = []
-        unnamed = {name: t for name, t in count.items() if name not in declared}
+        undeclared = {name: t for name, t in count.items() if name not in declared}
+        unnamed = {name: t for name, t in undeclared.items() if GENERATED_NAME.match(name)}
+        for name, got in undeclared.items():
+            if name not in unnamed and (got.reads or got.writes):
+                problems.append(f"{name}: the meter saw {got.reads} reads, {got.writes} writes; "
+                                f"the ledger declares no array of that name")
         for name, want in declared.items():
             if name in temporaries:
                 continue
