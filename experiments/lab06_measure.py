@@ -137,8 +137,9 @@ def fma_ilp4_kernel(x, out):
 
 @cuda.jit(shared_memory_carveout="MaxShared")
 def fma_runtime_trips_kernel(x, out, rounds):
-    """The compute-bound probe as first written, `rounds` an argument: its loop cannot unroll
-    (compare its PTX with fma_kernel's: `probe_loops`). Not measured; shown."""
+    """The compute-bound probe as first written, `rounds` an argument: its loop unrolls only by 4,
+    with loop overhead per 4 FMAs (compare its PTX with fma_kernel's: `probe_loops`). Not
+    measured; shown."""
     start, stride = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, out.size, stride):
         v = x[i]

@@ -10,7 +10,7 @@
    records (benchmark rows, or a timeline's kernel alone), the roof from the ceilings of the same
    record. Where no profile rows are recorded the point uses the requested bytes (the ledger) and
    the label says so: never a DRAM figure that was not measured. A second panel shows the small
-   sizes, where the launch floor, not the roof, bounds a kernel.
+   sizes, where the host's launch path, not the roof, sets a kernel's time.
 3. The verdict on the seed article's closing advice (compute-bound work gains from aggressive
    fusion, memory-bound work needs careful occupancy), as claims (`CLAIMS`) read from the same
    points.

@@ -321,7 +321,7 @@ SIGNATURES = {
 VARIANTS = {
     "scale_rows_strided": (scale_rows_strided, "neighbouring threads on neighbouring rows: strided"),
     "scale_rows": (scale_rows, "neighbouring threads on neighbouring columns: coalesced"),
-    "copy4_consecutive": (copy4_consecutive, "4 consecutive elements per thread, as a vector load"),
+    "copy4_consecutive": (copy4_consecutive, "4 consecutive elements per thread, as 4 scalar 4-byte loads"),
     "transpose_naive": (transpose_naive, "coalesced reads, strided writes"),
     "transpose": (transpose, "both coalesced, through a padded shared tile"),
     "scale_rows_wide": (scale_rows_wide, f"tuned: {WIDE} columns per thread, all loads before any store, "
