@@ -353,7 +353,7 @@ FUSED_BYTES_IN_FLIGHT = 4 * 4 + 1     # per thread: x, w, b, r and the mask byte
 
 def _four_values(records):
     """The bytes in flight one element per thread already keeps (Nsight's occupancy) against what
-    Lab 00 finds the copy ceiling needs; fused_vectorized (4 neighbouring elements, 16-byte loads)
+    this kernel's own read rate needs at Lab 00's latency per load; fused_vectorized (4 neighbouring elements, 16-byte loads)
     and the recorded fused_chain_4_per_thread against one element per thread."""
     chain = need(records, "chain")
     n = headline_size(chain)
@@ -363,11 +363,13 @@ def _four_values(records):
         raise Missing(f"no Nsight Compute row of fused at n = {size_label(n)}")
     flight = lab00_indexing.bytes_in_flight({**need(records, "lab00"), "lab03": need(records, "lab03")})
     occupancy = profiled["fused"]["achieved_occupancy_pct"]
+    read_tbps = profiled["fused"]["dram_bytes_read"] / profiled["fused"]["gpu_time_ns"] / 1e3
     return {"n": size_label(n), "four": ms(chain, "fused_4_per_thread", n), "fused": ms(chain, "fused", n),
             "vectorized": ms(chain, "fused_vectorized", n),
             "fused_pct": row(chain, "fused", n)["pct_of_ceiling"],
             "occupancy": occupancy, "in_flight": occupancy / 100 * flight["slots"] * FUSED_BYTES_IN_FLIGHT / 1e6,
-            "needed": flight["needed"], "date": chain["provenance"]["date"][:10]}
+            "read": read_tbps, "latency": flight["latency"], "needed": read_tbps * flight["latency"],
+            "date": chain["provenance"]["date"][:10]}
 
 
 def _ceiling_values(records):
@@ -464,14 +466,14 @@ CLAIMS = [
                        "it keeps as many threads resident, so the cause lies elsewhere"))),
     Claim("one_per_thread_is_enough",
           "One element per thread already loads {bytes_each} bytes before it stores; with {occupancy:.0f}% of the "
-          "thread slots occupied that is {in_flight:.2f} MB in flight, {enough} the {needed:.2f} MB Lab 00 finds "
-          "the copy ceiling needs, and it runs at {fused_pct:.0f}% of the ceiling of its mix. At n = {n}, "
+          "thread slots occupied that is {in_flight:.2f} MB in flight, {enough} the {needed:.2f} MB its own read "
+          "rate ({read:.2f} TB/s) needs at Lab 00's {latency:.2f} us a load, and it runs at {fused_pct:.0f}% of the ceiling of its mix. At n = {n}, "
           "fused_vectorized (4 neighbouring elements per thread, 16-byte loads) takes {vectorized:.3f} ms against "
           "{fused:.3f} ms: {vec_faster}. The record ({date}) predates the present fused_chain_4_per_thread: the "
           "version it timed loaded each mask byte after the previous element's store, and took {four:.3f} ms "
           "({four_faster}).",
           headline="one element per thread already keeps {in_flight:.2f} MB in flight ({enough} the {needed:.2f} MB "
-                   "needed); 4 per thread in 16-byte loads: {vectorized:.3f} ms against {fused:.3f} ms ({vec_faster})",
+                   "its read rate needs); 4 per thread in 16-byte loads: {vectorized:.3f} ms against {fused:.3f} ms ({vec_faster})",
           values=lambda records: {**_four_values(records), "bytes_each": FUSED_BYTES_IN_FLIGHT},
           checks=(says("enough", "in_flight", ">=", "needed", "more than", "less than"),
                   says("vec_faster", "vectorized", "<", "fused", "faster", "not faster"),
