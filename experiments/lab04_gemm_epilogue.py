@@ -446,7 +446,7 @@ CLAIMS = [
                    "next tiles in registers, past the 128 that let two blocks share an SM."),
     Claim("tiled_below_model",
           "The 16 x 16 tiled kernel runs at {tiled:.1f} TFLOP/s, {behind:.0f}x behind the 8 x 8 register "
-          "tile ({far}), though it does 16 multiply-adds per global load.",
+          "tile ({far}), though each thread does 16 multiply-adds per two global loads (8 per load).",
           headline="the 16 x 16 tiled kernel: {tiled:.1f} TFLOP/s, {behind:.0f}x behind the 8 x 8 register "
                    "tile ({far})",
           values=lambda records: _behind(_tflops_values(records)),
