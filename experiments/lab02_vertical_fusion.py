@@ -23,7 +23,7 @@ from pathlib import Path
 from experiments import lab00_indexing
 from kernellab.course import bench as harness
 from kernellab.course import protocol, reference
-from kernellab.course.claims import Claim, Missing, need, row, says, target, typical_ms
+from kernellab.course.claims import Claim, Missing, need, repeats_ms, row, says, target, typical_ms
 from kernellab.gpu import checks, device
 from kernellab.gpu.traffic import Ledger
 from kernellab.show import plots
@@ -295,8 +295,7 @@ def _chain_values(records):
     n = headline_size(chain)
     small = min(chain["sizes"])
     fused, unfused = row(chain, "fused", n), row(chain, "unfused", n)
-    ratios = [u / f for u, f in zip(unfused.get("repeat_ms") or [unfused["median_ms"]],
-                                    fused.get("repeat_ms") or [fused["median_ms"]])]
+    ratios = [u / f for u, f in zip(repeats_ms(unfused), repeats_ms(fused))]
     measured = ms(chain, "unfused", n) / ms(chain, "fused", n)
     prediction = recorded_prediction(chain, n)
     efficiency = need(fused, "pct_of_ceiling") / need(unfused, "pct_of_ceiling")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import statistics
 
 from kernellab.course import protocol, reference
-from kernellab.course.claims import Claim, Missing, course_solution, need, repeats_of, row, says, target, typical_ms
+from kernellab.course.claims import (Claim, Missing, course_solution, need, repeats_ms, repeats_of, row,
+                                     says, target, typical_ms)
 
 from experiments.lab03_constants import BLOCK, KERNEL_PACE, KERNELS, LAUNCHES, NUMBER, SCALE_ARRAYS
 from experiments.lab03_measure import crossover, kernel_ratios, launches_record
@@ -100,8 +101,7 @@ def _slicing_values(records):
                       "(no separate_sliced variant): `kernellab bench 03` re-records it")
     n = min(tasks["sizes"])
     separate, sliced = row(tasks, "separate", n), row(tasks, "separate_sliced", n)
-    differences = [1e3 * (v - o) for v, o in zip(sliced.get("repeat_ms") or [sliced["median_ms"]],
-                                                 separate.get("repeat_ms") or [separate["median_ms"]])]
+    differences = [1e3 * (v - o) for v, o in zip(repeats_ms(sliced), repeats_ms(separate))]
     slicing_us = statistics.median(differences)
     spread_us = 1e3 * max(r["p90_ms"] - r["p10_ms"] for r in (separate, sliced))
     lab01_slice = need(records, "lab01", "python_around_launch", "steps", "slice x[row]", "us")
@@ -209,10 +209,10 @@ def _profiled_kernels_values(records):
             "paced_ratio": typical_ms(paced_separate) / typical_ms(paced_merged),
             "merged_outside_us": 1e3 * typical_ms(paced_merged) - merged_us,
             "separate_outside_us": 1e3 * typical_ms(paced_separate) - separate_us,
-            "merged_outside_lo": 1e3 * min(paced_merged["repeat_ms"]) - merged_us,
-            "merged_outside_hi": 1e3 * max(paced_merged["repeat_ms"]) - merged_us,
-            "separate_outside_lo": 1e3 * min(paced_separate["repeat_ms"]) - separate_us,
-            "separate_outside_hi": 1e3 * max(paced_separate["repeat_ms"]) - separate_us}
+            "merged_outside_lo": 1e3 * min(repeats_ms(paced_merged)) - merged_us,
+            "merged_outside_hi": 1e3 * max(repeats_ms(paced_merged)) - merged_us,
+            "separate_outside_lo": 1e3 * min(repeats_ms(paced_separate)) - separate_us,
+            "separate_outside_hi": 1e3 * max(repeats_ms(paced_separate)) - separate_us}
 
 
 CLAIMS = [

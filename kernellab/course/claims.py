@@ -280,11 +280,15 @@ def repeats_of(records: dict, name: str, lab: str) -> list[dict]:
     return [r[name] for r in repeats if name in r] or [record]
 
 
+def repeats_ms(timed: dict) -> list[float]:
+    """A row's time in each repeat (its one median where it was recorded once)."""
+    return list(timed.get("repeat_ms") or [timed["median_ms"]])
+
+
 def typical_ms(timed: dict) -> float:
     """A row's time for a finding about a phenomenon: the median of its repeats' medians where it
     has repeats (a merged recording's `median_ms` is its worst repeat, which judges targets)."""
-    repeats = timed.get("repeat_ms")
-    return float(statistics.median(repeats)) if repeats else timed["median_ms"]
+    return float(statistics.median(repeats_ms(timed)))
 
 
 def row(result: dict, variant: str, size) -> dict:
