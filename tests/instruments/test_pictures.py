@@ -63,6 +63,60 @@ def rows_along_x(x, out):
     return out
 
 
+@cuda.jit
+def transposed_index_kernel(x, out):
+    i = cuda.threadIdx.x * cuda.gridDim.x + cuda.blockIdx.x     # the bug: neighbours 4 blocks apart
+    if i < out.size:
+        out[i] = x[i]
+
+
+def transposed_index(x, out):
+    transposed_index_kernel[4, 64](x, out)
+    return out
+
+
+@cuda.jit
+def short_tree_kernel(x, out):
+    scratch = cuda.shared.array(32, float32)
+    tid = cuda.threadIdx.x
+    scratch[tid] = x[tid]
+    cuda.syncthreads()
+    stride = 16
+    while stride > 1:                                      # the bug: stops before the last step
+        if tid < stride:
+            scratch[tid] = scratch[tid] + scratch[tid + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if tid == 0:
+        out[0] = scratch[0]
+
+
+def short_tree(x, out):
+    short_tree_kernel[1, 32](x, out)
+    return out
+
+
+@cuda.jit
+def column_walk_kernel(a, b, c):
+    a_tile = cuda.shared.array((4, 4), float32)
+    b_tile = cuda.shared.array((4, 4), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    acc = float32(0)
+    for k0 in range(0, 8, 4):
+        a_tile[ty, tx] = a[k0 + ty, tx]                    # the bug: A's tiles taken down a column
+        b_tile[ty, tx] = b[k0 + ty, tx]
+        cuda.syncthreads()
+        for k in range(4):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    c[ty, tx] = acc
+
+
+def column_walk(a, b, c):
+    column_walk_kernel[1, (4, 4)](a, b, c)
+    return c
+
+
 @pytest.fixture(scope="module")
 def labs():
     return {number: target.load(number, "solutions") for number in ("00", "02", "03", "04", "05", "06", "09")}
@@ -100,6 +154,19 @@ def test_threads_of_a_1d_launch_show_the_idle_ones(axpb_run):
     assert data["element_block"] == [i // 64 for i in range(200)]
     assert data["thread_block"][200:] == [-1] * 56
     assert picture.caption == "Each thread i writes out[i]; the last 56 threads find i past the end and stay idle."
+
+
+def test_a_transposed_thread_index_shows_neighbours_apart_and_a_strided_warp():
+    """i = threadIdx.x * gridDim.x + blockIdx.x over 4 blocks of 64: threads t and t + 1 write
+    elements 4 apart, and warp 0's 32 loads of 4 bytes, 16 bytes apart, touch 16 sectors."""
+    run = pictures.trace_call(transposed_index, np.arange(200, dtype=np.float32), np.zeros(200, np.float32))
+    picture = pictures.threads(run)
+    data = readable(picture)
+    assert (data["writes"], data["neighbour_stride"], data["unwritten"]) == ("elsewhere", 4, 0)
+    assert data["element_block"][:8] == [0, 1, 2, 3] * 2
+    assert picture.caption.startswith("Neighbouring threads write elements 4 apart, not out[i]; 56 idle threads")
+    warp = readable(pictures.warp_access(run, "x"))
+    assert (warp["sectors_per_request"], warp["fewest"]) == (16, 4)
 
 
 def test_a_grid_stride_thread_writes_several_elements_a_grid_apart(labs):
@@ -200,6 +267,7 @@ def test_the_tile_walk_of_the_tiled_matmul(labs):
         (((0, 4), (4 * k, 4 * k + 4)), ((4 * k, 4 * k + 4), (0, 4))) for k in range(4)]
     assert all(s["a_shared"] == s["b_shared"] == ((0, 4), (0, 4)) for s in data["steps"])
     assert data["c"] == ((0, 4), (0, 4)) and data["tile_arrays"] == ("a_tile", "b_tile")
+    assert data["walks"] == {"a": "left to right", "b": "top to bottom"}
 
 
 def test_the_reduction_tree_of_a_row(labs):
@@ -208,6 +276,39 @@ def test_the_reduction_tree_of_a_row(labs):
     assert (data["array"], data["slots"], data["leaves"]) == ("scratch", 32, list(range(32)))
     assert [len(edges) for edges in data["steps"]] == [16, 8, 4, 2, 1]
     assert data["steps"][0] == [(t + 16, t) for t in range(16)]
+    assert data["reach_slot_0"] == list(range(32))
+
+
+def test_a_tree_that_stops_a_step_short_says_what_never_reaches_slot_0():
+    run = pictures.trace_call(short_tree, np.ones(32, np.float32), np.zeros(1, np.float32))
+    assert run.result[0] == 16
+    picture = pictures.reduction(run)
+    data = readable(picture)
+    assert [len(edges) for edges in data["steps"]] == [16, 8, 4, 2]
+    assert data["reach_slot_0"] == [t for t in range(32) if t % 2 == 0]
+    assert picture.caption.startswith("Slot 0 ends with 16 of the 32 values: 16 never reach it")
+
+
+def test_a_tile_walk_down_the_wrong_way_says_so():
+    rng = np.random.default_rng(0)
+    run = pictures.trace_call(column_walk, rng.random((8, 4), dtype=np.float32), rng.random((8, 4), dtype=np.float32),
+                              np.zeros((4, 4), np.float32))
+    picture = pictures.tiles(run)
+    data = readable(picture)
+    assert data["walks"] == {"a": "top to bottom", "b": "top to bottom"}
+    assert [s["a"] for s in data["steps"]] == [((0, 4), (0, 4)), ((4, 8), (0, 4))]
+    assert picture.caption == ("Block (0, 0) walks A's tiles top to bottom, B's top to bottom: a row of C needs "
+                               "A left to right, B top to bottom.")
+
+
+def test_a_kernel_without_shared_memory_draws_empty_banks(labs):
+    """A transpose without its tile (the naive one, under transpose's name) still draws its banks."""
+    run = pictures.trace("09", labs["09"].transpose_naive, np.zeros((32, 32), np.float32))
+    picture = pictures.shared_banks(run)
+    data = readable(picture)
+    assert (data["wavefronts"], data["bank_words"]) == (0, {})
+    assert picture.caption == ("transpose_naive made no shared-memory access: every load and store goes to "
+                               "global memory.")
 
 
 def test_timelines_put_work_on_queues_and_engines():
@@ -314,8 +415,8 @@ def test_a_failed_check_names_the_picture_that_shows_it(labs):
 def test_wrong_requests_say_what_exists(axpb_run):
     with pytest.raises(ValueError, match="no loads of 'y'.*arrays it touched: x, out"):
         pictures.warp_access(axpb_run, "y")
-    with pytest.raises(ValueError, match="traced no shared-memory accesses"):
-        pictures.shared_banks(axpb_run)
+    with pytest.raises(ValueError, match="traced no shared-memory accesses to 'tile'"):
+        pictures.shared_banks(axpb_run, "tile")
     with pytest.raises(ValueError, match="not a lab"):
         pictures.trace("lab", "axpb")
 

@@ -62,8 +62,8 @@ def threads(run: KernelRun, array: str = "out", launch: int | None = None) -> Pi
                      for (b, t), elements in written.items()}
         idle_ids = sorted(b[0] * block[0] + t[0] for b, t in idle)
         data.update(dims=1, thread_block=thread_block, element_block=element_block, links=sorted(links),
-                    writes=_writes_1d(by_thread, len(thread_block)))
-        caption = (f"{_writes_caption(data['writes'], array, data['elements_per_thread'], len(thread_block))}; "
+                    writes=_writes_1d(by_thread, len(thread_block)), neighbour_stride=_neighbour_stride(written))
+        caption = (f"{_writes_caption(data['writes'], array, data['elements_per_thread'], len(thread_block), data['neighbour_stride'])}; "
                    f"{_idle_caption(idle_ids, len(thread_block), block[0], data['writes'], shape[0])}"
                    f"{_unwritten_caption(data['unwritten'])}.")
     else:
@@ -98,17 +98,27 @@ def _writes_1d(by_thread: dict, threads: int) -> str:
     return "elsewhere"
 
 
+def _neighbour_stride(written: dict) -> int | None:
+    """How far apart the elements of threads t and t + 1 of one block are, where every such pair
+    of a 1-D launch, each writing one element, is equally far apart (1: neighbours); else None."""
+    gaps = {written[(b, (t[0] + 1, 0, 0))][0][0] - elements[0][0] for (b, t), elements in written.items()
+            if len(elements) == 1 and len(written.get((b, (t[0] + 1, 0, 0)), ())) == 1}
+    return gaps.pop() if len(gaps) == 1 else None
+
+
 def _count_range(fewest: int, most: int) -> str:
     return str(most) if fewest == most else f"{fewest} to {most}"
 
 
-def _writes_caption(writes: str, array: str, per_thread: tuple, threads: int) -> str:
+def _writes_caption(writes: str, array: str, per_thread: tuple, threads: int, stride: int | None) -> str:
     fewest, most = per_thread
     if writes == "i":
         return f"Each thread i writes {array}[i]"
     if writes == "grid-stride":
         return (f"Each thread i writes {array}[i], [i + {threads}], [i + {2 * threads}] ...: "
                 f"{_count_range(fewest, most)} elements each")
+    if most == 1 and stride not in (None, 1):
+        return f"Neighbouring threads write elements {stride} apart, not {array}[i]"
     if most == 1:
         return f"Each thread writes one element, not always {array}[i]"
     return f"Each thread writes {_count_range(fewest, most)} elements, not {array}[i] alone"
@@ -221,6 +231,8 @@ def shared_banks(run: KernelRun, array: str | None = None, warp: int = 0, block=
               and (kind is None or a.kind == kind)]
     if launch is not None:
         shared = [a for a in shared if run.launches[launch].first <= a.order < run.launches[launch].end]
+    if not shared and array is None and not run.arrays("shared"):
+        return _no_shared_banks(run, warp, launch or 0)
     if not shared:
         raise ValueError(f"{run.function} traced no shared-memory accesses"
                          + (f" to {array!r} (shared arrays: {', '.join(run.arrays('shared')) or 'none'})" if array else ""))
@@ -249,6 +261,15 @@ def shared_banks(run: KernelRun, array: str | None = None, warp: int = 0, block=
                     caption, run.source)
 
 
+def _no_shared_banks(run: KernelRun, warp: int, launch: int) -> Picture:
+    """The banks picture of a kernel that used no shared memory (a transpose without its tile):
+    the 32 banks empty, and a caption that says so."""
+    data = {"array": None, "site": None, "warp": warp, "block": None, "width": 0, "lane_words": {},
+            "lane_banks": {}, "bank_words": {}, "ways": 0, "wavefronts": 0, "ideal": 0, "site_ways": 0}
+    caption = f"{run.function} made no shared-memory access: every load and store goes to global memory."
+    return canvas.picture(kernel.draw_shared_banks, data, _title(run, launch), caption, run.source)
+
+
 def shown_by(found) -> str:
     """The picture call that shows a site the grader judged (a `traffic.SiteSectors` not coalesced,
     a `traffic.SiteBanks` in conflict), for its feedback: 'see it: pictures.warp_access(...)'."""
@@ -274,6 +295,16 @@ def _launcher(site) -> str:
                  and node.lineno <= site.line <= (node.end_lineno or node.lineno)] if text else []
     name = min(enclosing, key=lambda node: (node.end_lineno or 0) - node.lineno).name if enclosing else "launcher"
     return name.removesuffix("_kernel")
+
+
+def _values_reaching(leaves: list, steps: list, slot: int) -> list:
+    """The first values (leaves) that the arrows of the steps carry into `slot`, in slot order."""
+    holds = {leaf: {leaf} for leaf in leaves}
+    for edges in steps:
+        before = {s: set(v) for s, v in holds.items()}
+        for source, destination in edges:
+            holds.setdefault(destination, set()).update(before.get(source, ()))
+    return sorted(holds.get(slot, ()))
 
 
 # --- a tiled matmul's walk, a reduction's tree ----------------------------------------------------------
@@ -328,9 +359,28 @@ def tiles(run: KernelRun, a: str = "a", b: str = "b", block=None, launch: int | 
     data = {"block": block, "steps": steps, "c_array": c, "c": _box([x.index for x in stored if x.array == c]),
             "tile_arrays": (shared_names[a], shared_names[b]),
             "shapes": {"a": run.shapes[a], "b": run.shapes[b], "c": run.shapes[c]}}
-    caption = (f"Block {block[:2]} walks A's tiles left to right, B's top to bottom: one colour per step, "
-               f"{len(steps)} steps.")
+    data["walks"] = {"a": _walk([s["a"] for s in steps]), "b": _walk([s["b"] for s in steps])}
+    if data["walks"] == {"a": "left to right", "b": "top to bottom"}:
+        caption = (f"Block {block[:2]} walks A's tiles left to right, B's top to bottom: one colour per step, "
+                   f"{len(steps)} steps.")
+    else:
+        caption = (f"Block {block[:2]} walks A's tiles {data['walks']['a']}, B's {data['walks']['b']}: "
+                   f"a row of C needs A left to right, B top to bottom.")
     return canvas.picture(kernel.draw_tiles, data, _title(run, launch), caption, run.source)
+
+
+def _walk(boxes: list) -> str:
+    """Which way a block's tiles move from step to step: "left to right", "top to bottom", "in
+    place" (one tile every step), or "off its line" (any other way)."""
+    rows = {box[0] for box in boxes}
+    cols = {box[1] for box in boxes}
+    if len(boxes) < 2 or (len(rows) == 1 and len(cols) == 1):
+        return "in place"
+    if len(rows) == 1 and [box[1][0] for box in boxes] == sorted(box[1][0] for box in boxes):
+        return "left to right"
+    if len(cols) == 1 and [box[0][0] for box in boxes] == sorted(box[0][0] for box in boxes):
+        return "top to bottom"
+    return "off its line"
 
 
 def reduction(run: KernelRun, array: str | None = None, block=None, launch: int | None = None) -> Picture:
@@ -367,7 +417,13 @@ def reduction(run: KernelRun, array: str | None = None, block=None, launch: int 
     span = run.launches[launch]
     data = {"array": array, "block": block, "slots": int(np.prod(span.block)), "leaves": sorted(leaves),
             "steps": [sorted(set(edges)) for edges in steps]}
+    data["reach_slot_0"] = _values_reaching(data["leaves"], data["steps"], 0)
     working = ", ".join(str(len({dst for _, dst in edges})) for edges in data["steps"])
-    caption = (f"Each arrow adds one slot into another; {working} threads add at the steps, "
-               f"the rest wait at the barrier.")
+    values, reached = len(data["leaves"]), len(data["reach_slot_0"])
+    if reached == values:
+        caption = (f"Each arrow adds one slot into another; {working} threads add at the steps, "
+                   f"the rest wait at the barrier.")
+    else:
+        caption = (f"Slot 0 ends with {reached} of the {values} values: {values - reached} never reach it "
+                   f"({working} threads add at the steps).")
     return canvas.picture(kernel.draw_reduction, data, _title(run, launch), caption, run.source)

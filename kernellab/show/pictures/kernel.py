@@ -183,8 +183,11 @@ def draw_shared_banks(data: dict, title: str, source: str):
     ax.set_ylabel("words one bank serves")
     ax.yaxis.get_major_locator().set_params(integer=True)
     free = data["wavefronts"] <= data["ideal"]
-    ax.set_title(f"{data['wavefronts']} wavefront{'s' * (data['wavefronts'] > 1)} where {data['ideal']} would do: "
-                 + ("no conflict" if free else f"{data['ways']}-way conflict"))
+    if not data["wavefronts"]:
+        ax.set_title("no shared-memory request: the banks stay empty")
+    else:
+        ax.set_title(f"{data['wavefronts']} wavefront{'s' * (data['wavefronts'] > 1)} where {data['ideal']} would do: "
+                     + ("no conflict" if free else f"{data['ways']}-way conflict"))
     ax.legend(handles=[Patch(facecolor=BLUE, label="a bank serving one word"),
                        Patch(facecolor=PROBLEM, label="a bank serving several: conflict")],
               loc="upper right", frameon=False)
@@ -258,7 +261,9 @@ def draw_reduction(data: dict, title: str, source: str):
     step = max(1, slots // 8)
     ax.set_xticks(np.arange(0, slots, step) + 0.5, [str(s) for s in range(0, slots, step)])
     ax.set_xlabel(f"slot of shared array {data['array']!r} (thread t writes slot t)")
-    ax.set_title(f"{slots} values to 1 in {depth} steps, a barrier after each")
+    values, reached = len(data["leaves"]), len(data["reach_slot_0"])
+    ax.set_title(f"{values} values to 1 in {depth} steps, a barrier after each" if reached == values else
+                 f"{values} values, {depth} steps: slot 0 ends with {reached} of them")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return fig
