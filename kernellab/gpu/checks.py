@@ -22,8 +22,8 @@ from kernellab.gpu import device, hooks
 POISON_INT = -0x5A5A5A5A
 # Where an output has elements never written: the picture of which thread wrote what (as text:
 # gpu/ does not import the course).
-THREADS_PICTURE = ("see which thread wrote what: from kernellab.course import pictures; "
-                   'pictures.threads(pictures.trace("NN", "<launcher>", <a tiny input>))')
+THREADS_PICTURE = ("see which thread wrote what, as the lab's notebook draws it: from kernellab.course import "
+                   'pictures; pictures.threads(pictures.trace("<lab number>", "<launcher>", <a tiny input>))')
 SHARED_POISON_BYTE = 0xFF
 # Per float width: the output poison's bits (a quiet NaN with a payload no arithmetic makes),
 # and the shared-memory poison's (every byte SHARED_POISON_BYTE). Compared without the sign bit,

@@ -205,9 +205,20 @@ ELSEWHERE = ("needs the simulator (its traffic meter, bounds checks or stress mo
              "grade runs it in a simulator child")
 
 
+def seed_drawn_inputs(item, seed: int) -> None:
+    """A test whose inputs Hypothesis draws (kernellab.grading.drawn) draws them from the grade's
+    seed: the same cases in the grader's child and in its judge, and on every machine."""
+    test = getattr(item, "obj", None)
+    if getattr(test, "is_hypothesis_test", False):
+        import hypothesis
+        from kernellab.grading import drawn
+        hypothesis.seed(drawn.seed_for(seed, item.nodeid))(test)
+
+
 def pytest_collection_modifyitems(session, config, items):
     state = config.stash[_STATE]
     for item in items:
+        seed_drawn_inputs(item, run_seed(config))
         needs_gpu, needs_simulator = (item.get_closest_marker(m) for m in ("gpu", "simulator"))
         if needs_gpu and device.is_simulator():
             item.add_marker(pytest.mark.skip(reason="needs a real GPU: the simulator has no clock"))

@@ -9,6 +9,8 @@ import pytest
 
 from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect, expect_coalesced
+from kernellab.grading.contract import clause
+from kernellab.grading.drawn import drawn, one_of, sizes
 from kernellab.grading.tape import meter, record_launches
 
 cuda = device.cuda()
@@ -42,16 +44,17 @@ def axpb_case(lab, rng, block, n=None):
 
 @simulator_only   # on a GPU too: reads past the end raise IndexError here only
 @pytest.mark.points(2)
-def test_axpb_matches_numpy(lab, rng):
-    """axpb computes a*x + b on an awkward size, on 1 element and on one more than a block, in one
-    kernel launch each."""
-    for n in (None, 1, lab.DEFAULT_BLOCK + 1):
-        x, a, b, ref = axpb_case(lab, rng, lab.DEFAULT_BLOCK, n)
-        out = checks.poisoned(x.shape)
-        with record_launches() as launches:
-            result = lab.axpb(cuda.to_device(x), a, b, out=out)
-        checks.assert_launched(launches, "axpb_kernel", count=1)
-        checks.assert_matches(result, ref, rtol=1e-6, what=f"axpb of {x.size} elements")
+@drawn(n=sizes(block=128, most=700), block=one_of(128, 32, 96, 256))
+def test_axpb_matches_numpy(lab, rng, n, block):
+    """axpb computes a*x + b for any size and block size (drawn: awkward sizes, 1, exact multiples
+    of the block and one either side), in one launch of axpb_kernel."""
+    x, a, b, ref = axpb_case(lab, rng, block, n)
+    out = checks.poisoned(x.shape)
+    with record_launches() as launches:
+        result = lab.axpb(cuda.to_device(x), a, b, out=out, block=block)
+    checks.assert_launched(launches, "axpb_kernel", count=1)
+    assert result is out, "axpb must return the `out` it was given (the course's launcher convention)"
+    checks.assert_matches(result, ref, rtol=1e-6, what=f"axpb of {x.size} elements in blocks of {block}")
 
 
 @pytest.mark.points(1)
@@ -162,3 +165,39 @@ def test_grid_stride_memory_budget(lab, rng):
     expect(traffic, "out", elements=x.size, writes=1)
     expect_coalesced(traffic, hint="start at cuda.grid(1) and step by cuda.gridsize(1): in every "
                                    "pass lane k takes the element after lane k - 1's")
+
+
+# --- The contract: each clause the stubs state, and the graded checks that exercise it -----------
+
+CONTRACT = [
+    clause("blocks_for", "The fewest blocks of `block` threads that give each of `n` elements a thread.",
+           "test_blocks_for_rounds_up"),
+    clause("blocks_for", "ValueError for n < 0 or block <= 0", "test_blocks_for_rounds_up"),
+    clause("blocks_for", "exact for every n (a float loses exactness past 2**53)", "test_blocks_for_rounds_up"),
+    clause("axpb_kernel", "out[i] = a * x[i] + b, where i is this thread's element",
+           "test_axpb_matches_numpy", "test_axpb_allocates_and_chooses_the_grid"),
+    clause("axpb_kernel", "a thread whose i is past the end of out touches nothing",
+           "test_axpb_guard_protects_memory_past_the_end", "test_axpb_matches_numpy"),
+    clause("axpb_kernel", "1 global read and 1 global write per element, neighbouring threads on neighbouring "
+           "elements (coalesced); the tests count both.", "test_axpb_memory_budget"),
+    clause("axpb", "out = a * x + b, one thread per element, in blocks of `block` threads.",
+           "test_axpb_matches_numpy", "test_axpb_allocates_and_chooses_the_grid"),
+    clause("axpb", "x is a device array", "test_axpb_matches_numpy"),
+    clause("axpb", "`out=None` allocates the output on the device", "test_axpb_allocates_and_chooses_the_grid"),
+    clause("axpb", "returns out (on the device)", "test_axpb_matches_numpy", "test_axpb_allocates_and_chooses_the_grid"),
+    clause("axpb", "exactly one launch of axpb_kernel", "test_axpb_matches_numpy",
+           "test_axpb_allocates_and_chooses_the_grid"),
+    clause("add_row_bias_kernel", "out[row, col] = x[row, col] + bias[col] for this thread's element",
+           "test_add_row_bias_2d"),
+    clause("add_row_bias_kernel", "a thread outside the matrix touches nothing", "test_add_row_bias_2d"),
+    clause("add_row_bias_kernel", "The launcher below runs a block's x dimension along the columns.",
+           "test_add_row_bias_2d", "test_add_row_bias_memory_budget"),
+    clause("add_row_bias_kernel", "2 global reads (x, bias) and 1 global write per element, a warp's threads on "
+           "neighbouring columns (coalesced: the tests count the sectors per warp request).",
+           "test_add_row_bias_memory_budget"),
+    clause("axpb_grid_stride_kernel", "out = a * x + b over every element, whatever the size of the grid "
+           "(a grid-stride loop).", "test_grid_stride_covers_any_grid"),
+    clause("axpb_grid_stride_kernel", "1 read and 1 write per element, no more; at every step neighbouring "
+           "threads on neighbouring elements (coalesced: the tests count the sectors per warp request).",
+           "test_grid_stride_memory_budget"),
+]
