@@ -262,6 +262,21 @@ def breadth_first_pipeline(lab, host_x, iters, streams, chunks, host_out, device
     return host_out
 
 
+def modelled_pipeline_ms(order: str, streams: int, chunks: int, copy_ms: float, kernel_ms: float,
+                         sm_count: int) -> float:
+    """The scheduler model's time for the pipeline issued in `order` (issue_in_order, as measured)
+    with a host that costs nothing: each copy `copy_ms` on its direction's one engine, each kernel
+    `kernel_ms` on every SM, so only each stream's order and the engines decide."""
+    work = []
+    rows = [f"stream {s + 1}" for s in range(streams)]
+    issue_in_order(order, [(c, c + 1) for c in range(chunks)], rows,
+                   lambda c, _, row: work.append(scheduler.Work(f"copy in {c}", row, "h2d", block_ms=copy_ms)),
+                   lambda c, _, row: work.append(scheduler.Work(f"kernel {c}", row, blocks=sm_count,
+                                                                block_ms=kernel_ms)),
+                   lambda c, _, row: work.append(scheduler.Work(f"copy out {c}", row, "d2h", block_ms=copy_ms)))
+    return scheduler.simulate(work, scheduler.Machine(sm_count)).makespan_ms
+
+
 def measure_pipeline(lab) -> dict:
     """Copy/compute overlap of the chunked pipeline, pinned and pageable: without the recorder (the
     makespans of the pipeline, its copies alone and its kernels alone) and by the recorder's own
