@@ -6,6 +6,7 @@ launch larger than its array; x along columns. Every caption is worked out from 
 picture can be read from the back of a room."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -115,6 +116,46 @@ def column_walk_kernel(a, b, c):
 def column_walk(a, b, c):
     column_walk_kernel[1, (4, 4)](a, b, c)
     return c
+
+
+def rereading_x_kernel(lab):
+    """Lab 02's fused chain kernel with a bug a trial found: x[i] read again for chain_element."""
+    chain_element, dropout_keep = lab.chain_element, lab.dropout_keep
+
+    @cuda.jit
+    def fused_chain_rereading_x_kernel(x, w, b, r, mask, seed, threshold, scale, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            xv, wv, bv, rv = x[i], w[i], b[i], r[i]
+            keep = dropout_keep(i, mask, seed, threshold)
+            nan = xv != xv                                           # xv kept for a NaN check only
+            out[i] = xv if nan else chain_element(x[i], wv, bv, rv, keep, scale)   # the bug: x[i] loaded again
+    return fused_chain_rereading_x_kernel
+
+
+def one_value_per_thread_kernels(lab):
+    """Lab 05's fused softmax with a bug in the part the student writes: each thread folds only
+    its first value of the row into the block's max and sum (a row of 40 over 32 threads: 8 lost)."""
+    block_max, block_sum = lab.block_max, lab.block_sum
+
+    @cuda.jit
+    def softmax_one_value_kernel(x, out):
+        scratch = cuda.shared.array(32, float32)
+        row, tid = cuda.blockIdx.x, cuda.threadIdx.x
+        value = x[row, tid] if tid < x.shape[1] else float32(-np.inf)     # the bug: columns tid + 32 ... skipped
+        top = block_max(value, scratch)
+        total = block_sum(math.exp(value - top), scratch)
+        if tid < x.shape[1]:
+            out[row, tid] = math.exp(value - top) / total
+    return lab.FusedKernels(softmax_one_value_kernel, None)
+
+
+def lab_inputs(rng, n: int) -> dict:
+    """Lab 02's chain inputs for n elements, by name, and its p and seed."""
+    from kernellab.course import protocol
+    experiment = protocol.experiment("02")
+    host = experiment.chain_inputs(target.load("02", "solutions"), rng, n)
+    return {**{name: host[name] for name in ("x", "w", "b", "r", "mask")}, "p": experiment.P, "seed": host["seed"]}
 
 
 @pytest.fixture(scope="module")
@@ -279,6 +320,30 @@ def test_the_reduction_tree_of_a_row(labs):
     assert data["reach_slot_0"] == list(range(32))
 
 
+def test_the_fused_softmax_folds_a_row_of_40_into_32_slots_then_the_tree(labs):
+    """Lab 05.1 on rows of 40 over 32 threads: thread t folds columns t and t + 32 (t < 8) into
+    slot t, then the tree of its row max (the row sum's, after the broadcast, is left out)."""
+    run = pictures.trace("05", labs["05"].softmax_fused, np.ones((2, 40), np.float32))
+    picture = pictures.reduction(run)
+    data = readable(picture)
+    assert [len(edges) for edges in data["steps"]] == [16, 8, 4, 2, 1]
+    assert data["inputs"] == [(0, col) for col in range(40)] and data["inputs_missing"] == []
+    assert data["input_slot"] == {col: col % 32 for col in range(40)}
+    assert picture.caption == ("Each thread folds its values of x[0, :] into its slot, then 16, 8, 4, 2, 1 "
+                               "threads add at the steps.")
+
+
+def test_a_fused_softmax_that_folds_one_value_per_thread_says_which_columns_never_reach_slot_0(labs, monkeypatch):
+    lab = labs["05"]
+    monkeypatch.setattr(lab, "fused_kernels", lambda items, max_registers=None: one_value_per_thread_kernels(lab))
+    run = pictures.trace("05", lab.softmax_fused, np.ones((2, 40), np.float32))
+    picture = pictures.reduction(run)
+    data = readable(picture)
+    assert [len(edges) for edges in data["steps"]] == [16, 8, 4, 2, 1]
+    assert data["inputs_missing"] == [(0, col) for col in range(32, 40)]
+    assert picture.caption == "Slot 0 ends with 32 of the 40 values of x[0, :]: columns 32-39 never reach it."
+
+
 def test_a_tree_that_stops_a_step_short_says_what_never_reaches_slot_0():
     run = pictures.trace_call(short_tree, np.ones(32, np.float32), np.zeros(1, np.float32))
     assert run.result[0] == 16
@@ -286,7 +351,7 @@ def test_a_tree_that_stops_a_step_short_says_what_never_reaches_slot_0():
     data = readable(picture)
     assert [len(edges) for edges in data["steps"]] == [16, 8, 4, 2]
     assert data["reach_slot_0"] == [t for t in range(32) if t % 2 == 0]
-    assert picture.caption.startswith("Slot 0 ends with 16 of the 32 values: 16 never reach it")
+    assert picture.caption == "Slot 0 ends with 16 of the 32 values of x: the tree leaves 16 of its 32 slots out."
 
 
 def test_a_tile_walk_down_the_wrong_way_says_so():
@@ -382,12 +447,37 @@ def test_sm_fill_marks_the_limiter(labs):
     assert {r["limit"]: r["used"] for r in data["resources"]}["warps"] == 32
 
 
-def test_bytes_moved_unfused_against_fused(labs):
-    n = 1 << 20
-    unfused, fused = labs["02"].unfused_chain_ledger(n), labs["02"].fused_chain_ledger(n)
-    data = readable(pictures.bytes_moved(unfused, fused))
-    assert data["ratio"] == pytest.approx(unfused.total_bytes / fused.total_bytes)
-    assert sum(a["bytes"] for a in data["ledgers"][1]["arrows"]) == fused.total_bytes
+def test_bytes_moved_counts_what_the_chains_did_against_their_budgets(labs):
+    """256 elements through Lab 02's chains: the meter counts the unfused 45 B per element (x, w,
+    b, r, three intermediates written and read, the mask byte, out) and the fused 21 B, each as
+    its ledger declares; fused moves 45 / 21 = 2.14x fewer bytes."""
+    lab, n = labs["02"], 256
+    inputs = lab_inputs(np.random.default_rng(0), n)
+    runs = [pictures.trace("02", getattr(lab, name), **inputs) for name in ("unfused_chain", "fused_chain")]
+    budgets = (lab.unfused_chain_ledger(n, with_mask=True), lab.fused_chain_ledger(n, with_mask=True))
+    picture = pictures.bytes_moved(*runs, budgets=budgets)
+    data = readable(picture)
+    unfused, fused = data["panels"]
+    assert (unfused["total"] / n, fused["total"] / n, data["differences"]) == (45, 21, [])
+    assert data["ratio"] == pytest.approx(budgets[0].total_bytes / budgets[1].total_bytes)
+    assert {(a["array"], a["direction"]): a["per_element"] for a in unfused["arrows"] if a["temporary"]} == {
+        (name, way): 1 for name in ("t_affine", "t_relu", "t_dropout") for way in ("read", "written")}
+    assert picture.caption == ("fused_chain moves 2.14x fewer bytes than unfused_chain, as budgeted: the "
+                               "intermediates never leave the chip.")
+
+
+def test_a_fused_chain_that_rereads_x_shows_2_reads_against_a_budget_of_1(labs, monkeypatch):
+    lab, n = labs["02"], 256
+    monkeypatch.setattr(lab, "fused_chain_kernel", rereading_x_kernel(lab))
+    run = pictures.trace("02", lab.fused_chain, **lab_inputs(np.random.default_rng(0), n))
+    picture = pictures.bytes_moved(run, budgets=(lab.fused_chain_ledger(n, with_mask=True),))
+    data = readable(picture)
+    assert data["differences"] == [{"function": "fused_chain", "array": "x", "direction": "read", "measured": 2,
+                                    "budget": 1, "temporary": False}]
+    assert data["panels"][0]["total"] / n == 25
+    assert picture.caption == "fused_chain read x twice: 2 reads per element against a budget of 1."
+    with pytest.raises(ValueError, match="one budget ledger per run: got 1 runs and 2 budgets"):
+        pictures.bytes_moved(run, budgets=(lab.fused_chain_ledger(n), lab.fused_chain_ledger(n)))
 
 
 def test_a_trace_in_a_simulator_child_is_the_same_trace(axpb_run):

@@ -13,7 +13,7 @@ import numpy as np
 from kernellab.course import target
 from kernellab.course.pictures.tracing import KernelRun, shared_name
 from kernellab.gpu import traffic
-from kernellab.show.pictures import canvas, kernel
+from kernellab.show.pictures import canvas, kernel, machine
 
 Picture = canvas.Picture
 
@@ -384,10 +384,12 @@ def _walk(boxes: list) -> str:
 
 
 def reduction(run: KernelRun, array: str | None = None, block=None, launch: int | None = None) -> Picture:
-    """A block's reduction through shared array `array` (default: the first): per step, which slot
-    each thread read and added into its own. Read from the trace: a thread's store after loads of
-    other slots is a step (the simulator has no warp shuffles, so a shuffle reduction runs its
-    shared-memory tree there)."""
+    """A block's reduction through shared array `array` (default: the first): which values of the
+    input each thread folded into its slot (the global loads it made before storing that slot),
+    then per step, which slot each thread read and added into its own. Read from the trace: a
+    thread's store after loads of other slots is a step; a slot many threads read (the result,
+    broadcast) ends the reduction, so a kernel with two (a max, then a sum) shows its first. The
+    simulator has no warp shuffles, so a shuffle reduction runs its shared-memory tree there."""
     shared = [x for x in run.accesses if x.space == "shared" and (array is None or x.array == array)]
     if not shared:
         raise ValueError(f"{run.function} traced no shared-memory accesses"
@@ -395,14 +397,21 @@ def reduction(run: KernelRun, array: str | None = None, block=None, launch: int 
     array = shared[0].array
     launch = run.launch_of(shared[0]) if launch is None else launch
     block, threads = _block_accesses(run, launch, block)
+    broadcast = _broadcast_loads(threads, array)
     steps: list = []
-    leaves: set = set()
+    leaves: dict = {}                                  # slot -> the global elements folded into it
     for accesses in threads.values():
-        loaded, combined = [], 0
+        loaded, combined, folded = [], 0, []
         for access in accesses:
-            if access.space != "shared" or access.array != array:
+            if access.space == "global":
+                if access.kind == "load" and not combined:
+                    folded.append((access.array, access.index))
+                continue
+            if access.array != array:
                 continue
             if access.kind == "load":
+                if (access.site, access.occurrence, access.index) in broadcast:
+                    break                              # the result, read by all: the reduction is over
                 loaded.append(access.index)
                 continue
             sources = [index for index in loaded if index != access.index]
@@ -411,19 +420,160 @@ def reduction(run: KernelRun, array: str | None = None, block=None, launch: int 
                     steps.append([])
                 steps[combined] += [(source[0], access.index[0]) for source in sources]
                 combined += 1
-            else:
-                leaves.add(access.index[0])
+            elif not combined:
+                leaves.setdefault(access.index[0], []).extend(folded)
+                folded = []
             loaded = []
     span = run.launches[launch]
     data = {"array": array, "block": block, "slots": int(np.prod(span.block)), "leaves": sorted(leaves),
             "steps": [sorted(set(edges)) for edges in steps]}
     data["reach_slot_0"] = _values_reaching(data["leaves"], data["steps"], 0)
+    data.update(_inputs(run, leaves, data["reach_slot_0"], span))
     working = ", ".join(str(len({dst for _, dst in edges})) for edges in data["steps"])
     values, reached = len(data["leaves"]), len(data["reach_slot_0"])
-    if reached == values:
-        caption = (f"Each arrow adds one slot into another; {working} threads add at the steps, "
-                   f"the rest wait at the barrier.")
-    else:
+    inputs, missing = data["inputs"], data["inputs_missing"]
+    if reached < values and inputs:
+        caption = (f"Slot 0 ends with {len(inputs) - len(missing)} of the {len(inputs)} values of "
+                   f"{data['inputs_label']}: the tree leaves {values - reached} of its {values} slots out.")
+    elif reached < values:
         caption = (f"Slot 0 ends with {reached} of the {values} values: {values - reached} never reach it "
                    f"({working} threads add at the steps).")
+    elif missing:
+        caption = (f"Slot 0 ends with {len(inputs) - len(missing)} of the {len(inputs)} values of "
+                   f"{data['inputs_label']}: {_elements(missing)} never reach it.")
+    elif inputs:
+        caption = (f"Each thread folds its values of {data['inputs_label']} into its slot, then {working} "
+                   f"threads add at the steps.")
+    else:
+        caption = (f"Each arrow adds one slot into another; {working} threads add at the steps, "
+                   f"the rest wait at the barrier.")
     return canvas.picture(kernel.draw_reduction, data, _title(run, launch), caption, run.source)
+
+
+def _broadcast_loads(threads: dict, array: str) -> set:
+    """(site, occurrence, slot) of the loads of `array` that more than one thread made: the
+    result read back by all, where a tree step reads each slot once."""
+    readers: dict = {}
+    for thread, accesses in threads.items():
+        for a in accesses:
+            if a.space == "shared" and a.array == array and a.kind == "load":
+                readers.setdefault((a.site, a.occurrence, a.index), set()).add(thread)
+    return {key for key, who in readers.items() if len(who) > 1}
+
+
+def _inputs(run: KernelRun, leaves: dict, reaching: list, span) -> dict:
+    """The values the block reduces (the row of a 2-D input it read, else the elements of a
+    one-block launch's input, else those it read), which slot each went into, and those that
+    never reach slot 0. None of it where the threads loaded nothing before filling their slots."""
+    folded = [(slot, element) for slot, elements in leaves.items() for element in elements]
+    if not folded:
+        return {"inputs": [], "inputs_label": None, "input_slot": {}, "inputs_missing": []}
+    name = folded[0][1][0]
+    shape = run.shapes.get(name, ())
+    read = sorted({index for _, (array, index) in folded if array == name})
+    rows = {index[0] for index in read}
+    if len(shape) == 2 and len(rows) == 1:
+        row = rows.pop()
+        inputs, label = [(row, col) for col in range(shape[1])], f"{name}[{row}, :]"
+    elif len(shape) == 1 and np.prod(span.grid) == 1:
+        inputs, label = [(i,) for i in range(shape[0])], name
+    else:
+        inputs, label = read, name
+    slot_of = {index: slot for slot, (array, index) in folded if array == name}
+    reached = set(reaching)
+    missing = [index for index in inputs if slot_of.get(index) not in reached]
+    return {"inputs": inputs, "inputs_label": label,
+            "input_slot": {inputs.index(i): slot for i, slot in slot_of.items() if i in inputs},
+            "inputs_missing": missing}
+
+
+def _elements(indices: list) -> str:
+    """A few elements by their last index, runs joined: "columns 32-39", "elements 3, 5-6"."""
+    last = [index[-1] for index in indices]
+    runs, start = [], last[0]
+    for previous, current in zip(last, last[1:] + [None]):
+        if current != previous + 1:
+            runs.append(f"{start}" if start == previous else f"{start}-{previous}")
+            start = current
+    noun = "columns" if len(indices[0]) == 2 else "elements"
+    shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+    return f"{len(indices)} ({noun} {shown})" if len(runs) > 3 else f"{noun} {shown}"
+
+
+# --- the bytes a traced call moved, against its budget ---------------------------------------------------
+
+def bytes_moved(*runs: KernelRun, budgets=()) -> Picture:
+    """Memory below, the chip above: per traced call (e.g. Lab 02's unfused chain, then the fused
+    one), one arrow per array and direction (read up, written down), as thick as the bytes the
+    meter counted. `budgets`: a ledger per run, for the same n, declaring what it should move;
+    each array is then labelled with both, and the caption names the first difference."""
+    if not runs or (budgets and len(budgets) != len(runs)):
+        raise ValueError("bytes_moved needs traced runs (pictures.trace(...)) and, if any, one budget ledger "
+                         f"per run: got {len(runs)} runs and {len(budgets)} budgets")
+    panels = [_moved(run, budget) for run, budget in zip(runs, tuple(budgets) or (None,) * len(runs))]
+    data = {"panels": panels, "differences": [d for panel in panels for d in panel["differences"]]}
+    if len(panels) == 2 and panels[1]["total"]:
+        data["ratio"] = panels[0]["total"] / panels[1]["total"]
+    caption = _moved_caption(data)
+    return canvas.picture(machine.draw_bytes_moved, data, f"Lab {runs[0].lab}: bytes between memory and the chip, "
+                          f"as the meter counted them" if runs[0].lab else "Bytes between memory and the chip",
+                          caption, runs[0].source)
+
+
+def _moved(run: KernelRun, budget) -> dict:
+    """One run's panel: per global array, the elements it read and wrote per element of `out`
+    (the meter's count from the trace) and, with a budget ledger, what the ledger declares.
+    The launcher's own intermediates (arrays the meter could not name) take the names of the
+    ledger's temporaries in the order they were first written, else "intermediate 1", ...."""
+    counted: dict = {}
+    for access in run.of(space="global"):
+        entry = counted.setdefault(access.array, {"reads": 0, "writes": 0, "itemsize": access.width})
+        entry["reads" if access.kind == "load" else "writes"] += 1
+    declared = budget.by_array() if budget else {}
+    declared_temporaries = list(dict.fromkeys(e.array for e in budget.entries if e.temporary)) if budget else []
+    unnamed = [name for name in counted if traffic.GENERATED_NAME.match(name)]
+    renamed = {name: (declared_temporaries[k] if k < len(declared_temporaries) else f"intermediate {k + 1}")
+               for k, name in enumerate(unnamed)}
+    counted = {renamed.get(name, name): entry for name, entry in counted.items()}
+    temporaries = set(renamed.values())
+    shape = run.shapes.get("out") or max(run.shapes.values(), key=lambda s: int(np.prod(s)))
+    n = int(np.prod(shape))
+    arrows, differences = [], []
+    for name in dict.fromkeys([*counted, *declared]):
+        got, want = counted.get(name), declared.get(name)
+        for direction, key in (("read", "reads"), ("written", "writes")):
+            measured = got[key] / n if got else 0.0
+            planned = getattr(want, key) / n if want is not None else (None if not budget else 0.0)
+            if not measured and not planned:
+                continue
+            itemsize = got["itemsize"] if got else want.itemsize
+            arrows.append({"array": name, "direction": direction, "bytes": measured * n * itemsize,
+                           "per_element": measured, "budget": planned, "temporary": name in temporaries})
+            if planned is not None and measured != planned:
+                differences.append({"function": run.function, "array": name, "direction": direction,
+                                    "measured": measured, "budget": planned, "temporary": name in temporaries})
+    panel = {"name": run.function, "n": n, "arrows": arrows, "differences": differences,
+             "total": sum(a["bytes"] for a in arrows)}
+    panel["budget_total"] = budget.total_bytes if budget else None
+    return panel
+
+
+def _moved_caption(data: dict) -> str:
+    """The first difference from a budget ("fused_chain read x twice: 2 reads per element against
+    a budget of 1"), else what fusing saved, else what the arrows are."""
+    differences, panels = data["differences"], data["panels"]
+    if differences:
+        d = differences[0]
+        verb, noun = ("read", "read") if d["direction"] == "read" else ("wrote", "write")
+        array = "an intermediate" if d["temporary"] else d["array"]
+        times = {1: "once", 2: "twice"}.get(d["measured"], f"{d['measured']:g} times")
+        did = f"never {verb} {array}" if not d["measured"] else f"{verb} {array} {times}"
+        more = f" ({len(differences) - 1} more differences)" if len(differences) > 1 else ""
+        return (f"{d['function']} {did}: {d['measured']:g} {noun}{'s' * (d['measured'] != 1)} per element "
+                f"against a budget of {d['budget']:g}{more}.")
+    if "ratio" in data:
+        kept = ("the intermediates never leave the chip" if not any(a["temporary"] for a in panels[1]["arrows"])
+                else "fewer intermediates cross to memory")
+        budgeted = ", as budgeted" if panels[1]["budget_total"] is not None else ""
+        return f"{panels[1]['name']} moves {data['ratio']:.3g}x fewer bytes than {panels[0]['name']}{budgeted}: {kept}."
+    return "Every arrow is bytes crossing between memory and the chip: fewer, thinner arrows are faster."

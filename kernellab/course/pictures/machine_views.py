@@ -1,18 +1,17 @@
 """The pictures of the machine, from recorded or worked-out data: work on streams, queues and
-engines (Lab 07, and Lab 08's eager against replayed), one SM's resources (Lab 06), bytes moved
-(Lab 02); the drawing is `kernellab.show.pictures.machine`'s."""
+engines (Lab 07, and Lab 08's eager against replayed), one SM's resources (Lab 06); the drawing is
+`kernellab.show.pictures.machine`'s."""
 
 from __future__ import annotations
 
 from kernellab import occupancy
 from kernellab.course import reference
-from kernellab.show import plots
 from kernellab.show.pictures import canvas, machine
 
 Picture = canvas.Picture
 
 
-# --- the machine: streams on engines, one SM's resources, bytes moved ---------------------------------
+# --- the machine: streams on engines, one SM's resources ---------------------------------------------
 
 QUEUES = 8       # the driver's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS' default): streams share them
 ENGINES = {"h2d": "copy engines: to GPU", "kernel": "SMs", "d2h": "copy engines: to host", "d2d": "SMs"}
@@ -223,26 +222,3 @@ def sm_fill(result, cc=None, block_size: int | None = None, registers_per_thread
     return canvas.picture(machine.draw_sm_fill, data, f"One SM of {arch.label}", caption,
                     "worked out by kernellab.occupancy (the driver's rules); nothing measured" if own else
                     "the lab's occupancy result; each block's share by the driver's rules; nothing measured")
-
-
-def bytes_moved(*ledgers) -> Picture:
-    """Memory below, the chip above: one arrow per array and direction (read up, written down),
-    as thick as its bytes, per ledger (e.g. unfused, then fused: Lab 02's)."""
-    if not ledgers:
-        raise ValueError("bytes_moved needs ledgers (e.g. lab.unfused_chain_ledger(n), lab.fused_chain_ledger(n))")
-    drawn = []
-    for ledger in ledgers:
-        temporaries = ledger.temporaries()
-        arrows = [{"array": name, "direction": direction, "bytes": amount, "temporary": name in temporaries}
-                  for name, moved in ledger.by_array().items()
-                  for direction, amount in (("read", moved.bytes_read), ("written", moved.bytes_written)) if amount]
-        drawn.append({"name": ledger.name or f"ledger {len(drawn) + 1}", "total": ledger.total_bytes, "arrows": arrows})
-    data = {"ledgers": drawn}
-    if len(ledgers) == 2 and ledgers[1].total_bytes:
-        data["ratio"] = ledgers[0].ratio(ledgers[1])
-        caption = (f"{drawn[1]['name']} moves {data['ratio']:.3g}x fewer bytes than {drawn[0]['name']}: "
-                   f"the intermediates never leave the chip.")
-    else:
-        caption = "Every arrow is bytes crossing between memory and the chip: fewer, thinner arrows are faster."
-    return canvas.picture(machine.draw_bytes_moved, data, "Bytes between memory and the chip", caption,
-                    plots.LEDGER_SOURCE)

@@ -239,31 +239,51 @@ def draw_tiles(data: dict, title: str, source: str):
 
 
 def draw_reduction(data: dict, title: str, source: str):
-    """A reduction's tree: one row per step, each slot of the shared array a column, an arrow from
-    the slot read to the slot it is added into."""
-    fig, (ax,) = canvas(title, source, height=7.0)
+    """A reduction's tree: on top, the input values the threads folded into their slots (a line to
+    each value's slot); then one row per step, each slot of the shared array a column, an arrow
+    from the slot read to the slot it is added into. A value or slot that never reaches slot 0 is
+    vermillion."""
+    fig, (ax,) = canvas(title, source, height=8.0 if data["inputs"] else 7.0)
     slots, steps = data["slots"], data["steps"]
     depth = len(steps)
+    lost = set(data["leaves"]) - set(data["reach_slot_0"])       # slots whose values never reach slot 0
     for level in range(depth + 1):
         active = set(data["leaves"]) if level == 0 else {dst for _, dst in steps[level - 1]}
         for slot in range(slots):
-            ax.add_patch(Rectangle((slot + 0.1, -ROW_GAP * level - 0.4), 0.8, 0.8,
-                                   facecolor=BLUE if slot in active else GREY, edgecolor="white"))
+            colour = (PROBLEM if level == 0 and slot in lost else BLUE) if slot in active else GREY
+            ax.add_patch(Rectangle((slot + 0.1, -ROW_GAP * level - 0.4), 0.8, 0.8, facecolor=colour,
+                                   edgecolor="white"))
     for level, edges in enumerate(steps, start=1):
         for source_slot, dst in edges:
             ax.annotate("", xy=(dst + 0.5, -ROW_GAP * level + 0.4),
                         xytext=(source_slot + 0.5, -ROW_GAP * (level - 1) - 0.4),
                         arrowprops={"arrowstyle": "->", "color": ORANGE, "lw": 1.6})
+    top, labels = 0.6, ["slots"] + [f"step {k + 1}" for k in range(depth)]
+    ticks = [-ROW_GAP * level for level in range(depth + 1)]
+    if data["inputs"]:
+        inputs, missing = data["inputs"], set(map(tuple, data["inputs_missing"]))
+        cell = slots / len(inputs)
+        for i, index in enumerate(inputs):
+            ax.add_patch(Rectangle((i * cell + 0.05 * cell, ROW_GAP - 0.4), 0.9 * cell, 0.8,
+                                   facecolor=PROBLEM if tuple(index) in missing else BLUE, edgecolor="white"))
+        for i, slot in data["input_slot"].items():
+            ax.plot([(i + 0.5) * cell, slot + 0.5], [ROW_GAP - 0.4, 0.4], color=BLACK, linewidth=0.8)
+        top, labels, ticks = ROW_GAP + 0.6, [data["inputs_label"], *labels], [ROW_GAP, *ticks]
     ax.set_xlim(0, slots)
-    ax.set_ylim(-ROW_GAP * depth - 0.6, 0.6)
-    ax.set_yticks([-ROW_GAP * level for level in range(depth + 1)],
-                  ["values"] + [f"step {k + 1}" for k in range(depth)])
+    ax.set_ylim(-ROW_GAP * depth - 0.6, top)
+    ax.set_yticks(ticks, labels)
     step = max(1, slots // 8)
     ax.set_xticks(np.arange(0, slots, step) + 0.5, [str(s) for s in range(0, slots, step)])
     ax.set_xlabel(f"slot of shared array {data['array']!r} (thread t writes slot t)")
     values, reached = len(data["leaves"]), len(data["reach_slot_0"])
-    ax.set_title(f"{values} values to 1 in {depth} steps, a barrier after each" if reached == values else
-                 f"{values} values, {depth} steps: slot 0 ends with {reached} of them")
+    if reached < values:
+        ax.set_title(f"{values} slots, {depth} steps: slot 0 ends with {reached} of them")
+    elif data["inputs_missing"]:
+        ax.set_title(f"{len(data['inputs'])} values into {values} slots, {depth} steps: "
+                     f"{len(data['inputs_missing'])} never reach slot 0")
+    else:
+        into = f"{len(data['inputs'])} values into {values} slots" if data["inputs"] else f"{values} values"
+        ax.set_title(f"{into}, to 1 in {depth} steps, a barrier after each")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return fig

@@ -101,43 +101,50 @@ def draw_sm_fill(data: dict, title: str, source: str):
 
 
 def draw_bytes_moved(data: dict, title: str, source: str):
-    """Per ledger, memory below and the chip above, one arrow per array and direction: up for
-    bytes read, down for bytes written, as thick as the bytes."""
-    fig, (axes,) = plots.figure(16.0, 7.0, len(data["ledgers"]))
-    fig.suptitle(f"{title}\n{source}", fontsize=18)
-    most = max(entry["bytes"] for ledger in data["ledgers"] for entry in ledger["arrows"]) or 1
-    columns = max(len({e["array"] for e in ledger["arrows"]}) for ledger in data["ledgers"])
-    for ax, ledger in zip(axes, data["ledgers"]):
+    """Per traced run, memory below and the chip above, one arrow per array and direction: up for
+    bytes read, down for bytes written, as thick as the bytes; each array labelled with how many
+    times per element it crossed, and its budget where that differs (in vermillion)."""
+    fig, axes = stacked(title, source, len(data["panels"]), 4.6, share=False)
+    most = max((entry["bytes"] for panel in data["panels"] for entry in panel["arrows"]), default=0) or 1
+    columns = max(len({e["array"] for e in panel["arrows"]}) for panel in data["panels"]) or 1
+    for ax, panel in zip(axes, data["panels"]):
         for y, label in ((0.0, "memory (HBM)"), (3.2, "the chip: SMs, registers")):
             ax.add_patch(FancyBboxPatch((0.05, y), columns - 0.1, 0.8, boxstyle="round,pad=0.02",
                                         facecolor="white", edgecolor=BLACK, linewidth=2))
             ax.text(columns / 2, y + 0.4, label, ha="center", va="center", fontsize=16)
-        names = list(dict.fromkeys(e["array"] for e in ledger["arrows"]))
-        for entry in ledger["arrows"]:
+        names = list(dict.fromkeys(e["array"] for e in panel["arrows"]))
+        for entry in panel["arrows"]:
+            if not entry["bytes"]:
+                continue
             x = names.index(entry["array"]) + 0.5 + (-0.15 if entry["direction"] == "read" else 0.15)
             start, end = (0.85, 3.15) if entry["direction"] == "read" else (3.15, 0.85)
             ax.annotate("", xy=(x, end), xytext=(x, start),
                         arrowprops={"arrowstyle": "-|>", "color": ORANGE if entry["direction"] == "read" else BLUE,
-                                    "lw": 2 + 12 * entry["bytes"] / most, "mutation_scale": 25})
+                                    "lw": 2 + 8 * entry["bytes"] / most, "mutation_scale": 40})
         for i, name in enumerate(names):
-            moved = sum(e["bytes"] for e in ledger["arrows"] if e["array"] == name)
-            temporary = any(e["temporary"] for e in ledger["arrows"] if e["array"] == name)
-            ax.text(i + 0.5, 2.0, f"{name}{'*' if temporary else ''}\n{_size(moved)}", ha="center", va="center",
-                    fontsize=14, bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none"})
+            mine = [e for e in panel["arrows"] if e["array"] == name]
+            lines = [f"{name}{'*' if mine[0]['temporary'] else ''}"]
+            off = False
+            for e in mine:
+                lines.append(f"{e['direction']} {e['per_element']:g}x")
+                if e["budget"] is not None and e["budget"] != e["per_element"]:
+                    lines.append(f"(budget {e['budget']:g}x)")
+                    off = True
+            ax.text(i + 0.5, 2.0, "\n".join(lines), ha="center", va="center", fontsize=14,
+                    color=PROBLEM if off else BLACK,
+                    bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none"})
         ax.set_xlim(0, columns)
         ax.set_ylim(-0.1, 4.1)
         ax.axis("off")
-        ax.set_title(f"{ledger['name']}: {_size(ledger['total'])}")
-    axes[0].legend(handles=[Patch(facecolor=ORANGE, label="read: memory to chip"),
-                            Patch(facecolor=BLUE, label="written: chip to memory")],
-                   loc="upper left", bbox_to_anchor=(0.0, 0.0), ncols=2, frameon=False)
-    if any(e["temporary"] for ledger in data["ledgers"] for e in ledger["arrows"]):
-        axes[-1].text(columns, -0.05, "* an intermediate: written, then read back", ha="right", va="top", fontsize=14)
+        per_element = panel["total"] / panel["n"]
+        budget = panel["budget_total"]
+        ax.set_title(f"{panel['name']}: {per_element:.3g} B per element"
+                     + (f" (budget {budget / panel['n']:.3g})" if budget is not None else ""))
+    axes[-1].legend(handles=[Patch(facecolor=ORANGE, label="read: memory to chip"),
+                             Patch(facecolor=BLUE, label="written: chip to memory")],
+                    loc="upper left", bbox_to_anchor=(0.0, 0.0), ncols=2, frameon=False)
+    notes = ["times per element of out"]
+    if any(e["temporary"] for panel in data["panels"] for e in panel["arrows"]):
+        notes.append("* an intermediate: written, then read back")
+    axes[-1].text(columns, -0.05, "; ".join(notes), ha="right", va="top", fontsize=14)
     return fig
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} B"
