@@ -99,6 +99,7 @@ def course_solution(lab: str):
 
 
 OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 TARGET_WORDS = ("[holds]", "[MISSED]")
 
 
@@ -122,11 +123,16 @@ class Compare:
         right = values[self.right] if isinstance(self.right, str) else self.right
         return OPERATORS[self.op](values[self.left], right)
 
-    def described(self, values: dict) -> str:
-        """`left op right` with both numbers, for a contradiction's line."""
+    def described(self, values: dict, op: str | None = None) -> str:
+        """`left op right` with both numbers (a contradiction's line: the stated relation, false)."""
         def side(x):
             return f"{x} = {values[x]:.4g}" if isinstance(x, str) else f"{x:.4g}"
-        return f"{side(self.left)} {self.op} {side(self.right)}"
+        return f"{side(self.left)} {op or self.op} {side(self.right)}"
+
+    def held(self, values: dict) -> str:
+        """The relation that holds on `values`: `left op right` where it does, its negation
+        where it does not (a "compared:" line states only what is true)."""
+        return self.described(values, self.op if self.outcome(values) else NEGATED[self.op])
 
 
 def states(left: str, op: str, right: str) -> Compare:
@@ -216,10 +222,11 @@ class Verdict:
         return text
 
     def detailed(self) -> str:
-        """The claim's name, its full line (sentence, source, why) and what it compared."""
+        """The claim's name, its full line (sentence, source, why) and what it compared: each
+        relation that holds on the values, once."""
         text = f"{self.claim.name}: {self.line()}"
         if self.true is not None:
-            compared = "; ".join(c.described(self.values) for c in self.claim.checks)
+            compared = "; ".join(dict.fromkeys(c.held(self.values) for c in self.claim.checks))
             text += f"\n    compared: {compared}"
         return text
 
