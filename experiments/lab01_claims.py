@@ -1,5 +1,6 @@
-"""Lab 01's claims: what the discussion says, each sentence checked against the records (every
-recorded repeat where a claim says so). Lab 03's claims read `per_array_us` too, on the declaration."""
+"""Lab 01's claims: what the discussion says, each sentence checked against the records. A finding
+reads the median of the recorded repeats and prints their range; a target reads the worst repeat.
+Lab 03's claims read `per_array_us` too, on the declaration."""
 
 from __future__ import annotations
 
@@ -8,45 +9,77 @@ import numpy as np
 from kernellab.course.claims import Claim, need, repeats_of, row, says, states, target, typical_ms
 
 from experiments.lab01_constants import INSTRUMENT_BUDGET_US
-from experiments.lab01_measure import INSTRUMENTS, one_launch_us
+from experiments.lab01_measure import INSTRUMENTS, in_each_repeat, one_launch_us, typical_record
+
+
+def _median(values) -> float:
+    return float(np.median(values))
+
+
+def method_repeats(records: dict, method: str) -> list[float]:
+    """A launch method's host or GPU microseconds in each recorded repeat."""
+    need(records, "launch_methods", "methods", method, "us")
+    return in_each_repeat(records, "launch_methods", "methods", method, "us")
 
 
 def method_us(records: dict, method: str) -> float:
-    return need(records, "launch_methods", "methods", method, "us")
+    """A launch method's microseconds, the median of the repeats."""
+    return _median(method_repeats(records, method))
+
+
+def per_array_fits(records: dict) -> list[tuple[float, float]]:
+    """(host submit per array argument, with none) of each repeat: the least-squares line through
+    its sweep."""
+    need(records, "arguments", "by_count")
+    fits = []
+    for arguments in repeats_of(records, "arguments", "01"):
+        by_count = arguments["by_count"]
+        slope, intercept = np.polyfit([r["arrays"] for r in by_count], [r["us"] for r in by_count], 1)
+        fits.append((float(slope), float(intercept)))
+    return fits
 
 
 def per_array_us(records: dict) -> tuple[float, float]:
-    """(host submit per array argument, with none), the least-squares line through the sweep."""
-    by_count = need(records, "arguments", "by_count")
-    slope, intercept = np.polyfit([r["arrays"] for r in by_count], [r["us"] for r in by_count], 1)
-    return float(slope), float(intercept)
+    """(host submit per array argument, with none): the medians of the repeats' fitted lines."""
+    fits = per_array_fits(records)
+    return _median([f[0] for f in fits]), _median([f[1] for f in fits])
 
 
 def _launch_values(records):
+    """Each method's median over the repeats (three with their range); the targets on the worst
+    repeat (the slowest replay, the smallest plain-over-replay ratio), as the benchmark judges them."""
     host, gpu = method_us(records, "plain, host submit"), method_us(records, "plain, GPU side (queue full)")
-    empty = method_us(records, "empty kernel, host submit")
-    return {"host": host, "gpu": gpu, "idle": 100 * (1 - gpu / host),
-            "pre": method_us(records, "prebuilt, host submit"), "empty": empty, "empty_pct": 100 * empty / host,
-            "waits": method_us(records, "synchronized") - host,
-            "replay": method_us(records, "graph replay, GPU events"),
-            "sync": method_us(records, "synchronized"), "ratio": host / method_us(records, "graph replay, GPU events"),
-            "host_over_gpu": host / gpu, "pre_pct": 100 * method_us(records, "prebuilt, host submit") / host,
+    empty, pre = method_us(records, "empty kernel, host submit"), method_us(records, "prebuilt, host submit")
+    sync = method_us(records, "synchronized")
+    replays = method_repeats(records, "graph replay, GPU events")
+    ratios = [h / r for h, r in zip(method_repeats(records, "plain, host submit"), replays)]
+    ranges = {f"{key}_{end}": pick(method_repeats(records, method))
+              for key, method in (("host", "plain, host submit"), ("empty", "empty kernel, host submit"),
+                                  ("pre", "prebuilt, host submit"))
+              for end, pick in (("lo", min), ("hi", max))}
+    return {"host": host, "gpu": gpu, "idle": 100 * (1 - gpu / host), "pre": pre, "empty": empty,
+            "empty_pct": 100 * empty / host, "waits": sync - host, "sync": sync, "host_over_gpu": host / gpu,
+            "repeats": len(replays), "replay": max(replays), "ratio": min(ratios), **ranges,
             "replay_max": need(records, "launch_methods", "targets", "replay_us_max"),
             "ratio_min": need(records, "launch_methods", "targets", "ratio_min")}
 
 
 def _profile_values(records):
-    """A launch under cProfile against the same launch unprofiled, both of the same recording."""
+    """A launch under cProfile against the same launch unprofiled, each the median of the repeats."""
     profile = need(records, "launch_profile")
-    host = method_us(records, "plain, host submit")
-    return {"launches": profile["launches"], "profiled": profile["profiled_us_per_launch"], "host": host,
-            "profiled_ratio": profile["profiled_us_per_launch"] / host}
+    profiled, host = _median(in_each_repeat(records, "launch_profile", "profiled_us_per_launch")), \
+        method_us(records, "plain, host submit")
+    return {"launches": profile["launches"], "profiled": profiled, "host": host, "profiled_ratio": profiled / host}
 
 
 def _host_array_values(records):
-    smallest = min(need(records, "arguments", "host_arrays"), key=lambda r: r["bytes"])
+    """The fitted cost per array argument (median and range of the repeats), and the smallest host
+    array against a device array (medians)."""
+    fits = per_array_fits(records)
     slope, none = per_array_us(records)
-    return {"per_array": slope, "none": none, "bytes": smallest["bytes"],
+    smallest = min(typical_record(records, "arguments")["host_arrays"], key=lambda r: r["bytes"])
+    return {"per_array": slope, "none": none, "per_array_lo": min(f[0] for f in fits),
+            "per_array_hi": max(f[0] for f in fits), "repeats": len(fits), "bytes": int(smallest["bytes"]),
             "host": smallest["host"]["us"], "device": smallest["device"]["us"],
             "host_over_device": smallest["host"]["us"] / smallest["device"]["us"]}
 
@@ -57,10 +90,12 @@ def _slope_values(records):
     fits = [r["fits"] for r in repeats_of(records, "kernel_count", "01")]
     eager, graph = [f["eager"]["per_launch_us"] for f in fits], [f["graph"]["per_launch_us"] for f in fits]
     fixed = [f["eager"]["fixed_us"] for f in fits]
+    single = [r["eager_us"] for counts in repeats_of(records, "kernel_count", "01") for r in counts["rows"]
+              if r["count"] == 1]
     return {"repeats": len(fits), "eager": float(np.median(eager)), "graph": float(np.median(graph)),
             "eager_lo": min(eager), "eager_hi": max(eager), "graph_lo": min(graph),
             "graph_hi": max(graph), "replay_gain": min(eager) / max(graph),
-            "fixed_lo": min(fixed), "fixed_hi": max(fixed)}
+            "fixed_lo": min(fixed), "fixed_hi": max(fixed), "single_lo": min(single), "single_hi": max(single)}
 
 
 def _rows_values(records):
@@ -85,10 +120,14 @@ def _merged_values(records):
 
 
 def _around_values(records):
-    steps = need(records, "python_around_launch", "steps")
+    """Each step's median over the repeats (the sliced launch with its range)."""
+    need(records, "python_around_launch", "steps")
+    steps = typical_record(records, "python_around_launch")["steps"]
     launch, sliced = steps["launch with a row index"]["us"], steps["launch on slices"]["us"]
-    return {"launch": launch, "slice": steps["slice x[row]"]["us"],
+    each_sliced = in_each_repeat(records, "python_around_launch", "steps", "launch on slices", "us")
+    return {"launch": launch, "slice": steps["slice x[row]"]["us"], "repeats": len(each_sliced),
             "alloc": steps["allocate a row"]["us"], "sliced": sliced, "ratio": sliced / launch,
+            "sliced_lo": min(each_sliced), "sliced_hi": max(each_sliced),
             "parts": launch + 2 * steps["slice x[row]"]["us"]}
 
 
@@ -128,16 +167,19 @@ def _while_on_values(records):
 
 CLAIMS = [
     Claim("host_not_gpu",
-          "A plain Numba launch costs the host {host:.1f} us; with the queue kept full the GPU spends "
+          "A plain Numba launch costs the host {host:.1f} us (median of {repeats} repeats, "
+          "{host_lo:.1f}-{host_hi:.1f}); with the queue kept full the GPU spends "
           "{gpu:.2f} us per launch, {host_over_gpu:.0f}x less: between tiny kernels the GPU idles "
           "{idle:.0f}% of the time, {pace}.",
-          headline="a plain Numba launch costs the host {host:.1f} us and the GPU {gpu:.2f} us: {pace}",
+          headline="a plain Numba launch costs the host {host:.1f} us ({host_lo:.1f}-{host_hi:.1f} over {repeats} "
+                   "repeats) and the GPU {gpu:.2f} us: {pace}",
           values=_launch_values,
           checks=(says("pace", "host_over_gpu", ">", 5, "the host sets the pace (more than 5x)",
                        "host and GPU within 5x of each other"),)),
     Claim("prebuilt_arguments",
-          "An empty kernel with no arguments costs the host {empty:.1f} us, {empty_pct:.0f}% of a plain launch "
-          "with one array ({host:.1f} us): {most}. Prebuilt arguments cut the submit to {pre:.1f} us, {less}.",
+          "An empty kernel with no arguments costs the host {empty:.1f} us ({empty_lo:.1f}-{empty_hi:.1f}), "
+          "{empty_pct:.0f}% of a plain launch with one array ({host:.1f} us): {most}. Prebuilt arguments cut "
+          "the submit to {pre:.1f} us ({pre_lo:.1f}-{pre_hi:.1f}), {less} (medians of {repeats} repeats).",
           headline="an empty launch with no arguments: {empty:.1f} us of the {host:.1f} us ({most}); prebuilt: "
                    "{pre:.1f} us",
           values=_launch_values,
@@ -157,15 +199,15 @@ CLAIMS = [
     Claim("graph_replay",
           "Replayed as a graph, a kernel costs {replay:.2f} us of GPU time (target: at most "
           "{replay_max:.0f} us, {replay_met}): {ratio:.0f}x less than a plain launch's host cost "
-          "(target: at least {ratio_min:.0f}x, {ratio_met}).",
-          headline="graph replay {replay:.2f} us per kernel ({ratio:.0f}x less)",
+          "(target: at least {ratio_min:.0f}x, {ratio_met}); both in the worst of {repeats} repeats.",
+          headline="graph replay {replay:.2f} us per kernel ({ratio:.0f}x less; the worst of {repeats} repeats)",
           values=_launch_values,
           checks=(target("replay_met", "replay", "<=", "replay_max"), target("ratio_met", "ratio", ">=", "ratio_min")),
           explains="a replay leaves the host out: what remains is the GPU starting each captured kernel, "
                    "which differs between GPUs and drivers"),
     Claim("profiled_launch",
           "Under cProfile ({launches:,} launches) a plain launch costs the host {profiled:.0f} us, "
-          "{profiled_ratio:.1f}x the {host:.1f} us it costs unprofiled: {slowed}.",
+          "{profiled_ratio:.1f}x the {host:.1f} us it costs unprofiled (medians of the repeats): {slowed}.",
           headline="under cProfile a launch costs {profiled_ratio:.1f}x as much: {slowed}",
           values=_profile_values,
           checks=(says("slowed", "profiled_ratio", ">", 1.5, "read the profile's shares, not its microseconds",
@@ -173,15 +215,17 @@ CLAIMS = [
           explains="cProfile runs a hook at every Python call and return, and a Numba launch is dozens of "
                    "small Python calls (the profile's functions_seen)"),
     Claim("per_argument",
-          "Each array argument adds {per_array:.1f} us to the host submit ({none:.1f} us with none), "
+          "Each array argument adds {per_array:.1f} us to the host submit ({none:.1f} us with none; the "
+          "median of {repeats} repeats' fitted lines, slopes {per_array_lo:.1f}-{per_array_hi:.1f}), "
           "{size}: a 1-D array is seven values (5 + 2 per dimension: data, shape and strides among them), "
           "marshalled in Python at every launch.",
-          headline="each array argument adds {per_array:.1f} us to a launch ({size})",
+          headline="each array argument adds {per_array:.1f} us to a launch ({per_array_lo:.1f}-{per_array_hi:.1f} "
+                   "over {repeats} repeats; {size})",
           values=_host_array_values,
           checks=(says("size", "per_array", ">", 1, "more than a microsecond each", "under a microsecond each"),)),
     Claim("host_array_trap",
           "A {bytes}-byte NumPy host array as an argument costs {host:.0f} us per launch against {device:.0f} us "
-          "for a device array ({host_over_device:.1f}x): {why}.",
+          "for a device array ({host_over_device:.1f}x; medians of the repeats): {why}.",
           headline="a {bytes}-byte NumPy host array: {host:.0f} us per launch, a device array {device:.0f} us "
                    "({why})",
           values=_host_array_values,
@@ -197,14 +241,14 @@ CLAIMS = [
                        "cheaper than the fastest eager slope, less than 10x"),)),
     Claim("kernel_count_intercept",
           "The eager line's intercept is {fixed_lo:.0f} to {fixed_hi:.0f} us over the {repeats} repeats: "
-          "{sign}.",
+          "{sign}. The real fixed cost, one synchronize, is at most the count = 1 row's total "
+          "({single_lo:.0f}-{single_hi:.0f} us, one launch included).",
           headline="the intercept: {fixed_lo:.0f} to {fixed_hi:.0f} us ({sign})",
           values=_slope_values,
           checks=(says("sign", "fixed_lo", ">", 0, "positive in every repeat, a fixed cost the fit resolves",
                        "not positive in every repeat, so the fit does not resolve a fixed cost"),),
           explains="the fit is dominated by the largest counts, where a 1 us change in the cost per launch moves "
-                   "the total of 1,000 launches by 1,000 us; the host's pace drifts that much inside one sweep, "
-                   "while the real fixed cost, one synchronize, is tens of microseconds (the count = 1 row)"),
+                   "the total of 1,000 launches by 1,000 us, and the host's pace drifts that much inside one sweep"),
     Claim("rows_separately",
           "{rows} launches of one row each take {sep:.3f} ms at {n} elements per row (median of the repeats, "
           "{sep_lo:.3f}-{sep_hi:.3f}). The model, {rows} times one launch of the whole batch in the same run "
@@ -223,8 +267,9 @@ CLAIMS = [
           checks=(says("reach", "upto", ">=", 4096, "at least", "short of"),)),
     Claim("python_around_launch",
           "Around a launch that costs the host {launch:.1f} us, slicing a device array costs {slice:.1f} us "
-          "and allocating a row-sized output {alloc:.1f} us. A launch on two fresh slices costs {sliced:.1f} us, "
-          "{ratio:.1f}x the launch with a row index: {more} the launch and two slices add up to "
+          "and allocating a row-sized output {alloc:.1f} us (medians of {repeats} repeats). A launch on two "
+          "fresh slices costs {sliced:.1f} us ({sliced_lo:.0f}-{sliced_hi:.0f}), {ratio:.1f}x the launch with a "
+          "row index: {more} the launch and two slices add up to "
           "({parts:.0f} us). A launch on new array objects also types and packs them afresh, which a launch "
           "on the same objects skips; this record does not time that part alone.",
           headline="one slice {slice:.1f} us, one allocation {alloc:.1f} us, around a launch of {launch:.1f} us: "

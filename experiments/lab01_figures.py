@@ -10,19 +10,31 @@ import numpy as np
 from kernellab.course.claims import repeats_of
 from kernellab.show import plots
 
-from experiments.lab01_measure import floor_model, typical_times
+from experiments.lab01_measure import floor_model, in_each_repeat, typical_record, typical_times
+
+
+def _repeats_title(records: dict, name: str, whiskers: bool = False) -> str:
+    """A title's note of what each value is, where the records hold several repeats."""
+    count = len(repeats_of(records, name, "01"))
+    return (f" (median of {count} repeats{', whiskers: range' if whiskers else ''})"
+            if count > 1 else "")
 
 
 def draw_launch_methods(lab, records: dict, figures_dir: Path) -> Path:
-    """Launch cost by method: plain, synchronized, graph replay, prebuilt (and the other views)."""
-    methods = records["launch_methods"]
-    fig, (ax,) = plots.new_figure("Cost of one tiny Numba launch, by method", methods, width=8.0)
+    """Launch cost by method: plain, synchronized, graph replay, prebuilt (and the other views),
+    each the median of the repeats, their range as whiskers."""
+    methods = typical_record(records, "launch_methods")
+    fig, (ax,) = plots.new_figure("One tiny Numba launch, by method"
+                                  + _repeats_title(records, "launch_methods", whiskers=True), methods, width=8.0)
     names = sorted(methods["methods"], key=lambda n: -methods["methods"][n]["us"])   # costliest on top
     values = [methods["methods"][n]["us"] for n in names]
+    each = [in_each_repeat(records, "launch_methods", "methods", n, "us") for n in names]
+    whiskers = [[v - min(e) for v, e in zip(values, each)], [max(e) - v for v, e in zip(values, each)]]
     family = {"graph": "C1", "prebuilt": "C2", "synchronized": "C3"}
-    bars = ax.barh(names, values, color=[family.get(n.split(" ")[0].rstrip(","), "C0") for n in names])
-    for bar, value in zip(bars, values):
-        ax.annotate(f"{value:.2f} us", (value, bar.get_y() + bar.get_height() / 2), xytext=(3, 0),
+    bars = ax.barh(names, values, xerr=whiskers, ecolor="0.3", capsize=2,
+                   color=[family.get(n.split(" ")[0].rstrip(","), "C0") for n in names])
+    for bar, value, every in zip(bars, values, each):
+        ax.annotate(f"{value:.2f} us", (max(every), bar.get_y() + bar.get_height() / 2), xytext=(3, 0),
                     textcoords="offset points", va="center", fontsize="small")
     ax.set_xscale("log")
     ax.set_xlabel("microseconds per launch (per kernel for graph replay)")
@@ -41,14 +53,17 @@ def _function_name(profiled: str) -> str:
 
 
 def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
-    """What a launch pays for: array arguments, host arrays, and the functions on the launch path."""
-    args, profile = records["arguments"], records["launch_profile"]
-    fig, (ax_args, ax_host, ax_prof) = plots.new_figure("What a Numba launch pays for", args, ncols=3)
+    """What a launch pays for: array arguments, host arrays (each the median of the repeats), and
+    the functions on the launch path (the first repeat's profile)."""
+    args, profile = typical_record(records, "arguments"), records["launch_profile"]
+    profiled = typical_record(records, "launch_profile")["profiled_us_per_launch"]
+    fig, (ax_args, ax_host, ax_prof) = plots.new_figure(
+        "What a Numba launch pays for" + _repeats_title(records, "arguments"), args, ncols=3)
     ax_args.plot([r["arrays"] for r in args["by_count"]], [r["us"] for r in args["by_count"]], "o-")
     ax_args.set_xlabel("array arguments")
     ax_args.set_ylabel("host submit time (us per launch)")
     ax_args.set_ylim(bottom=0)
-    labels = [f"{r['bytes']:,} B" for r in args["host_arrays"]]
+    labels = [f"{int(r['bytes']):,} B" for r in args["host_arrays"]]
     where = np.arange(len(labels))
     for offset, kind, label in ((-0.2, "device", "device array"), (0.2, "host", "NumPy host array")):
         ax_host.bar(where + offset, [r[kind]["us"] for r in args["host_arrays"]], 0.4, label=label)
@@ -58,8 +73,8 @@ def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
     ax_host.legend(fontsize="small")
     top = profile["top"][:8][::-1]
     ax_prof.barh([_function_name(r["function"]) for r in top], [r["self_us"] for r in top])
-    ax_prof.set_xlabel(f"self time, us per launch\n(a launch under cProfile: "
-                       f"{profile['profiled_us_per_launch']:.0f} us)")
+    ax_prof.set_xlabel(f"self time, us per launch, in the first repeat\n(a launch under cProfile: "
+                       f"{profiled:.0f} us, the median)")
     ax_prof.tick_params(axis="y", labelsize="x-small")
     return plots.save(fig, "lab01_launch_breakdown", figures_dir)
 
@@ -71,7 +86,8 @@ def draw_kernel_count(lab, records: dict, figures_dir: Path) -> Path:
     repeats.sort(key=lambda r: r["fits"]["eager"]["per_launch_us"])
     counts = repeats[len(repeats) // 2]
     fig, (ax,) = plots.new_figure("Total time of a chain of tiny kernels, launch to synchronize"
-                                  + (f" (the median of {len(repeats)} repeats)" if len(repeats) > 1 else ""),
+                                  + (f" (of {len(repeats)} repeats, the one with the median slope)"
+                                     if len(repeats) > 1 else ""),
                                   counts)
     x = np.array([r["count"] for r in counts["rows"]])
     for color, name in (("C0", "eager"), ("C1", "graph")):
@@ -90,17 +106,18 @@ def draw_kernel_count(lab, records: dict, figures_dir: Path) -> Path:
 
 
 def draw_python_around_launch(lab, records: dict, figures_dir: Path) -> Path:
-    """Host time of each step around one row's launch, beside the launch itself."""
-    around = records["python_around_launch"]
-    fig, (ax,) = plots.new_figure(f"The Python around a launch (rows of {around['elements_per_row']:,} "
-                                  f"float32)", around, width=7.0, height=3.0)
+    """Host time of each step around one row's launch, beside the launch itself (each the median
+    of the repeats)."""
+    around = typical_record(records, "python_around_launch")
+    fig, (ax,) = plots.new_figure(f"The Python around a launch (rows of {int(around['elements_per_row']):,} "
+                                  "float32)", around, width=7.0, height=3.0)
     names = list(around["steps"])
     values = [around["steps"][n]["us"] for n in names]
     bars = ax.barh(names, values, color=["C0" if n.startswith("launch") else "C3" for n in names])
     for bar, step in zip(bars, names):
         ax.annotate(f"{around['steps'][step]['us']:.1f} us", (bar.get_width(), bar.get_y() + 0.4),
                     xytext=(3, 0), textcoords="offset points", va="center", fontsize="small")
-    ax.set_xlabel("host time, us per call (median)")
+    ax.set_xlabel("host time, us per call" + _repeats_title(records, "python_around_launch"))
     ax.invert_yaxis()
     return plots.save(fig, "lab01_python_around_launch", figures_dir)
 

@@ -105,10 +105,11 @@ def scale_sliced_rows(lab, x, a, out):
 
 
 def key_figure(lab, records: dict) -> str:
-    methods = records["launch_methods"]["methods"]
-    plain, replay = methods["plain, host submit"]["us"], methods["graph replay, GPU events"]["us"]
-    key = (f"plain launch {plain:.1f} us, graph replay {replay:.2f} us per kernel "
-           f"({plain / replay:.0f}x), prebuilt {methods['prebuilt, host submit']['us']:.1f} us")
+    """The launch costs, each the median of the repeats, as the claims print them."""
+    from experiments.lab01_claims import method_us
+    key = (f"plain launch {method_us(records, 'plain, host submit'):.1f} us, graph replay "
+           f"{method_us(records, 'graph replay, GPU events'):.2f} us per kernel, prebuilt "
+           f"{method_us(records, 'prebuilt, host submit'):.1f} us")
     if "scale_one_kernel" not in records:
         return key
     crossover = floor_model(lab, records["scale_one_kernel"], "scale")[2]

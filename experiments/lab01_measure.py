@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from kernellab.course import reference
-from kernellab.course.claims import row, typical_ms
+from kernellab.course.claims import repeats_of, row, typical_ms
 from kernellab.gpu import checks, device, graphs, timing
 from kernellab.gpu.launches import record_launches
 from kernellab.gpu.timeline import Timeline, reserve_events
@@ -265,10 +265,41 @@ def measure_python_around_launch(lab) -> dict:
 def floor_model(lab, result: dict, variant: str) -> tuple[float, float, int]:
     """(launch us, GB/s, crossover n) of the floor model `max(launch, 8 n / bandwidth)` for a
     variant of a time-against-size record: its fastest call, its own bandwidth at the largest size
-    (a one-load kernel runs well below the copy ceiling), and the model's crossover from both."""
+    (a one-load kernel runs well below the copy ceiling), and the model's crossover from both;
+    each time the median of its repeats, as the figure's points are."""
     launch_us = one_launch_us(result, variant)
-    gbps = row(result, variant, max(result["sizes"]))["gbps"]
+    largest = row(result, variant, max(result["sizes"]))
+    gbps = largest["bytes"] / (typical_ms(largest) * 1e-3) / 1e9
     return launch_us, gbps, lab.crossover_size(launch_us, 8, gbps)
+
+
+def in_each_repeat(records: dict, name: str, *keys) -> list[float]:
+    """records[name][keys...] in every recorded repeat (a live record: its one value)."""
+    found = []
+    for record in repeats_of(records, name, "01"):
+        for key in keys:
+            record = record[key]
+        found.append(float(record))
+    return found
+
+
+def _merged(values: list, pick):
+    """Values of one shape (dicts, lists, numbers), merged leaf by leaf with `pick` (the first of
+    anything else)."""
+    first = values[0]
+    if isinstance(first, dict):
+        return {key: _merged([v[key] for v in values], pick) for key in first if all(key in v for v in values)}
+    if isinstance(first, list) and all(isinstance(v, list) and len(v) == len(first) for v in values):
+        return [_merged(list(items), pick) for items in zip(*values)]
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        return float(pick(values))
+    return first
+
+
+def typical_record(records: dict, name: str) -> dict:
+    """Record `name` with every number the median of its repeats: what a figure beside a claim
+    about the phenomenon draws (the claims read the same medians, `in_each_repeat`)."""
+    return _merged(repeats_of(records, name, "01"), np.median)
 
 
 def typical_times(result: dict) -> dict:

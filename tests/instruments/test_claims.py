@@ -255,3 +255,29 @@ def test_every_claim_of_a_lab_is_printed_by_its_notebook(notebook):
     named = set(re.findall(r'"(\w+)"', " ".join(calls)))
     unprinted = [claim.name for claim in claims.claims_of(lab) if claim.name not in named]
     assert not unprinted, f"{notebook.name} prints no sentence of {unprinted}"
+
+
+def test_compared_prints_the_relation_that_holds_once():
+    """A "compared:" line is read as fact: a comparison that failed prints its negation, and two
+    checks of one relation print it once."""
+    checks = (claims.says("a", "x", ">", 0, "up", "down"), claims.says("b", "x", ">", 0, "more", "less"),
+              claims.says("c", "x", "<", "y", "under", "over"))
+    claim = claims.Claim("c", "{x} {y} {a} {b} {c}", values=lambda r: {"x": -2.0, "y": 5.0}, checks=checks)
+    compared = claims.evaluate(claim, {}).detailed().split("compared: ")[1]
+    assert compared == "x = -2 <= 0; x = -2 < y = 5"
+
+
+def test_lab01s_launch_costs_are_the_median_of_the_repeats_with_their_range():
+    """Every repeat of `launch_methods` is recorded; a finding prints their median and range, the
+    targets their worst (review 3-a, C2)."""
+    records = claims.sources("01", live=False)
+    repeats = reference.load("01")["repeats"]
+    host = sorted(r["launch_methods"]["methods"]["plain, host submit"]["us"] for r in repeats)
+    replay = [r["launch_methods"]["methods"]["graph replay, GPU events"]["us"] for r in repeats]
+    claim = next(c for c in claims.claims_of("01") if c.name == "host_not_gpu")
+    values = claim.values(records)
+    assert (values["host_lo"], values["host"], values["host_hi"]) == pytest.approx((host[0], host[1], host[-1]))
+    replayed = next(c for c in claims.claims_of("01") if c.name == "graph_replay").values(records)
+    assert replayed["replay"] == pytest.approx(max(replay))
+    argument = next(c for c in claims.claims_of("01") if c.name == "per_argument").values(records)   # a line per repeat
+    assert argument["per_array_lo"] <= argument["per_array"] <= argument["per_array_hi"] < argument["per_array_lo"] * 2
