@@ -176,13 +176,15 @@ def take_away() -> str:
         return f"What to take away: awaiting data ({missing})"
     means = "Occupancy is a means: " if figures["occ"] < figures["occ_tuned"] else ""
     in_flight = "Bytes in flight, not warps as such: " if figures["four"] < figures["one"] else ""
+    top = "the sweep's top" if figures["one"] == figures["top"] else f"the sweep ends at {figures['top']}"
     return "\n".join((
         "What to take away",
         "  1. The scarcest resource (warp slots, registers, shared memory, blocks) sets the blocks an SM holds.",
         f"  2. {means}the fastest linear_relu ran {figures['best']:.2f} TFLOP/s at "
         f"{figures['occ']:.0%} occupancy, TUNED {figures['t_tuned']:.2f} at {figures['occ_tuned']:.0%}.",
         f"  3. {in_flight}the memory probe needs {figures['one']} warps per SM with one element in "
-        f"flight per thread, {figures['four']} with four, for 90% of its best speed.",
+        f"flight per thread ({top}; at {figures['below']}, {figures['below_lo']:.1f}-{figures['below_hi']:.1f}%), "
+        f"{figures['four']} with four, for 90% of its best speed.",
         f"  ({'; '.join(sources)})"))
 
 
