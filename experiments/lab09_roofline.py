@@ -159,13 +159,26 @@ def take_away() -> str:
         "What to take away",
         f"  1. Coalesced, scale_rows reaches {figures['scale_rows']:.0f}% of the copy ceiling; strided, "
         f"{figures['scale_rows_strided']:.0f}%.",
-        f"  2. {'Coalesced is not enough: ' if figures['sm'] > figures['dram'] else ''}its SM is "
+        f"  2. {'Coalesced is not enough: ' if figures['sm'] >= figures['busy'] else ''}its SM is "
         f"{figures['sm']:.0f}% busy against DRAM's {figures['dram']:.0f}%; with {figures['tuned']:.2f}x its "
         f"instructions and several loads in flight per thread, the tuned kernel reaches "
         f"{figures['scale_rows_wide']:.0f}%.",
         f"  3. Under the memory roof, fusion gained up to {figures['memory']:.2f}x; under the compute roof, "
-        f"at most {figures['compute']:.2f}x.",
-        f"  ({'; '.join(sources)})"))
+        f"GEMM epilogues gained at most {figures['compute']:.2f}x, small by construction.",
+        f"  ({recorded_between(sources)})"))
+
+
+def recorded_between(sources: list[str]) -> str:
+    """Sources as one line: one reference's recording dates as a range ("... recorded 2026-12-01 to
+    12-05"), anything else (live) beside it."""
+    prefix = "reference, recorded "
+    dated = sorted(s for s in sources if prefix in s)
+    gpus = {s.split(prefix)[0] for s in dated}
+    if len(dated) < 2 or len(gpus) != 1:
+        return "; ".join(sources)
+    first, last = dated[0].split(prefix)[1], dated[-1].split(prefix)[1]
+    span = f"{gpus.pop()}{prefix}{first} to {last[5:] if last[:4] == first[:4] else last}"
+    return "; ".join([span, *(s for s in sources if prefix not in s)])
 
 LAB = protocol.Lab(
     number=NUMBER, title="where the time goes: coalescing, the roofline, reading a profile",
