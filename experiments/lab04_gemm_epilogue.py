@@ -441,9 +441,11 @@ CLAIMS = [
                   says("double_verb", "bk16_double_buffered", ">", "bk16", "helps", "does not help here")),
           explains="each step is one switch of the lab's register-tiled factory (GemmSteps). NVVM does not "
                    "unroll the k loop, whose 64 multiply-adds per step exceed its unroll threshold, so the "
-                   "unrolled step writes it out by hand. numba-cuda cannot raise a kernel's static shared "
-                   "memory past 48 KiB, which stops the larger tiles at bk = 16. Double buffering holds the "
-                   "next tiles in registers, past the 128 that let two blocks share an SM."),
+                   "unrolled step writes it out by hand. The steps stop at bk = 16 by the lab's rule "
+                   "(check_tiles): every kernel's tiles must fit twice, for double buffering, in the 48 KiB "
+                   "of static shared memory a CUDA kernel may declare, and two buffers of bk = 32 tiles do "
+                   "not. Double buffering holds the next tiles in registers, past the 128 that let two "
+                   "blocks share an SM."),
     Claim("tiled_below_model",
           "The 16 x 16 tiled kernel runs at {tiled:.1f} TFLOP/s, {behind:.0f}x behind the 8 x 8 register "
           "tile ({far}), though each thread does 16 multiply-adds per two global loads (8 per load).",
