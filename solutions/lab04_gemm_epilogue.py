@@ -57,7 +57,7 @@ GemmTiles = collections.namedtuple("GemmTiles", "bm bn bk tm tn")
 GemmTiles.__doc__ = ("A block computes a bm x bn tile of C, stepping through K bk at a time; "
                      "each thread computes tm x tn of it.")
 # The register-tiled kernels' tile sizes, in one place (tune here): 256 threads per block, each
-# computing 8 x 8 outputs; shared memory 8.3 KiB per buffer. The simple 2-D variant: 16 x 16
+# computing 8 x 8 outputs; shared memory 8,320 B per buffer. The simple 2-D variant: 16 x 16
 # threads, each 4 x 4 outputs.
 REGISTER_TILES = GemmTiles(bm=128, bn=128, bk=8, tm=8, tn=8)
 CAPPED_REGISTERS = 128             # at most 128 registers: 2 blocks of 256 threads fit an SM (65,536 / 512)
@@ -833,7 +833,7 @@ EPILOGUE_VARIANTS = {
 
 # --- Toward cuBLAS: the candidate steps, each on top of the one before (timed on a GPU by
 # scripts/gemm_sweep.py; none is a VARIANT yet). Each: the register-tiled launchers' options, and why.
-TILES_BK16 = GemmTiles(bm=128, bn=128, bk=16, tm=8, tn=8)   # 16.6 KiB of shared memory per buffer
+TILES_BK16 = GemmTiles(bm=128, bn=128, bk=16, tm=8, tn=8)   # 16,640 B of shared memory per buffer
 TILES_BK16_64 = GemmTiles(bm=64, bn=128, bk=16, tm=8, tn=8)  # 128 threads: twice the blocks
 _STEPS = GemmSteps(interior=True, vector_loads=True, unroll=True)   # unrolled and all before it
 GEMM_CANDIDATES = {
@@ -844,11 +844,11 @@ GEMM_CANDIDATES = {
     "unrolled": ({"steps": _STEPS},
                  "the k loop written out 4 steps at a time: constant shared offsets, no loop arithmetic"),
     "warp_tiled": ({"steps": _STEPS._replace(warp_rows=4)},
-                   "a warp owns 4 x 8 threads' outputs: 12 distinct shared words per k, not 18"),
+                   "a warp owns 4 x 8 threads' outputs: 24 distinct 16-byte shared vectors per k, not 36"),
     "bk16": ({"tiles": TILES_BK16, "steps": _STEPS._replace(warp_rows=4)},
-             "bk = 16: a barrier every 1,024 multiply-adds per thread instead of 512"),
+             "bk = 16: two barriers per 1,024 multiply-adds per thread instead of per 512"),
     "bk16_warp_8x4": ({"tiles": TILES_BK16, "steps": _STEPS._replace(warp_rows=8)},
-                      "bk = 16, warps of 8 x 4 threads: 8 + 4 shared words per k"),
+                      "bk = 16, warps of 8 x 4 threads: 16 + 8 distinct 16-byte shared vectors per k"),
     "bk16_double_buffered": ({"tiles": TILES_BK16, "steps": _STEPS._replace(warp_rows=4), "double_buffered": True},
                              "bk = 16 warp tiles, the next tiles' global loads in flight during the math"),
     "bk16_double_buffered_capped": ({"tiles": TILES_BK16, "steps": _STEPS._replace(warp_rows=4),
