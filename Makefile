@@ -15,7 +15,7 @@ else
 PYTEST_ENV := KERNELLAB_DEVICE=$(TEST_DEVICE)
 endif
 
-.PHONY: install tour test check notebooks mutants browser-test network-test clean
+.PHONY: install tour test check notebooks mutants mutation browser-test network-test clean
 
 install: $(STAMP)
 
@@ -49,6 +49,13 @@ notebooks: install
 # Instructors: every planted bug in tests/mutants/ must be caught (minutes; not part of `make test`).
 mutants: install
 	KERNELLAB_DEVICE=$(TEST_DEVICE) $(KL) mutants
+
+# Instructors: cosmic-ray mutates the stubs' solutions and every mutant must lose points, or be
+# recorded as equivalent (tests/mutants/equivalent.py); a report per lab in docs/mutation/. Hours on
+# two cores: LABS="00 08" and JOBS=16 (one per core) narrow and widen it.
+mutation: install
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt "cosmic-ray==8.7.0"
+	$(PY) -m kernellab.grading.mutation $(LABS) --shards $${SHARDS:-4} --jobs $${JOBS:-2}
 
 # Tests that ask PyPI (the cu12 install route resolves); not part of `make test`.
 network-test: install

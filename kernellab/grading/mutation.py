@@ -1,0 +1,188 @@
+"""Automatic mutation testing of the graded stubs' solutions with cosmic-ray (`make mutation`).
+
+Hand-written mutants (tests/mutants/, kernellab.grading.mutants) are the bugs someone described.
+This finds the ones nobody did: cosmic-ray mutates each solution file one operator at a time
+(a `<` for a `<=`, a `+ 1` dropped, a `return` of None...), and the lab's graded tests must fail
+on every mutant. Only mutations inside a stub's body count: the given code around the stubs is
+not the student's to write. Each lab runs in a copy of the course (cosmic-ray edits the file it
+mutates in place), split into shards that run side by side.
+
+A mutant the tests let through is either killed by a new check of the stub's contract, or recorded
+in tests/mutants/equivalent.py with why no test can tell it from the solution. The report per
+lab (docs/mutation/labNN.md) lists every survivor, and which are recorded as equivalent.
+
+    python -m kernellab.grading.mutation [LAB ...] [--shards 2] [--jobs 2] [--seed 1] [--limit N]
+
+It takes hours on two cores (each mutant is a pytest run in the simulator), so it sits outside
+`make test`; cosmic-ray is installed by `make mutation`, not by `make install`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kernellab.course import target
+from kernellab.grading import contract
+
+COPIED = ("labs", "solutions", "tests", "experiments", "pyproject.toml")
+COSMIC_RAY = str(Path(sys.executable).with_name("cosmic-ray"))   # installed beside this Python
+TIMEOUT_S = 300
+# The operators that model a student's slip: a neighbouring operator or bound (+ for -, < for <=,
+# / for //), a changed constant, a negated or emptied condition or loop. cosmic-ray also swaps each
+# arithmetic operator for every other one (a * for a <<, a ^ for a +): those crash at the first
+# test, cost a pytest run each, and teach nothing, so they are left out.
+SLIPS = {f"core/{name}" for name in (
+    "NumberReplacer", "AddNot", "ZeroIterationForLoop", "ReplaceOrWithAnd", "ReplaceAndWithOr",
+    "ReplaceTrueWithFalse", "ReplaceFalseWithTrue", "ReplaceBreakWithContinue", "ReplaceContinueWithBreak",
+    "ReplaceUnaryOperator_USub_UAdd", "ReplaceBinaryOperator_Add_Sub", "ReplaceBinaryOperator_Sub_Add",
+    "ReplaceBinaryOperator_Add_Mul", "ReplaceBinaryOperator_Mul_Add", "ReplaceBinaryOperator_Mul_Div",
+    "ReplaceBinaryOperator_Div_Mul", "ReplaceBinaryOperator_Div_FloorDiv", "ReplaceBinaryOperator_FloorDiv_Div",
+    "ReplaceBinaryOperator_Mod_FloorDiv", "ReplaceBinaryOperator_FloorDiv_Mod", "ReplaceBinaryOperator_Pow_Mul",
+    "ReplaceComparisonOperator_Lt_LtE", "ReplaceComparisonOperator_LtE_Lt", "ReplaceComparisonOperator_Gt_GtE",
+    "ReplaceComparisonOperator_GtE_Gt", "ReplaceComparisonOperator_Lt_Gt", "ReplaceComparisonOperator_Gt_Lt",
+    "ReplaceComparisonOperator_LtE_GtE", "ReplaceComparisonOperator_GtE_LtE", "ReplaceComparisonOperator_Eq_NotEq",
+    "ReplaceComparisonOperator_NotEq_Eq", "ReplaceComparisonOperator_Is_IsNot", "ReplaceComparisonOperator_IsNot_Is")}
+
+
+def stub_lines(solution: Path, starter: Path) -> set[int]:
+    """The lines of the solution file inside the bodies of the starter's stubs (their def lines and
+    docstrings left out)."""
+    import ast
+    names = set(contract.stubs(starter))
+    lines = set()
+    for node in ast.walk(ast.parse(solution.read_text())):
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            body = node.body[1:] if ast.get_docstring(node) else node.body
+            for statement in body:
+                lines.update(range(statement.lineno, (statement.end_lineno or statement.lineno) + 1))
+    return lines
+
+
+def equivalents(lab: str) -> dict[tuple[str, str], str]:
+    """The survivors recorded as equivalent for `lab`: (operator, the mutated line's text, stripped)
+    -> why no test can tell it from the solution."""
+    path = target.ROOT / "tests" / "mutants" / "equivalent.py"
+    spec = importlib.util.spec_from_file_location("kernellab_equivalent_mutants", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {(operator, line): why for operator, line, why in module.EQUIVALENT.get(lab, ())}
+
+
+def config_text(module: str, command: str) -> str:
+    return (f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = {TIMEOUT_S}\nexcluded-modules = []\n'
+            f'test-command = "{command}"\n\n[cosmic-ray.distributor]\nname = "local"\n')
+
+
+def prepare(lab: str, shard: int, shards: int, seed: int, limit: int | None, scratch: Path) -> Path:
+    """A copy of the course holding a cosmic-ray session for one shard of the lab's stub mutants;
+    the others' and those outside the stubs marked skipped."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+    name = target.labs()[lab]
+    copy = scratch / f"lab{lab}-{shard}"
+    for part in COPIED:
+        source = target.ROOT / part
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / part)
+    tests = next((copy / "tests" / "labs").glob(f"test_lab{lab}_*.py")).relative_to(copy)
+    command = f"{sys.executable} -m pytest {tests} --target solutions -x -q -p no:cacheprovider --seed {seed}"
+    (copy / "cosmic-ray.toml").write_text(config_text(f"solutions/{name}.py", command))
+    subprocess.run([COSMIC_RAY, "init", "cosmic-ray.toml", "session.sqlite"], cwd=copy, check=True,
+                   capture_output=True)
+    inside = stub_lines(copy / "solutions" / f"{name}.py", copy / "labs" / f"{name}.py")
+    with use_db(str(copy / "session.sqlite"), WorkDB.Mode.open) as db:
+        kept = 0
+        for item in db.pending_work_items:
+            line = item.mutations[0].start_pos[0]
+            counted = line in inside and item.mutations[0].operator_name in SLIPS
+            mine = counted and kept % shards == shard and (limit is None or kept < limit * shards)
+            kept += counted
+            if not mine:
+                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                      output="not this shard's, or outside the stub bodies, or not a slip"))
+    return copy
+
+
+def run_shard(copy: Path) -> Path:
+    subprocess.run([COSMIC_RAY, "exec", "cosmic-ray.toml", "session.sqlite"], cwd=copy,
+                   capture_output=True, env={**os.environ, "KERNELLAB_DEVICE": "sim"})
+    return copy
+
+
+def survivors(copies: list[Path], lab: str) -> tuple[int, list[dict]]:
+    """The mutants graded in the lab's shards, and those the tests let through."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+    graded, found = 0, []
+    name = target.labs()[lab]
+    for copy in copies:
+        lines = (copy / "solutions" / f"{name}.py").read_text().splitlines()
+        with use_db(str(copy / "session.sqlite"), WorkDB.Mode.open) as db:
+            for item, result in db.results:
+                if result.worker_outcome == WorkerOutcome.SKIPPED:
+                    continue
+                graded += 1
+                if result.test_outcome == TestOutcome.SURVIVED:
+                    spec = item.mutations[0]
+                    found.append({"line": spec.start_pos[0], "operator": spec.operator_name,
+                                  "occurrence": spec.occurrence, "text": lines[spec.start_pos[0] - 1].strip(),
+                                  "diff": result.diff or ""})
+    return graded, sorted(found, key=lambda s: (s["line"], s["operator"]))
+
+
+def report(lab: str, graded: int, found: list[dict], seconds: float, seed: int) -> str:
+    recorded = equivalents(lab)
+    lines = [f"# Lab {lab}: mutation testing of the stubs' solutions (cosmic-ray)", "",
+             f"Graded {graded} mutants inside the stub bodies of solutions/{target.labs()[lab]}.py on seed "
+             f"{seed} ({seconds:.0f} s for the whole run); {len(found)} survived, "
+             f"{sum((s['operator'], s['text']) in recorded for s in found)} of them recorded as equivalent.", ""]
+    for s in found:
+        why = recorded.get((s["operator"], s["text"]))
+        lines += [f"- line {s['line']}, {s['operator']} #{s['occurrence']}: "
+                  + (f"equivalent: {why}" if why else "**survives: no check kills it**"),
+                  "", "```diff", s["diff"].strip(), "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernellab.grading.mutation", description=__doc__.split("\n\n")[0])
+    parser.add_argument("labs", nargs="*")
+    parser.add_argument("--shards", type=int, default=2, help="shards per lab, run side by side")
+    parser.add_argument("--jobs", type=int, default=2, help="shards running at once, over all labs")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=None, help="at most this many mutants per shard")
+    parser.add_argument("--out", type=Path, default=target.ROOT / "docs" / "mutation")
+    args = parser.parse_args(argv)
+    if not Path(COSMIC_RAY).exists():
+        print("kernellab mutation: cosmic-ray is not installed (`make mutation` installs it)", file=sys.stderr)
+        return 2
+    unknown = [lab for lab in args.labs if lab not in target.labs()]
+    if unknown or args.shards < 1 or args.jobs < 1:
+        print(f"kernellab mutation: labs are {', '.join(target.labs())}; --shards and --jobs at least 1"
+              + (f" (got {', '.join(unknown)})" if unknown else ""), file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    labs = args.labs or sorted(target.labs())
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kernellab-mutation-") as tmp:
+        copies = {lab: [prepare(lab, shard, args.shards, args.seed, args.limit, Path(tmp))
+                        for shard in range(args.shards)] for lab in labs}
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:   # every lab's shards in one pool
+            list(pool.map(run_shard, [copy for shards in copies.values() for copy in shards]))
+        for lab in labs:
+            graded, found = survivors(copies[lab], lab)
+            text = report(lab, graded, found, time.monotonic() - started, args.seed)
+            (args.out / f"lab{lab}.md").write_text(text)
+            print(text.splitlines()[2])
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())
