@@ -11,19 +11,24 @@ simulator's budget (~150 us per simulated thread), so a test draws a few cases, 
 
 import zlib
 
-from hypothesis import HealthCheck, Phase, given, settings, strategies
+from hypothesis import HealthCheck, Phase, example, given, settings, strategies
 
 EXAMPLES = 6   # cases a test draws; each is a launch in the simulator
 
 
-def drawn(examples: int = EXAMPLES, **arguments):
+def drawn(examples: int = EXAMPLES, always: tuple[dict, ...] = (), **arguments):
     """Decorate a graded test: Hypothesis draws its keyword `arguments` from the given strategies,
-    `examples` cases, no example database (a grade must not depend on an earlier run), no deadline
-    and no health checks (the simulator is slow, and time must not change a verdict)."""
+    `examples` cases, after the cases in `always` (the edges a contract names: 1 element, an exact
+    multiple of the block), which every grade tries. No example database (a grade must not depend
+    on an earlier run), no deadline and no health checks (the simulator is slow, and time must not
+    change a verdict)."""
     def decorate(test):
+        tried = given(**arguments)(test)
+        for case in reversed(always):
+            tried = example(**case)(tried)
         return settings(max_examples=examples, database=None, deadline=None, derandomize=False,
                         suppress_health_check=list(HealthCheck), print_blob=False,
-                        phases=(Phase.explicit, Phase.generate, Phase.shrink))(given(**arguments)(test))
+                        phases=(Phase.explicit, Phase.generate, Phase.shrink))(tried)
     return decorate
 
 

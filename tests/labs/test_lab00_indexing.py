@@ -44,10 +44,12 @@ def axpb_case(lab, rng, block, n=None):
 
 @simulator_only   # on a GPU too: reads past the end raise IndexError here only
 @pytest.mark.points(2)
-@drawn(n=sizes(block=128, most=700), block=one_of(128, 32, 96, 256))
+@drawn(n=sizes(block=128, most=700), block=one_of(128, 32, 96, 256),
+       always=({"n": 1, "block": 128}, {"n": 256, "block": 128}, {"n": 129, "block": 128}))
 def test_axpb_matches_numpy(lab, rng, n, block):
-    """axpb computes a*x + b for any size and block size (drawn: awkward sizes, 1, exact multiples
-    of the block and one either side), in one launch of axpb_kernel."""
+    """axpb computes a*x + b for any size and block size (1 element, an exact multiple of the block
+    and one past it, then drawn: awkward sizes, multiples and one either side), in one launch of
+    axpb_kernel."""
     x, a, b, ref = axpb_case(lab, rng, block, n)
     out = checks.poisoned(x.shape)
     with record_launches() as launches:
