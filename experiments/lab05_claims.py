@@ -51,6 +51,7 @@ def targets_of(records: dict, cols: int = HEADLINE_COLS) -> dict:
 # (the ledgers a claim compares with are the solutions', so a claim never depends on a student's stub)
 
 SHORT_ROWS = (256, 512, 1024)
+EXPLAINED_RATIO = 1.5    # a short-row time within this of a launch plus its bytes: those explain it
 
 
 def _short_rows_values(records):
@@ -65,10 +66,12 @@ def _short_rows_values(records):
     block = lab.row_block(cols)
     facts = device.facts()
     resident = min(facts.max_blocks_per_sm * block, facts.max_threads_per_sm)
-    return {"lo": cols, "us": 1e3 * typical_ms(fused), "floor": floor_us, "bytes_us": bytes_us,
-            "model_us": floor_us + bytes_us, "block": block, "blocks_per_sm": facts.max_blocks_per_sm,
-            "filled": resident / facts.max_threads_per_sm,
-            "torch_us": 1e3 * typical_ms(row(softmax, "torch_softmax", cols))}
+    model_us = floor_us + bytes_us
+    us, torch_us = 1e3 * typical_ms(fused), 1e3 * typical_ms(row(softmax, "torch_softmax", cols))
+    return {"lo": cols, "us": us, "floor": floor_us, "bytes_us": bytes_us, "model_us": model_us,
+            "ratio": us / model_us, "torch_ratio": torch_us / model_us, "explained": EXPLAINED_RATIO,
+            "block": block, "blocks_per_sm": facts.max_blocks_per_sm, "filled": resident / facts.max_threads_per_sm,
+            "torch_us": torch_us}
 
 
 def _torch_values(records):
@@ -240,15 +243,16 @@ def _target_values(records):
 
 CLAIMS = [
     Claim("short_rows_are_launches",
-          "At {lo} columns the fused softmax takes {us:.1f} us of GPU time; an empty launch ({floor:.1f} us) "
-          "plus its bytes at copy speed ({bytes_us:.1f} us) would be {model_us:.1f} us ({cost}). Each row is "
-          "a block of {block} threads, and an SM holds at most {blocks_per_sm} blocks: {filled:.0%} of its "
-          "thread slots. torch.softmax takes {torch_us:.1f} us.",
-          headline="short rows ({lo} columns): {us:.1f} us, against {model_us:.1f} us for a launch plus the bytes "
-                   "({cost}); blocks of {block} fill {filled:.0%} of an SM",
+          "At {lo} columns the fused softmax takes {us:.1f} us of GPU time, {ratio:.1f}x an empty launch "
+          "({floor:.1f} us) plus its bytes at copy speed ({bytes_us:.1f} us), a lower bound; "
+          "torch.softmax takes {torch_us:.1f} us, {torch_ratio:.1f}x. Within {explained:.1f}x of the bound counts "
+          "as explained: {cost}. Each row is a block of {block} threads, and an SM holds at most {blocks_per_sm} "
+          "blocks: {filled:.0%} of its thread slots.",
+          headline="short rows ({lo} columns): {us:.1f} us, {ratio:.1f}x a launch plus the bytes (torch.softmax "
+                   "{torch_ratio:.1f}x): {cost}; blocks of {block} fill {filled:.0%} of an SM",
           values=_short_rows_values,
-          checks=(says("cost", "us", ">", "model_us", "slower: the launch does not explain it",
-                       "no slower: the launch and the bytes explain it"),)),
+          checks=(says("cost", "ratio", ">", "explained", "the launch and the bytes do not explain it",
+                       "the launch and the bytes explain it"),)),
     Claim("fused_vs_torch",
           "Over {sizes} row lengths ({lo:,}-{hi:,} columns, medians of the repeats), torch.softmax is "
           "faster than the graded fused kernel at {torch_wins} ({verdict}); the fused kernel is faster at "
