@@ -108,7 +108,7 @@ def draw_bytes_moved(data: dict, title: str, source: str):
     most = max((entry["bytes"] for panel in data["panels"] for entry in panel["arrows"]), default=0) or 1
     columns = max(len({e["array"] for e in panel["arrows"]}) for panel in data["panels"]) or 1
     for ax, panel in zip(axes, data["panels"]):
-        for y, label in ((0.0, "memory (HBM)"), (3.2, "the chip: SMs, registers")):
+        for y, label in ((0.0, "global memory: the bytes requested"), (3.2, "the chip: SMs, registers")):
             ax.add_patch(FancyBboxPatch((0.05, y), columns - 0.1, 0.8, boxstyle="round,pad=0.02",
                                         facecolor="white", edgecolor=BLACK, linewidth=2))
             ax.text(columns / 2, y + 0.4, label, ha="center", va="center", fontsize=16)
