@@ -358,6 +358,18 @@ def test_an_issue_order_submits_depth_first_or_breadth_first_and_names_a_bad_one
         issue_in_order("sideways", [(0, 1)], ["a"], *submits)
 
 
+def test_breadth_first_loses_in_the_model_only_where_a_stream_holds_two_chunks():
+    """Lab 07's pipeline_issue_order: with a host that costs nothing, 8 chunks (a copy 1, a kernel 1
+    on every SM) on 4 streams take 10 depth first (one engine per direction: 8 copies in, the last
+    kernel, its copy out); breadth first, stream s's first kernel waits for its second copy in and
+    its first copy out for its second kernel, so the copies out start late: 16. On 8 streams, one
+    chunk each, the order costs nothing."""
+    from experiments.lab07_measure import modelled_pipeline_ms
+    assert modelled_pipeline_ms("depth_first", 4, 8, 1.0, 1.0, 4) == pytest.approx(10.0)
+    assert modelled_pipeline_ms("breadth_first", 4, 8, 1.0, 1.0, 4) == pytest.approx(16.0)
+    assert modelled_pipeline_ms("breadth_first", 8, 8, 1.0, 1.0, 4) == pytest.approx(10.0)
+
+
 @pytest.mark.parametrize("given", ["breadth_first_pipeline"])
 def test_the_tuning_steps_given_pipelines_give_the_labs_result(given):
     """A tuning step's given pipeline computes what the lab's does (the simulator, 37 elements)."""
