@@ -1,5 +1,5 @@
 """Lab 07's measurements (GPU only), each in a fresh process (`in_fresh_process`), and the block-
-scheduler model they are compared with. KERNELLAB_HOT_PATH=python: on the recorder's Python hot path."""
+scheduler model they are compared with."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import numpy as np
 from kernellab import scheduler
 from kernellab.course import reference
 from kernellab.course import target as course_target
-from kernellab.gpu import checks, device, hooks, timing
+from kernellab.gpu import checks, device, timing
 from kernellab.gpu.timeline import (
-    Makespan, Timeline, TimelineData, on_python_hot_path, recorder_cost, reserve_events, windows_in_turn)
+    Makespan, Timeline, TimelineData, recorder_cost, reserve_events, windows_in_turn)
 from kernellab.kernels import resources
 from kernellab.show.progress import progress_bar
 
@@ -280,8 +280,8 @@ def modelled_pipeline_ms(order: str, streams: int, chunks: int, copy_ms: float, 
 def measure_pipeline(lab) -> dict:
     """Copy/compute overlap of the chunked pipeline, pinned and pageable: without the recorder (the
     makespans of the pipeline, its copies alone and its kernels alone) and by the recorder's own
-    events; the recorder's cost per op and what it does to the pipeline's time (on the Python hot
-    path too, where it is compiled); each tuning step a student could try."""
+    events; the recorder's cost per op and what it does to the pipeline's time; each tuning step a
+    student could try."""
     cuda = device.cuda()
     rng = np.random.default_rng(7)
     pinned_x = cuda.pinned_array(PIPELINE_N, dtype=np.float32)
@@ -341,8 +341,6 @@ def measure_pipeline(lab) -> dict:
         run = functools.partial(lab.pipeline, host_x, iters, streams, PIPELINE_CHUNKS, host_out, buffers)
         ways = {**without_recorder(host_x, host_out, PIPELINE_CHUNKS),
                 "bare": (contextlib.nullcontext, run), "recorded": (recording, run)}
-        if hooks.hot_path() is not None and memory == "pinned":
-            ways["recorded_python"] = (on_python_hot_path(functools.partial(recorder_of, memory, streams)), run)
         figures = windows_in_turn(ways, PIPELINE_REPS)
         windows = {name: figure["window"] for name, figure in figures.items()}
         checks.assert_matches(host_out, lab.busy_reference(host_x, iters), rtol=1e-5, what=f"{memory} pipeline")
@@ -354,9 +352,6 @@ def measure_pipeline(lab) -> dict:
                          "bare_window_ms": spread(windows["bare"]), "recorder_slowdown": slowdown["median"],
                          "recorder_slowdowns": slowdown, "events": middle.events,
                          "problems": saved_too_much(bare["hidden_fractions"]), "timeline": middle.data.as_dict()}
-        if "recorded_python" in windows:
-            cases[memory].update(python_hot_path_window_ms=spread(windows["recorded_python"]),
-                                 python_hot_path_slowdowns=paired_ratio(windows["recorded_python"], windows["bare"]))
     steps = {}
     for name, (chunks, used, order, why) in PIPELINE_STEPS.items():
         pinned_out[:] = np.nan                        # each step's own result is checked below
@@ -373,23 +368,18 @@ def measure_pipeline(lab) -> dict:
 
 
 def measure_in_process(lab, name: str, reps: int = REPS) -> dict:
-    """Record `name`, measured in this process, whose hardware queues were set before CUDA started
-    (KERNELLAB_HOT_PATH=python: on the recorder's Python hot path throughout)."""
+    """Record `name`, measured in this process, whose hardware queues were set before CUDA started."""
     connections = CONNECTIONS_OF.get(name, MAIN_CONNECTIONS)
     if os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") != str(connections):
         raise RuntimeError(f"lab 07 {name} needs CUDA_DEVICE_MAX_CONNECTIONS={connections} set before "
                            f"CUDA starts: measure it through in_fresh_process")
-    hot_path = os.environ.get("KERNELLAB_HOT_PATH", "")
-    if hot_path not in ("", "python"):
-        raise RuntimeError(f"KERNELLAB_HOT_PATH={hot_path!r}: leave it unset, or set it to python")
-    with hooks.python_hot_path() if hot_path == "python" else contextlib.nullcontext():
-        bps = busy_blocks_per_sm(lab)
-        if name in CONCURRENCY_RECORD.values():
-            return measure_concurrency(lab, bps, reps)
-        iters = calibrate_iters(lab, FEW_BLOCKS, KERNEL_MS, device.cuda().stream())
-        return {"default_stream": lambda: measure_default_stream(lab, iters, reps),
-                "events_vs_barriers": lambda: measure_events_vs_barriers(lab, iters, reps),
-                "pipeline": lambda: measure_pipeline(lab)}[name]()
+    bps = busy_blocks_per_sm(lab)
+    if name in CONCURRENCY_RECORD.values():
+        return measure_concurrency(lab, bps, reps)
+    iters = calibrate_iters(lab, FEW_BLOCKS, KERNEL_MS, device.cuda().stream())
+    return {"default_stream": lambda: measure_default_stream(lab, iters, reps),
+            "events_vs_barriers": lambda: measure_events_vs_barriers(lab, iters, reps),
+            "pipeline": lambda: measure_pipeline(lab)}[name]()
 
 
 def in_fresh_process(name: str):

@@ -98,7 +98,7 @@ def validate(lab, seed: int = 0) -> list[str]:
 
 def recorder_figures(pipeline: dict) -> dict:
     """The pipeline's recorder per op over its floor (one event after the call) and over the bare call,
-    the worse of a launch and a copy, on each hot path the record has; the pinned pipeline's slowdown."""
+    the worse of a launch and a copy; the pinned pipeline's slowdown."""
     costs, pinned = pipeline["recorder"], pipeline["cases"]["pinned"]
 
     def worst(key, less=None):
@@ -106,12 +106,7 @@ def recorder_figures(pipeline: dict) -> dict:
     figures = {"over_floor_us": worst("inferred_starts_over_bare_us", "event_after_only_over_bare_us"),
                "recorder_us_per_op": worst("inferred_starts_over_bare_us"),
                "floor_us_per_op": worst("event_after_only_over_bare_us"),
-               "pipeline_slowdown": pinned["recorder_slowdown"], "hot_path": costs["launch"].get("hot_path")}
-    if "inferred_starts_python_over_bare_us" in costs["launch"]:
-        figures["python_over_floor_us"] = worst("inferred_starts_python_over_bare_us", "event_after_only_over_bare_us")
-    if "python_hot_path_window_ms" in pinned:
-        figures.update(pipeline_recorded_ms=pinned["pipeline_ms"]["median"],
-                       pipeline_recorded_python_ms=pinned["python_hot_path_window_ms"]["median"])
+               "pipeline_slowdown": pinned["recorder_slowdown"]}
     return figures
 
 

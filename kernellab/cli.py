@@ -19,8 +19,6 @@ def cmd_info(args) -> int:
           f"{facts.registers_per_sm} registers/SM, {facts.max_shared_per_sm // 1024} KiB shared/SM, "
           f"{facts.l2_bytes // 2**20} MiB L2  [{facts.source}]")
     print(f"target:  {target.current()} (KERNELLAB_TARGET)")
-    from kernellab.gpu import timeline
-    print(f"recorder: {timeline.hot_path_words()}")
     for name, version in device.versions().items():
         if name != "mode":
             print(f"{name + ':':<15}{version}")

@@ -57,7 +57,7 @@ fi
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) changed files"
   echo "stages: ${stages:-none}; labs: ${labs:-all}; tests: ${TESTS:-tests}; repeat: ${REPEAT:-3}"
   echo "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset} (lab 07 sets its own per process)"
-  python3 -m kernellab.cli info   # its "recorder:" line: whether the install compiled the hot path
+  python3 -m kernellab.cli info
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,temperature.gpu,persistence_mode,compute_mode --format=csv
   ncu --version 2>&1 | tail -n 1
 } > "$out/logs/provenance.txt" 2>&1

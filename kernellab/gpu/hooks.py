@@ -18,12 +18,9 @@ few API functions and methods. The launch recorder (`launches`), the stream time
 A handler that only needs to act before and after the call (a Timeline's: note the op, record an
 event on each side) can be a `Bracket(before, after)` instead: while it is the only subscription
 for a launch or a device array's copy, the call runs in the hook's own frame with no function
-made to proceed with (on a GPU, no launch object either); that is the recorder's hot path, and its
+made to proceed with (on a GPU, no launch object either); that is the recorder's per-op path, and its
 cost is what `kernellab bench 07` reports. A launch's and a copy's `before` get the op described,
-not the call's arguments (see Bracket). Where kernellab was installed with a C compiler, that path
-is compiled (`_hotpath.CopyHook`, `_hotpath.LaunchHook`, kernellab/gpu/_hotpath.c): the compiled
-hook runs a call its sole Bracket takes, exactly as the Python hook here does, and hands every
-other call to the Python hook; `python_hot_path()` opens hooks with the Python versions only.
+not the call's arguments (see Bracket).
 
 Subscribers nest: each hooked call passes through every open subscription, the first opened
 outermost, and then runs (or, during a graph capture, is captured: `replace_launch`). A call
@@ -42,11 +39,6 @@ import threading
 from typing import Any, Callable, NamedTuple
 
 from kernellab.gpu import device
-
-try:   # the hot path compiled (kernellab/gpu/_hotpath.c), where `pip install` had a C compiler
-    from kernellab.gpu import _hotpath as _compiled
-except ImportError:
-    _compiled = None
 
 LAUNCH = "launch"
 # Operation -> (where it lives in the simulator, where on a GPU): "module:attribute", or
@@ -133,7 +125,7 @@ class _DispatchedLaunch(tuple):
         return bool(self[0].targetoptions.get("debug"))
 
     def recorded(self) -> tuple:
-        """(name, stream, (grid, block), captured), as KernelLaunch.recorded: one call on the hot path."""
+        """(name, stream, (grid, block), captured), as KernelLaunch.recorded: one call per launch."""
         dispatcher, _, config, captured = self
         return dispatcher.py_func.__name__, config.stream, (config.griddim, config.blockdim), captured
 
@@ -197,9 +189,7 @@ class _Subscription:
         self.brackets = {op: h for op, h in handlers.items() if isinstance(h, Bracket)}
         self.arounds = {op: _around_of(op, h) if isinstance(h, Bracket) else h for op, h in handlers.items()}
         self.replace_launch = replace_launch
-        # per thread, whether it is busy: the compiled flag where the hooks are compiled (they read it
-        # directly, with no thread-local dictionary to look in)
-        self._local = _compiled.BusyFlag() if _compiled is not None else _BusyFlag()
+        self._local = _BusyFlag()
 
     def run(self, handler: Callable, proceed: Callable, *args, **kwargs):
         """handler(proceed, *args, **kwargs) with this subscription busy; `proceed()` alone if it
@@ -227,32 +217,8 @@ _chains: dict[str, tuple[_Subscription, ...]] = {}
 _replacing: _Subscription | None = None
 # For a launch or a copy, (its busy flag, before, after) while exactly one subscription handles it,
 # with a Bracket (and, for launches, none replaces them): the call then runs in the hook's frame.
-# (Other operations have no hot path: their hooks always go through the subscriptions.)
+# (Other operations have no such short way: their hooks always go through the subscriptions.)
 _sole_brackets: dict[str, tuple] = {}
-# Operation -> its installed compiled hook (_hotpath.CopyHook or LaunchHook), which is told its sole
-# Bracket (`sole`) whenever the subscriptions change, rather than looking it up on each call.
-_compiled_hooks: dict[str, Any] = {}
-
-
-def hot_path():
-    """The compiled hot path (kernellab.gpu._hotpath) hooks and timelines opened now use, or None:
-    the Python versions (no C compiler at install, or inside `python_hot_path`)."""
-    return _compiled
-
-
-@contextlib.contextmanager
-def python_hot_path():
-    """Hooks installed and timelines opened inside this block use the Python hot path, as an install
-    without a C compiler does (`kernellab bench 07` compares the two)."""
-    global _compiled
-    with _lock:
-        if _subscriptions:
-            raise RuntimeError("python_hot_path(): open it before any subscription, which has its hooks already")
-        kept, _compiled = _compiled, None
-    try:
-        yield
-    finally:
-        _compiled = kept
 
 
 def _index_subscriptions():
@@ -267,8 +233,6 @@ def _index_subscriptions():
         if (len(chain) == 1 and operation in chain[0].brackets and (operation in _COPY_METHODS or
                                                                     operation == LAUNCH and not _replacing)):
             _sole_brackets[operation] = (chain[0]._local, *chain[0].brackets[operation])
-    for operation, hook in _compiled_hooks.items():
-        hook.sole = _sole_brackets.get(operation)
 
 
 def _through(operation: str, run: Callable, *args, **kwargs):
@@ -364,26 +328,11 @@ def _install_launch() -> Callable[[], None]:
         finally:
             local.busy = False
 
-    CUDADispatcher.call = _compiled_hook(LAUNCH, dispatch, original)
+    CUDADispatcher.call = dispatch
 
     def undo():
         CUDADispatcher.call = original
-        _compiled_hooks.pop(LAUNCH, None)
     return undo
-
-
-def _compiled_hook(operation: str, hooked: Callable, original: Callable) -> Callable:
-    """`hooked` (the Python hook) behind its compiled twin where there is one: the twin runs a call
-    its sole Bracket takes, as `hooked` does, and hands every other call to `hooked`."""
-    if _compiled is None:
-        return hooked
-    if operation == LAUNCH:
-        hook = _compiled.LaunchHook(original, hooked)
-    else:
-        hook = _compiled.CopyHook(original, hooked, operation == "copy_to_host", _COPY_METHODS[operation])
-    hook.sole = _sole_brackets.get(operation)
-    _compiled_hooks[operation] = hook
-    return hook
 
 
 def _install(operation: str) -> Callable[[], None]:
@@ -398,15 +347,10 @@ def _install(operation: str) -> Callable[[], None]:
         owner = getattr(owner, class_name)
     original = getattr(owner, name)
     if operation in _COPY_METHODS:
-        setattr(owner, name, _compiled_hook(operation, _hooked_copy(operation, original, _COPY_METHODS[operation]),
-                                            original))
+        setattr(owner, name, _hooked_copy(operation, original, _COPY_METHODS[operation]))
+        return lambda: setattr(owner, name, original)
 
-        def undo():
-            setattr(owner, name, original)
-            _compiled_hooks.pop(operation, None)
-        return undo
-
-    def hooked(*args, **kwargs):   # not a hot path (an allocation, an event, a synchronization)
+    def hooked(*args, **kwargs):   # no short way (an allocation, an event, a synchronization)
         return _through(operation, functools.partial(original, *args, **kwargs), *args, **kwargs)
 
     setattr(owner, name, hooked)
@@ -416,7 +360,7 @@ def _install(operation: str) -> Callable[[], None]:
 # The device array's two copy methods, `(self, ary, stream=0)`, and what `ary` defaults to (_REQUIRED:
 # nothing, copy_to_device needs it). Their hooks take the same arguments by name rather than as
 # *args and **kwargs: packing and unpacking those took ~0.3 of the ~0.7 us a trace-only copy added
-# on this project's 2-core machine, where it is the hot path of every pipeline's copies.
+# on this project's 2-core machine, where it runs on every copy a pipeline's recorder watches.
 _REQUIRED = object()
 _COPY_METHODS = {"copy_to_device": _REQUIRED, "copy_to_host": None}
 
@@ -461,7 +405,7 @@ def subscribe(replace_launch: Callable | None = None, **arounds: Callable):
     """Hand the calls named in `arounds` (LAUNCH or a key of OPERATIONS) to
     `around(proceed, *the call's arguments)` while the block runs; `proceed()` goes on with the
     call and returns its result. A launch's handler gets `(proceed, launch)`, a KernelLaunch. A
-    handler may instead be a Bracket (before and after the call; the hot path's kind).
+    handler may instead be a Bracket (before and after the call; the recorder's kind).
 
     `replace_launch(launch, run)` takes over running each kernel (graph capture: record instead
     of running, or run on the capture stream); one subscription at a time may hold it.

@@ -365,7 +365,7 @@ INSIDE_CAPTURE = ("this timeline was opened inside a graph capture: the launches
 # ~4-5x a laptop-class CPU on this path). So the recorder keeps the events of closed timelines for
 # the next one (creating them only when it has none spare, or in `reserve_events`, outside the
 # measured work), records them with the driver's cuEventRecord directly, keeps one tuple of plain
-# values per op, and reaches the hot path through the hooks' one-subscription short way.
+# values per op, and reaches each op through the hooks' one-subscription short way.
 SPARE_EVENTS_KEPT = 1 << 15
 _spare_events: list = []      # (event, its handle as an int), ready for the next timeline
 
@@ -376,7 +376,7 @@ def _new_event(cuda) -> tuple:
 
 
 def _spare_event(cuda) -> tuple:
-    """A spare event, or a new one if none is left (off the hot path, which inlines this)."""
+    """A spare event, or a new one if none is left (off the per-op path, which inlines this)."""
     return _spare_events.pop() if _spare_events else _new_event(cuda)
 
 
@@ -391,7 +391,7 @@ def reserve_events(ops: int) -> None:
 @functools.cache
 def _event_recorder():
     """record(event handle, stream handle), both ints, returning the driver's CUresult: the
-    recorder's hot path. cuEventRecord through ctypes, or cuda.bindings' wrapper where ctypes
+    recorder's per-op path. cuEventRecord through ctypes, or cuda.bindings' wrapper where ctypes
     cannot load the driver. Stream 0 is the legacy default stream, as in numba-cuda."""
     import ctypes
     try:
@@ -403,47 +403,14 @@ def _event_recorder():
         return lambda event, stream: int(driver.cuEventRecord(event, stream)[0])
 
 
-def hot_path_words() -> str:
-    """Which hot path a timeline opened now runs, in words (its `events` end with them)."""
-    if hooks.hot_path() is not None:
-        return "hot path compiled (kernellab/gpu/_hotpath.c)"
-    return "hot path in Python (kernellab was installed without a C compiler, or inside hooks.python_hot_path)"
-
-
-def _driver_address(record):
-    """What the compiled recorder records with: the driver's cuEventRecord by its address where
-    `record` is that function through ctypes, else `record` itself (cuda.bindings' wrapper, a
-    test's fake driver), which it calls."""
-    import ctypes
-    if isinstance(record, ctypes._CFuncPtr):
-        return ctypes.cast(record, ctypes.c_void_p).value
-    return record
-
-
-_PERF_COUNTER = time.perf_counter
-_PERF_COUNTER_IS_MONOTONIC = time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)"
-
-
-def _compiled_clock():
-    """None where the compiled hot path may read the host clock itself (time.perf_counter's own:
-    CLOCK_MONOTONIC, as on Linux), else the clock it is to call (another platform's, a test's)."""
-    return None if time.perf_counter is _PERF_COUNTER and _PERF_COUNTER_IS_MONOTONIC else time.perf_counter
-
-
-def events_around(call, stream, before: bool = True, compiled: bool = False):
+def events_around(call, stream, before: bool = True):
     """`call` bracketed by two of the recorder's pooled events on `stream` (`before=False`: only the
     one after it, as the pipeline's recorder times an op whose start it infers), recorded as the
     recorder records them, with no hook and no trace: what the events alone add to an op, the part
-    of the recorder's cost that timing itself needs (`kernellab bench 07` measures it beside the
-    whole). `compiled=True`: that part's floor, the call and one call of the compiled module's
-    `record` (the driver by its address, as the compiled recorder records; no ctypes), on events of
-    the closure's own, the same ones every time."""
+    of the recorder's cost that timing itself needs, its floor (`kernellab bench 07` measures it
+    beside the whole)."""
     record, key = _event_recorder(), Timeline._key(stream)
     cuda = device.cuda()
-    if compiled:
-        if hooks.hot_path() is None:
-            raise RuntimeError("events_around(compiled=True) needs the compiled hot path: " + hot_path_words())
-        return _compiled_events_around(call, key, before, _driver_address(record), cuda)
 
     def bracketed():
         start = _spare_events.pop() if _spare_events else _new_event(cuda)
@@ -461,36 +428,22 @@ def events_around(call, stream, before: bool = True, compiled: bool = False):
     return bracketed if before else followed
 
 
-def _compiled_events_around(call, key, before: bool, driver: int, cuda):
-    """events_around(compiled=True)'s call."""
-    record = functools.partial(hooks.hot_path().record, driver)
-    events = (_new_event(cuda), _new_event(cuda))   # kept with the call: their handles must stay valid
-    start, end = (handle for _, handle in events)
-
-    def bracketed():
-        record(start, key)
-        call()
-        record(end, key)
-
-    def followed():
-        call()
-        record(end, key)
-    way = bracketed if before else followed
-    way.events = events
-    return way
-
-
 class _StreamKeys(dict):
-    """id(stream) -> (its key, the stream): each stream object's key (`Timeline._key`) worked out
-    once; the object is kept beside it, so its id cannot be reused while the dict lives."""
+    """id(stream) -> its key (`Timeline._key`), worked out once per stream object, so that on the hot
+    path a stream's key is one look-up (by id: a stream need not be hashable). The streams are kept
+    (`held`), so an id cannot be reused while the dict lives."""
+
+    def __init__(self):
+        super().__init__()
+        self.held = []
 
     def of(self, stream):
-        known = self.get(id(stream))
-        return known[0] if known is not None else self.remember(stream)
+        key = self.get(id(stream))
+        return key if key is not None else self.remember(stream)
 
     def remember(self, stream):
-        key = Timeline._key(stream)
-        self[id(stream)] = (key, stream)
+        self.held.append(stream)
+        key = self[id(stream)] = Timeline._key(stream)
         return key
 
 
@@ -524,8 +477,7 @@ class Timeline:
     as the timeline opened, untimed events there, and events after ops did not (2026-12-02).
     An idle stream's first op then starts when the host had submitted it, uncertain back to the
     opening event.
-    `tl.events` says in words what was timed, and which hot path ran (compiled, or Python: see
-    `_timing_brackets`), for the record.
+    `tl.events` says in words what was timed, for the record.
     """
 
     _active = None
@@ -553,7 +505,7 @@ class Timeline:
         self.source = source
         self._trace = Trace()
         self._submitted: list = []    # (kind, label or bytes, stream key, host seconds, extra): the ops
-        #                               noted on the hot path, plain values only (see _start)
+        #                               noted per op, plain values only (see _timing_brackets)
         self._rows: dict = {}
         self._stream_keys = _StreamKeys()
         self._keep: list = []         # events seen, so their ids stay unique
@@ -567,7 +519,6 @@ class Timeline:
         self._opened: dict = {}
         self._ready: dict = {}
         self._returned: dict = {}
-        self._log = None              # the compiled recorder, which holds the ops it times until flushed
         self._starts: dict = {}       # once it has run: start_sources()
         self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
         self._data: TimelineData | None = None
@@ -615,9 +566,8 @@ class Timeline:
         return self._trace
 
     def _take_submitted(self) -> None:
-        """Turn the ops noted on the hot path into the trace's Ops: their labels, rows and sizes
+        """Turn the ops noted per op into the trace's Ops: their labels, rows and sizes
         are worked out here, once, not while the measured code submits them."""
-        self._flush()
         submitted, trace = self._submitted, self._trace
         for index in range(len(trace), len(submitted)):
             kind, what, key, seconds, extra = submitted[index]
@@ -640,7 +590,6 @@ class Timeline:
         stream work. An event record holds nothing back, on any stream (the window's events that
         `kernellab bench 07` records on the default stream around the call): it changes none."""
         key = _NO_ROW if stream is None else self._stream_keys.of(stream)
-        self._flush()                   # the ops timed so far come first, in order
         self._submitted.append((kind, label, key, time.perf_counter(), event))
         if not self._ready or kind == "record":
             return
@@ -649,21 +598,11 @@ class Timeline:
         else:
             self._ready.pop(key, None)
 
-    def _flush(self) -> None:
-        """The ops the compiled recorder holds handed to the containers the rest of the timeline reads
-        (`_submitted`, `_ends`, `_own_starts`, `_returned`), in order (`_hotpath.Recorder.flush`)."""
-        if self._log is not None:
-            self._log.flush()
-
     @property
     def events(self) -> str:
-        """What the timeline timed, and which hot path it ran (`hot_path_words`), in words (for a
-        record that uses it)."""
-        return f"{self._timed_words()}; {hot_path_words()}"
-
-    def _timed_words(self) -> str:
+        """What the timeline timed, in words (for a record that uses it)."""
         if not self.timed_kinds:
-            return "no event on the hot path: every op in the trace with its host submission time, none timed"
+            return "no event per op: every op in the trace with its host submission time, none timed"
         kinds = "launches and copies" if self.timed_kinds == TIMED_KINDS else " and ".join(self.timed_kinds)
         if not self.infer_starts:
             return (f"a pair of CUDA events around each of its {kinds} (events reused and recorded "
@@ -677,88 +616,87 @@ class Timeline:
 
     def _timing_brackets(self):
         """(start, end): the two halves of every timed launch and copy (a hooks.Bracket), the
-        recorder's hot path, with what they read bound once. What they cost is `kernellab bench
-        07`'s recorder cost.
+        recorder's per-op path, with what they read bound once. What they cost over their floor, one
+        event recorded after the call, is `kernellab bench 07`'s recorder_over_floor.
 
         start(kind, what, stream, dims, captured) notes the op (`what`: a kernel's name, a copy's
         bytes; `dims`: a kernel's (grid, block)) and returns its index, unless it is captured into a
         graph (not run: nothing to time yet) or its kind is not timed; it records a start event on
         the op's stream unless the op's start can be inferred (see the class). end(index) records
         the op's end event and, when starts are inferred, notes when the host's submission returned
-        (what bounds an inferred start). Which op an inferred start follows is worked out when the
-        data are collected, not here: each line of Python on this path cost ~0.1-0.2 us on the
-        H200's host, where the same lines take ~0.02 us on this project's 2-core machine (2026-12-04:
-        that host runs the driver's own work for the op between them). They keep plain values
-        only (no launch configuration, stream or array per op: holding those made the garbage
-        collector's passes grow with the trace, ~1-2 us per op here), and time with pooled events
-        recorded by the driver directly. Where kernellab was installed with a C compiler, the two
-        halves are compiled (`_hotpath.Recorder`): the same steps, with the driver called by its
-        address; on the H200 that halved what the pipeline's recorder costs a copy (Lab 07's claim
-        recorder_over_floor prints both). The compiled halves hold each op in a C array until the
-        timeline reads its containers (`_flush`), so the op's tuple, floats, index and dict entries
-        are made then, not on the hot path, where they cost ~1.2 us per op (2026-12-04)."""
-        compiled = hooks.hot_path()
-        if compiled is not None:     # the same, in C (kernellab/gpu/_hotpath.c), flushed into the same containers
-            recorder = compiled.Recorder(
-                self._submitted, self._stream_keys, self._stream_keys.remember, self._ready, _SPECIAL_ROWS,
-                self._timing, _spare_events, functools.partial(_new_event, self._cuda), self._ends,
-                self._own_starts, self._returned, _driver_address(self._record), self.infer_starts,
-                _compiled_clock())
-            self._flush()            # (halves made again: what the last ones hold comes first)
-            self._log = recorder
-            return recorder.start, recorder.end
-        known_key, remember = self._stream_keys.get, self._stream_keys.remember
+        (what bounds an inferred start).
+
+        Per op, on the path a pipeline takes (a timed op whose start is inferred), that is all:
+        start looks the stream's key up in one dict (its handle, worked out at the stream's first
+        op), reads the host clock, appends one tuple of plain values to the trace's list and
+        checks that the stream is ready; end takes a pooled event, records it with the driver's
+        cuEventRecord directly (as the floor does) and stores it and the host clock under the op's
+        index. Everything else happens off this path: `_not_inferred` for an op that is not (a
+        stream's own start event, an untimed op), `_take_submitted` for the trace's Ops, labels
+        and rows when it is read, `_collect` for which op an inferred start follows, once the block
+        has ended. Each line here counts: a line of Python on this path cost ~0.1-0.2 us on the
+        H200's host against ~0.02 us on this project's 2-core machine (2026-12-04: that host runs
+        the driver's own work for the op between them). The tuple holds plain values only (no
+        launch configuration, stream or array: holding those made the garbage collector's passes
+        grow with the trace, ~1-2 us per op here)."""
+        keys, remember = self._stream_keys, self._stream_keys.remember
         submitted, clock = self._submitted, time.perf_counter
         note, ready, timing = submitted.append, self._ready, self._timing
-        spare, cuda, record = _spare_events, self._cuda, self._record
-        ends, own_starts, returned = self._ends, self._own_starts, self._returned
-        inferring = self.infer_starts
+        spare, new_event, record = _spare_events, functools.partial(_new_event, self._cuda), self._record
+        ends, returned, not_inferred = self._ends, self._returned, self._not_inferred
 
         def start(kind, what, stream, dims=None, captured=False):
-            known = known_key(id(stream))
-            key = known[0] if known is not None else remember(stream)
+            try:
+                key = keys[id(stream)]
+            except KeyError:
+                key = remember(stream)
             index = len(submitted)
             note((kind, what, key, clock(), dims))
-            if captured or kind not in timing:     # not timed: the op after it on its stream gets
-                if ready and key in _SPECIAL_ROWS:  # a start event of its own
-                    ready.clear()
-                elif ready:
-                    ready.pop(key, None)
-                return None
-            if key not in ready:
-                started = own_starts[index] = spare.pop() if spare else _new_event(cuda)
-                if record(started[1], key):
-                    raise RuntimeError(f"cuEventRecord failed on {self.row(stream)}")
-                if inferring:
-                    if key in _SPECIAL_ROWS:   # the default streams wait for the others, and they for
-                        ready.clear()          # them: no start is inferred across default-stream work
-                    else:
-                        ready[key] = True
-            return index
+            if key in ready and kind in timing and not captured:
+                return index
+            return not_inferred(index, kind, key, captured)
 
         def end(index):
-            if index is None:
-                return
-            ended = ends[index] = spare.pop() if spare else _new_event(cuda)
-            if record(ended[1], submitted[index][2]):
-                raise RuntimeError(f"cuEventRecord failed on stream handle {submitted[index][2]}")
-            if inferring:
+            if index is not None:
+                ended = ends[index] = spare.pop() if spare else new_event()
+                if record(ended[1], submitted[index][2]):
+                    raise RuntimeError(f"cuEventRecord failed on stream handle {submitted[index][2]}")
                 returned[index] = clock()
         return start, end
 
+    def _not_inferred(self, index: int, kind: str, key, captured: bool) -> int | None:
+        """start's path for an op whose start is not inferred: one not timed (captured into a graph,
+        or of a kind not timed: the op after it on its stream gets a start event of its own; None),
+        or a timed op with a start event of its own, recorded here on its stream (its index)."""
+        ready = self._ready
+        if captured or kind not in self._timing:
+            if ready and key in _SPECIAL_ROWS:
+                ready.clear()
+            elif ready:
+                ready.pop(key, None)
+            return None
+        started = self._own_starts[index] = _spare_events.pop() if _spare_events else _new_event(self._cuda)
+        if self._record(started[1], key):
+            raise RuntimeError(f"cuEventRecord failed on stream handle {key}")
+        if self.infer_starts:
+            if key in _SPECIAL_ROWS:   # the default streams wait for the others, and they for
+                ready.clear()          # them: no start is inferred across default-stream work
+            else:
+                ready[key] = True
+        return index
+
     def _noting(self):
-        """The trace-only hot path (`timed=()`, or the simulator): the op noted and nothing else,
+        """The trace-only per-op path (`timed=()`, or the simulator): the op noted and nothing else,
         with what that reads bound once."""
-        compiled = hooks.hot_path()
-        if compiled is not None:
-            return compiled.Noter(self._submitted, self._stream_keys, self._stream_keys.remember,
-                                  _compiled_clock()).note
-        known_key, remember = self._stream_keys.get, self._stream_keys.remember
+        keys, remember = self._stream_keys, self._stream_keys.remember
         append, clock = self._submitted.append, time.perf_counter
 
         def note(kind, what, stream, dims=None, captured=False):
-            known = known_key(id(stream))
-            append((kind, what, known[0] if known is not None else remember(stream), clock(), dims))
+            try:
+                key = keys[id(stream)]
+            except KeyError:
+                key = remember(stream)
+            append((kind, what, key, clock(), dims))
         return note
 
     def _event_key(self, event) -> int:
@@ -767,7 +705,7 @@ class Timeline:
 
     def _handlers(self) -> dict:
         """What the timeline notes, per numba-cuda operation (see kernellab.gpu.hooks): launches and
-        copies as Brackets (the hot path), the rest around the call."""
+        copies as Brackets (the per-op path), the rest around the call."""
         start, end = self._timing_brackets() if self._timing else (self._noting(), None)
 
         launch = functools.partial(start, "kernel")   # (name, stream, dims, captured): no frame of its own
@@ -848,7 +786,6 @@ class Timeline:
             self._subscription.__exit__(*exc)
         finally:
             Timeline._active = None
-        self._flush()
         if self.timed:
             try:
                 if exc[0] is None:
@@ -863,7 +800,7 @@ class Timeline:
 
     def _collect(self) -> TimelineData:
         """The spans of the timed ops. An op with no start event of its own had, on its stream, a
-        timed op just before it or the stream's opening event (the hot path records one otherwise):
+        timed op just before it or the stream's opening event (the per-op path records one otherwise):
         it starts at that op's end, or when its submission returned if that was later."""
         elapsed = functools.partial(device.cuda().event_elapsed_time, self._origin[0])
         submitted, own_starts = self._submitted, self._own_starts
@@ -1070,8 +1007,9 @@ class Makespan:
         keys, pending = self._keys, self._pending
 
         def op(stream) -> None:       # every op's one frame of its own: it is what the block costs per op
-            known = keys.get(id(stream))                   # _StreamKeys.of, in this frame
-            key = known[0] if known is not None else keys.remember(stream)
+            key = keys.get(id(stream))                     # _StreamKeys.of, in this frame
+            if key is None:
+                key = keys.remember(stream)
             if self._start is None:
                 self._start = self._recorded(key)
                 if self._declared:    # every declared stream ends with the block; no op after this is seen
@@ -1167,16 +1105,6 @@ COST_METHOD = ("per op, the median over the reps of (the way's host time per cal
                "events reserved before")
 
 
-def on_python_hot_path(opened):
-    """`opened` (an instrument's factory) on the Python hot path: its hooks installed and its halves
-    made inside hooks.python_hot_path (`kernellab bench 07` compares the two hot paths)."""
-    @contextlib.contextmanager
-    def way():
-        with hooks.python_hot_path(), opened() as instrument:
-            yield instrument
-    return way
-
-
 def windows_in_turn(ways: dict, reps: int, warmup: int = 2) -> dict[str, dict[str, list[float]]]:
     """Each way's window in ms (two events on the default stream around its call) and, for a way
     opened in a Makespan, its makespan too; the ways taken in turn within every rep, in an order
@@ -1204,17 +1132,12 @@ def windows_in_turn(ways: dict, reps: int, warmup: int = 2) -> dict[str, dict[st
 def recorder_cost(calls: dict, stream, reps: int = 150, inner: int = 100) -> dict:
     """What a Timeline(infer_starts=True) on `stream` (one event after each op) costs the host per
     call over the call bare, and its floor: the call with one event recorded after it, as the
-    recorder records it, with no hook and no trace (`events_around`); where the hot path is compiled,
-    the same recorder on the Python hot path and the floor recorded from C too. `calls`: name -> a
+    recorder records it, with no hook and no trace (`events_around`). `calls`: name -> a
     call on `stream`. Per call: `bare_us` and, per way, `<way>_over_bare_us` (the median paired
     difference, COST_METHOD) and `<way>_over_bare_spread_us`. GPU only."""
     recorder = functools.partial(Timeline, infer_starts=True, streams=(stream,))
     ways = {"bare": (contextlib.nullcontext, None), "inferred_starts": (recorder, None),
             "event_after_only": (contextlib.nullcontext, lambda call: events_around(call, stream, before=False))}
-    if hooks.hot_path() is not None:
-        ways["inferred_starts_python"] = (on_python_hot_path(recorder), None)
-        ways["event_after_compiled"] = (contextlib.nullcontext,
-                                        lambda call: events_around(call, stream, before=False, compiled=True))
     reserve_events(reps * (inner + timing.SETTLE_CALLS) + inner)
 
     def spread(values) -> dict:
@@ -1228,12 +1151,12 @@ def recorder_cost(calls: dict, stream, reps: int = 150, inner: int = 100) -> dic
         result[name] = {"bare_us": spread([1e3 * t for t in taken["bare"].samples_ms]),
                         **{f"{way}_over_bare_us": float(np.median(d)) for way, d in over.items()},
                         **{f"{way}_over_bare_spread_us": spread(d) for way, d in over.items()},
-                        "method": COST_METHOD, "hot_path": hot_path_words()}
+                        "method": COST_METHOD}
     return result
 
 
 @functools.lru_cache(maxsize=256)
-def _size_label(direction: str, nbytes: int) -> str:   # formatted once per size: it is on the hot path
+def _size_label(direction: str, nbytes: int) -> str:   # formatted once per size, not per op
     return f"{direction} {nbytes / 1e6:.3g} MB"
 
 

@@ -48,17 +48,3 @@ def fresh_venv():
         return venv / "bin" / "python"
 
     return make
-
-
-@pytest.fixture(params=["compiled", "python"])
-def hot_path(request):
-    """Each test twice: with the recorder's compiled hot path (kernellab/gpu/_hotpath.c) and with the
-    Python one it stands in for, which an install without a C compiler runs: the two must agree."""
-    from kernellab.gpu import hooks
-    if request.param == "python":
-        with hooks.python_hot_path():
-            yield request.param
-    elif hooks.hot_path() is None:
-        pytest.skip("the compiled hot path is not built here (pip install found no C compiler)")
-    else:
-        yield request.param

@@ -8,7 +8,6 @@ from kernellab.gpu.launches import record_launches
 from kernellab.gpu.timeline import Timeline
 
 cuda = device.cuda()
-pytestmark = pytest.mark.usefixtures("hot_path")   # each test on the compiled hot path and on the Python one
 
 
 @cuda.jit

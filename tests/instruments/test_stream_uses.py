@@ -8,8 +8,7 @@ from kernellab.gpu import device
 from kernellab.gpu.timeline import Timeline
 
 cuda = device.cuda()
-pytestmark = [pytest.mark.skipif(not device.is_simulator(), reason="the use recorder meters kernels in the simulator"),
-              pytest.mark.usefixtures("hot_path")]   # each test on the compiled hot path and on the Python one
+pytestmark = pytest.mark.skipif(not device.is_simulator(), reason="the use recorder meters kernels in the simulator")
 
 
 @cuda.jit

@@ -9,7 +9,6 @@ from kernellab.gpu.timeline import DEFAULT_ROW, Span, Timeline, TimelineData, pl
 from kernellab.gpu.timing import NoTiming
 
 cuda = device.cuda()
-pytestmark = pytest.mark.usefixtures("hot_path")   # each test on the compiled hot path and on the Python one
 
 
 @cuda.jit
