@@ -53,8 +53,8 @@ def chain_reference(x, coeffs, times=1):
 
 @cuda.jit
 def affine_step_kernel(x, a, b):
-    # 08.1: x[i] = a * x[i] + b in place for this thread's element; threads past the end do
-    # nothing. Budget: 1 global read and 1 global write per thread, about 3 lines.
+    # 08.1 (about 3 lines): x[i] = a * x[i] + b in place for this thread's element; threads past
+    # the end do nothing. Budget: 1 global read and 1 global write per thread.
     raise NotImplementedError("Lab 08.1: affine_step_kernel")
 
 
@@ -62,9 +62,9 @@ def affine_step_kernel(x, a, b):
 
 def pipeline(x, coeffs, stream=0, block=DEFAULT_BLOCK):
     """x = a_k * (... (a_1 * x + b_1) ...) + b_k in place, one launch per (a, b); returns x."""
-    # 08.2: one launch of affine_step_kernel per (a, b), one thread per element, every launch
-    # on `stream`: a capture records only what goes to its stream. Returns x. Budget: about 4
-    # lines. Stuck? Hint 08.2 in notebook 08.
+    # 08.2 (about 4 lines): one launch of affine_step_kernel per (a, b), one thread per element in
+    # blocks of `block` threads (the fewest blocks that cover x), every launch on `stream`: a
+    # capture records only what goes to its stream. Returns x. Hint 08.2 in notebook 08.
     raise NotImplementedError("Lab 08.2: pipeline")
 
 
@@ -89,16 +89,16 @@ class BatchedPipeline:
 
     def build(self, batch):
         """The static buffer for `batch` rows and the graph of the pipeline on it."""
-        # 08.3: returns (buffer, graph): a (batch, features) float32 device buffer and the graph
-        # of `pipeline` on it, with self.coeffs and self.block. Contract: the graph replays the
-        # pipeline on this buffer, whatever it holds then. Budget: about 3 lines. Stuck? Hint 08.3.
+        # 08.3 (about 3 lines): returns (buffer, graph): a (batch, features) float32 device buffer
+        # and the graph of `pipeline` on it, with self.coeffs and self.block. Contract: the graph
+        # replays the pipeline on this buffer, whatever it holds then. Hint 08.3 in notebook 08.
         raise NotImplementedError("Lab 08.3: BatchedPipeline.build")
 
     def __call__(self, x, stream=0):
         """The pipeline applied to x (batch, features); returns the batch size's static buffer."""
-        # 08.4: the pipeline on x through its batch size's graph, built once per size. Contract:
-        # ValueError naming the shape unless x is (batch >= 1, self.features); work goes on
-        # `stream`; returns that size's static buffer. Budget: about 7 lines. Stuck? Hint 08.4.
+        # 08.4 (about 7 lines): the pipeline on x through its batch size's graph, built once per
+        # size. Contract: ValueError naming the shape unless x is (batch >= 1, self.features); work
+        # goes on `stream`; returns that size's static buffer. Hint 08.4 in notebook 08.
         raise NotImplementedError("Lab 08.4: BatchedPipeline.__call__")
 
 
@@ -111,16 +111,17 @@ def idle_gap_fraction(total_ms, kernel_ms, kernels):
     is. It is a measurement problem to report (the kernel time or the total is wrong), never a
     gap of 0: a metric clamped to 0 would hide it.
     """
-    # 08.5: ValueError unless kernels >= 1 and kernel_ms > 0. Budget: about 4 lines.
+    # 08.5 (about 4 lines): ValueError unless kernels >= 1 and kernel_ms > 0.
     raise NotImplementedError("Lab 08.5: idle_gap_fraction")
 
 
 def reconstructed_timeline(kernel_ms, total_ms, kernels):
     """(start, end) in ms of each kernel, if they ran `kernel_ms` each with equal gaps in `total_ms`:
-    the last one ends at `total_ms`. A total below the kernels' sum gives negative gaps, so the
-    bars overlap: the measurement problem shows in the picture instead of being hidden."""
-    # 08.6: ValueError unless kernels >= 1 and kernel_ms > 0; gaps only between kernels, all
-    # equal. Budget: about 5 lines. Stuck? Hint 08.6 in notebook 08.
+    the last one ends at `total_ms`. A lone kernel has no gap to stretch: it runs from 0 to
+    `kernel_ms`. A total below the kernels' sum gives negative gaps, so the bars overlap: the
+    measurement problem shows in the picture instead of being hidden."""
+    # 08.6 (about 5 lines): ValueError unless kernels >= 1 and kernel_ms > 0; gaps only between
+    # kernels, all equal. Hint 08.6 in notebook 08.
     raise NotImplementedError("Lab 08.6: reconstructed_timeline")
 
 

@@ -122,8 +122,9 @@ def idle_gap_fraction(total_ms, kernel_ms, kernels):
 
 def reconstructed_timeline(kernel_ms, total_ms, kernels):
     """(start, end) in ms of each kernel, if they ran `kernel_ms` each with equal gaps in `total_ms`:
-    the last one ends at `total_ms`. A total below the kernels' sum gives negative gaps, so the
-    bars overlap: the measurement problem shows in the picture instead of being hidden."""
+    the last one ends at `total_ms`. A lone kernel has no gap to stretch: it runs from 0 to
+    `kernel_ms`. A total below the kernels' sum gives negative gaps, so the bars overlap: the
+    measurement problem shows in the picture instead of being hidden."""
     if kernels < 1 or kernel_ms <= 0:
         raise ValueError(f"need kernels >= 1 and kernel_ms > 0, got {kernels} and {kernel_ms}")
     idle = total_ms - kernels * kernel_ms             # signed: negative gaps overlap the bars
