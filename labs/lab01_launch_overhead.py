@@ -108,7 +108,8 @@ def sum8_kernel(a, b, c, d, e, f, g, h, out):
 def sum8(arrays, out=None, block=DEFAULT_BLOCK):
     """out = the element-wise sum of 8 equally long device arrays, in one launch."""
     # Contract: ValueError unless there are exactly 8 arrays of one size; `out=None` allocates
-    # it on the device; returns out. Budget: exactly one launch of sum8_kernel.
+    # it on the device; returns out. Budget: exactly one launch of sum8_kernel, in blocks of
+    # `block` threads.
     raise NotImplementedError("Lab 01.2: sum8")
 
 
@@ -162,7 +163,8 @@ def scale_rows_kernel(x, a, out):
 def scale_rows(x, a, out=None, block=(DEFAULT_BLOCK, 1)):
     """out = a * x for a (rows, n) batch in one 2D launch: pays the launch cost once."""
     # Contract: `out=None` allocates it on the device; returns out. Budget: exactly one launch of
-    # scale_rows_kernel, whatever the number of rows. Hint 01.3 in the notebook.
+    # scale_rows_kernel, whatever the number of rows, in blocks of `block` (threads along a row,
+    # then across rows), the fewest that cover the batch. Hint 01.3 in the notebook.
     raise NotImplementedError("Lab 01.3: scale_rows")
 
 
