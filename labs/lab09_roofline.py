@@ -183,7 +183,8 @@ def transpose_kernel(x, out):
     # 09.7: out[c, r] = x[r, c] through a padded (TILE, PADDED) shared tile, one block of
     # (TILE, BLOCK_ROWS) threads per TILE x TILE tile (transpose_grid). Contract: reads and writes
     # both coalesced, no shared-memory bank conflict (the tests count both), any rows and cols.
-    # Budget: 1 global read and 1 global write per element, about 14 lines. Stuck? Hint 09.7.
+    # Budget: 1 global read and 1 global write per element, about 14 lines. Hint 09.7 in
+    # notebook 09.
     raise NotImplementedError("Lab 09.7: transpose_kernel")
 
 

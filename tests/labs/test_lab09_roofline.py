@@ -3,7 +3,9 @@
 The pure-Python parts are checked against the formulas their docstrings state, on ceilings and
 kernels drawn fresh each run (seed printed), with cases each classic bug cannot pass: a unit
 left unconverted, a bound read from intensity alone, the requested bytes taken for DRAM bytes.
-The kernels run on awkward non-square sizes into poisoned outputs; the traffic meter counts their
+The kernels' correctness tests draw their shapes and block sizes (Hypothesis, within the
+contract: 1 row or column, exact multiples of the block or the tile, awkward sizes) and run into
+poisoned outputs; the budget tests run on awkward non-square sizes, and the traffic meter counts their
 memory budget and, on the same kind of launch, the sectors of each warp request (coalescing) and
 the wavefronts of each shared-memory access (bank conflicts).
 """
@@ -14,6 +16,8 @@ import pytest
 
 from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect_coalesced, expect_conflict_free
+from kernellab.grading.contract import clause
+from kernellab.grading.drawn import drawn, integers, one_of
 from kernellab.grading.tape import kernel_resources, meter, record_launches
 
 cuda = device.cuda()
@@ -40,12 +44,16 @@ def close(got, want, what):
 # --- 09.1 - 09.3 ----------------------------------------------------------------------------------
 
 @pytest.mark.points(1)
-def test_intensity(lab, rng):
-    """intensity is FLOP per byte, 0 for no FLOPs, and rejects bad input."""
-    for _ in range(5):
-        flops, nbytes = float(rng.uniform(1, 1e12)), int(rng.integers(1, 10**10))
-        close(lab.intensity(flops, nbytes), flops / nbytes, f"intensity({flops}, {nbytes})")
+@drawn(examples=10, flops=integers(0, 10**13), nbytes=integers(1, 10**11))
+def test_intensity(lab, rng, flops, nbytes):
+    """intensity is FLOP per byte, a real number (drawn: integer counts, 0 FLOPs and 1 byte
+    included), 0 for no FLOPs, and rejects bad input."""
+    close(lab.intensity(flops, nbytes), flops / nbytes, f"intensity({flops}, {nbytes})")
+    real = float(rng.uniform(1, 1e12))
+    close(lab.intensity(real, 4096), real / 4096, f"intensity({real}, 4096)")
+    close(lab.intensity(3, 2), 1.5, "intensity(3, 2), a real number")
     assert lab.intensity(0, 4096) == 0
+    close(lab.intensity(7, 1), 7.0, "intensity(7, 1), 1 byte: the limit")
     for bad in ((1e6, 0), (1e6, -8), (-1.0, 64)):
         with pytest.raises(ValueError):
             lab.intensity(*bad)
@@ -104,10 +112,16 @@ def expected_point(flops, nbytes, seconds, ceilings):
     return intensity, flops / seconds, roof, 100 * flops / seconds / roof
 
 
+POINT_FIELDS = ("intensity", "attained", "roof", "pct_of_roof")
+
+
 def assert_point(got, want, what):
-    assert len(got) == 4, f"{what}: return (intensity, attained, roof, pct_of_roof), got {got!r}"
-    for name, g, w in zip(("intensity", "attained", "roof", "pct_of_roof"), got, want):
-        close(g, w, f"{what}: {name}")
+    """A RooflinePoint (its fields read by name, so a plain tuple fails) equal to the formulas."""
+    missing = [name for name in POINT_FIELDS if not hasattr(got, name)]
+    assert not missing, f"{what}: return RooflinePoint(intensity, attained, roof, pct_of_roof), got {got!r}"
+    assert len(got) == 4, f"{what}: return RooflinePoint(intensity, attained, roof, pct_of_roof), got {got!r}"
+    for name, w in zip(POINT_FIELDS, want):
+        close(getattr(got, name), w, f"{what}: {name}")
 
 
 @pytest.mark.points(2)
@@ -148,30 +162,34 @@ def test_profile_point_uses_dram_bytes(lab, rng):
 
 # --- 09.6: coalescing ----------------------------------------------------------------------------
 
-def scale_case(lab, rng, rows_range=(5, 12)):
+def scale_case(rng, rows_range=(5, 12)):
+    """An awkward non-square matrix and its row scales, for the budget tests."""
     rows = int(rng.integers(*rows_range))
     cols = checks.awkward_size(rng, 32, 1, 2)
-    x, scale = checks.nonzero(rng, (rows, cols)), checks.nonzero(rng, rows)
-    return x, scale, lab.scale_rows_reference(x, scale)
+    return checks.nonzero(rng, (rows, cols)), checks.nonzero(rng, rows)
 
 
 @pytest.mark.points(2)
-def test_scale_rows_matches_numpy(lab, rng):
-    """out[r, c] = x[r, c] * scale[r] on non-square awkward matrices, in one launch."""
-    for rows_range in ((5, 12), (33, 40)):
-        x, scale, ref = scale_case(lab, rng, rows_range)
-        out = checks.poisoned(x.shape)
-        with record_launches() as launches:
-            lab.scale_rows(cuda.to_device(x), cuda.to_device(scale), out=out)
-        checks.assert_launched(launches, "scale_rows_kernel", count=1)
-        checks.assert_matches(out, ref, rtol=1e-6, what=f"scale_rows on {x.shape}")
+@drawn(examples=4, rows=integers(1, 24), cols=integers(1, 40), block=one_of(128, 32, 64, 256),
+       always=({"rows": 4, "cols": 64, "block": 32},    # an exact multiple of the block
+               {"rows": 1, "cols": 37, "block": 64}))   # one row
+def test_scale_rows_matches_numpy(lab, rng, rows, cols, block):
+    """out[r, c] = x[r, c] * scale[r] in one launch of the launcher's shape, for any matrix and
+    block size (drawn: 1 row or column, non-square, exact multiples of the block, blocks of 32 to 256)."""
+    x, scale = checks.nonzero(rng, (rows, cols)), checks.nonzero(rng, rows)
+    out = checks.poisoned(x.shape)
+    with record_launches() as launches:
+        lab.scale_rows(cuda.to_device(x), cuda.to_device(scale), out=out, block=block)
+    checks.assert_launched(launches, "scale_rows_kernel", count=1)
+    checks.assert_matches(out, lab.scale_rows_reference(x, scale), rtol=1e-6,
+                          what=f"scale_rows on {x.shape} in blocks of {block}")
 
 
 @simulator_only
 @pytest.mark.points(1)
 def test_scale_rows_memory_budget(lab, rng):
     """Budget: per element 1 read of x, 1 read of scale, 1 write of out."""
-    x, scale, _ = scale_case(lab, rng)
+    x, scale = scale_case(rng)
     d_x, d_scale, out = cuda.to_device(x), cuda.to_device(scale), checks.poisoned(x.shape)
     with meter(x=d_x, scale=d_scale, out=out) as traffic:
         lab.scale_rows(d_x, d_scale, out=out)
@@ -184,7 +202,7 @@ def test_scale_rows_memory_budget(lab, rng):
 def test_scale_rows_is_coalesced(lab, rng):
     """Neighbouring lanes touch neighbouring bytes: about 4 sectors per request for x and out, the
     ideal for 4-byte lanes (the strided kernel needs up to 32)."""
-    x, scale, _ = scale_case(lab, rng, (33, 40))
+    x, scale = scale_case(rng, (33, 40))
     d_x, d_scale, out = cuda.to_device(x), cuda.to_device(scale), checks.poisoned(x.shape)
     with meter(x=d_x, scale=d_scale, out=out, trace=("global",)) as traffic:
         lab.scale_rows(d_x, d_scale, out=out)
@@ -206,15 +224,19 @@ def transpose_cases(rng):
 
 
 @pytest.mark.points(3)
-def test_transpose_matches_numpy(lab, rng):
-    """out = x.T on wide and tall awkward matrices, one launch (stress mode: blocks and threads
-    in shuffled order, shared memory poisoned)."""
-    for x in transpose_cases(rng):
-        out = checks.poisoned(x.shape[::-1])
-        with record_launches() as launches:
-            lab.transpose(cuda.to_device(x), out=out)
-        checks.assert_launched(launches, "transpose_kernel", count=1)
-        checks.assert_matches(out, lab.transpose_reference(x), rtol=0, what=f"transpose of {x.shape}")
+@drawn(examples=2, rows=integers(1, 70), cols=integers(1, 40),
+       always=({"rows": 64, "cols": 32},    # exact multiples of the tile, two tiles along the rows
+               {"rows": 1, "cols": 7}))     # one row
+def test_transpose_matches_numpy(lab, rng, rows, cols):
+    """out = x.T for any rows and cols, one launch (drawn: 1 row or column, exact multiples of the
+    tile, wide, tall, several tiles each way; stress mode: blocks and threads in shuffled order,
+    shared memory poisoned)."""
+    x = checks.nonzero(rng, (rows, cols))
+    out = checks.poisoned(x.shape[::-1])
+    with record_launches() as launches:
+        lab.transpose(cuda.to_device(x), out=out)
+    checks.assert_launched(launches, "transpose_kernel", count=1)
+    checks.assert_matches(out, lab.transpose_reference(x), rtol=0, what=f"transpose of {x.shape}")
 
 
 @simulator_only
@@ -255,3 +277,61 @@ def test_transpose_tile_is_padded(lab):
     assert used == want, (f"transpose_kernel uses {used} bytes of shared memory; a (TILE, TILE + 1) "
                           f"float32 tile is {want}")
 
+
+
+# --- The contract: each clause the stubs state, and the graded checks that exercise it -----------
+
+CONTRACT = [
+    clause("intensity", "Arithmetic intensity in FLOP per byte;", "test_intensity"),
+    clause("intensity", "ValueError for flops < 0 or nbytes <= 0.", "test_intensity"),
+    clause("intensity", "FILL ME IN (roughly 3 lines): reject flops < 0 or nbytes <= 0 with ValueError, then divide.",
+           "test_intensity"),
+    clause("time_model", "The least time each ceiling allows, in seconds: {\"memory\", \"compute\", \"launch\"}.",
+           "test_time_model_in_seconds"),
+    clause("time_model", "memory: nbytes at copy_gbps (GB/s = 1e9 B/s);", "test_time_model_in_seconds"),
+    clause("time_model", "compute: flops at fp32_fma_tflops (1e12 FLOP/s);", "test_time_model_in_seconds"),
+    clause("time_model", "launch: launch_floor_ms (1e-3 s), the cost of a launch that does nothing.",
+           "test_time_model_in_seconds"),
+    clause("time_model", "No input check is asked for: the tests pass flops > 0 and nbytes > 0 only, so checks like "
+           "intensity's (a ValueError) are fine too.", "test_time_model_in_seconds"),
+    clause("time_model", "FILL ME IN (roughly 3 lines): one dict, every time in seconds (mind the units).",
+           "test_time_model_in_seconds"),
+    clause("bound", "Which ceiling bounds the kernel: the key of time_model's largest time.", "test_bound_classifies"),
+    clause("bound", "On an exact tie any of the tied keys is right (the tests draw no ties).", "test_bound_classifies"),
+    clause("bound", "FILL ME IN (roughly 2 lines): the slowest ceiling is the one that bounds the kernel.",
+           "test_bound_classifies"),
+    clause("roofline_point", "A kernel on the roofline: intensity = flops / dram_bytes, attained = flops / seconds, "
+           "roof = min(FP32 FMA peak, intensity * copy bandwidth), both in FLOP/s, and pct_of_roof = 100 * attained "
+           "/ roof.", "test_roofline_point"),
+    clause("roofline_point", "ValueError for seconds <= 0.", "test_roofline_point"),
+    clause("roofline_point", "The tests pass flops > 0 and dram_bytes > 0 only: with a zero there is no point on a "
+           "log-log roofline, and what yours does then (intensity's ValueError, a ZeroDivisionError) is not graded.",
+           "test_roofline_point"),
+    clause("roofline_point", "FILL ME IN (roughly 6 lines): ValueError for seconds <= 0;", "test_roofline_point"),
+    clause("roofline_point", "intensity from the DRAM bytes;", "test_roofline_point"),
+    clause("roofline_point", "attained and roof in FLOP/s;", "test_roofline_point"),
+    clause("roofline_point", "return RooflinePoint(intensity, attained, roof, pct_of_roof).", "test_roofline_point",
+           "test_profile_point_uses_dram_bytes"),
+    clause("profile_point", "roofline_point of a profile row (PROFILE_FORMAT): its flops over its DRAM bytes, read "
+           "+ write;", "test_profile_point_uses_dram_bytes"),
+    clause("profile_point", "`seconds` is the bench timing (ncu's gpu_time_ns is measured under the profiler).",
+           "test_profile_point_uses_dram_bytes"),
+    clause("profile_point", "FILL ME IN (roughly 2 lines): which of the row's byte counts did the DRAM really move?",
+           "test_profile_point_uses_dram_bytes"),
+    clause("scale_rows_kernel", "FILL ME IN (roughly 5 lines): the same result and the same 1D launch as "
+           "scale_rows_strided_kernel (the launcher's: one thread per element), but lanes i and i + 1 take "
+           "neighbouring columns of one row.", "test_scale_rows_matches_numpy", "test_scale_rows_is_coalesced"),
+    clause("scale_rows_kernel", "A grid-stride loop over i passes too: under that launch it runs once per thread.",
+           "test_scale_rows_matches_numpy"),
+    clause("scale_rows_kernel", "Budget: per element 1 read of x, 1 read of scale, 1 write of out;",
+           "test_scale_rows_memory_budget"),
+    clause("scale_rows_kernel", "the tests count them and the sectors per request of your loads and stores.",
+           "test_scale_rows_memory_budget", "test_scale_rows_is_coalesced"),
+    clause("transpose_kernel", "09.7: out[c, r] = x[r, c] through a padded (TILE, PADDED) shared tile, one block of "
+           "(TILE, BLOCK_ROWS) threads per TILE x TILE tile (transpose_grid).", "test_transpose_matches_numpy",
+           "test_transpose_tile_is_padded"),
+    clause("transpose_kernel", "reads and writes both coalesced, no shared-memory bank conflict (the tests "
+           "count both)", "test_transpose_is_coalesced_both_ways"),
+    clause("transpose_kernel", "any rows and cols.", "test_transpose_matches_numpy"),
+    clause("transpose_kernel", "1 global read and 1 global write per element", "test_transpose_memory_budget"),
+]

@@ -39,6 +39,16 @@ MUTANTS = [
      "cuda.shared.array((TILE, PADDED), float32)", "cuda.shared.array((PADDED, TILE), float32)"),
     ("writes read x again, no tile", "            out[r, c] = tile[tx, ty + k]", "            out[r, c] = x[c, r]"),
     ("tile read back untransposed", "            out[r, c] = tile[tx, ty + k]", "            out[r, c] = tile[ty + k, tx]"),
+    # Each of these escaped the checks before issue 56; the check named kills it.
+    ("intensity by floor division, an integer where a real is stated (test_intensity's drawn integer counts)",
+     "    return flops / nbytes\n", "    return flops // nbytes\n"),
+    ("roofline_point returns a plain tuple, not a RooflinePoint (test_roofline_point reads the fields by name)",
+     "    return RooflinePoint(point_intensity, attained, roof, 100.0 * attained / roof)",
+     "    return (point_intensity, attained, roof, 100.0 * attained / roof)"),
+    ("scale_rows_kernel assumes blocks of DEFAULT_BLOCK threads (test_scale_rows_matches_numpy's drawn blocks)",
+     "    i = cuda.grid(1)\n    rows, cols = out.shape\n    if i < rows * cols:\n        row = i // cols",
+     "    i = cuda.blockIdx.x * DEFAULT_BLOCK + cuda.threadIdx.x\n    rows, cols = out.shape\n"
+     "    if i < rows * cols:\n        row = i // cols"),
 ]
 
 ALTERNATIVES = [
