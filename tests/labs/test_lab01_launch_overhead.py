@@ -19,7 +19,7 @@ simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these i
 
 
 @pytest.mark.points(2)
-@drawn(count=integers(1, 12))
+@drawn(examples=4, count=integers(1, 9))
 def test_launch_chain_launches_count_tiny_kernels(lab, rng, count):
     """launch_chain adds `count` to counter[0] with `count` one-thread launches (count drawn), and
     returns the counter; count=0 launches nothing, count < 0 is a ValueError."""
@@ -80,7 +80,8 @@ def launcher_block(block, default):
 
 
 @pytest.mark.points(2)
-@drawn(n=sizes(block=32, most=600), block=one_of(None, 32, 96, 256), given_out=one_of(True, False))
+@drawn(examples=4, n=sizes(block=32, most=300), block=one_of(None, 32, 96, 256),
+       given_out=one_of(True, False))
 def test_sum8_matches_numpy(lab, rng, n, block, given_out):
     """sum8 adds 8 arrays element-wise for any size and block (drawn: awkward sizes, 1, exact
     multiples of the block, the default block), in one launch of blocks of `block`; it returns
@@ -137,8 +138,8 @@ def rows_case(lab, rng, rows=None, n=None):
 
 
 @pytest.mark.points(2)
-@drawn(rows=integers(1, 7), n=sizes(block=32, most=120), block=one_of(None, (32, 2), (16, 4), (64, 1)),
-       given_out=one_of(True, False))
+@drawn(examples=4, rows=integers(1, 6), n=sizes(block=32, most=96),
+       block=one_of(None, (32, 2), (16, 4), (64, 1)), given_out=one_of(True, False))
 def test_scale_rows_one_launch_for_the_batch(lab, rng, rows, n, block, given_out):
     """scale_rows scales a (rows, n) batch in one 2D launch of blocks of `block` (drawn: rows, row
     lengths and blocks, the default among them), the fewest that cover every element, columns
