@@ -62,6 +62,13 @@ OPERATIONS = {
                            "numba.cuda.cudadrv.driver:Stream.synchronize"),
 }
 
+# The device array's two copy methods, `(self, ary, stream=0)`, and what `ary` defaults to (_REQUIRED:
+# nothing, copy_to_device needs it). Their hooks take the same arguments by name rather than as
+# *args and **kwargs: packing and unpacking those took ~0.3 of the ~0.7 us a trace-only copy added
+# on this project's 2-core machine, where it runs on every copy a pipeline's recorder watches.
+_REQUIRED = object()
+_COPY_METHODS = {"copy_to_device": _REQUIRED, "copy_to_host": None}
+
 
 def dim3(dims) -> tuple[int, int, int]:
     if type(dims) is tuple and len(dims) == 3:   # what numba-cuda's launch configuration holds
@@ -215,24 +222,30 @@ _undo: dict[str, Callable[[], None]] = {}    # operation -> puts numba-cuda's or
 # that handle it (the first opened outermost), and the one that replaces launches (a capture).
 _chains: dict[str, tuple[_Subscription, ...]] = {}
 _replacing: _Subscription | None = None
-# For a launch or a copy, (its busy flag, before, after) while exactly one subscription handles it,
-# with a Bracket (and, for launches, none replaces them): the call then runs in the hook's frame.
-# (Other operations have no such short way: their hooks always go through the subscriptions.)
-_sole_brackets: dict[str, tuple] = {}
+# For a launch or a copy, a list of one item that its hook holds: (its busy flag, before, after, or
+# `_no_after` where the Bracket has none) while exactly one subscription handles it, with a Bracket
+# (and, for launches, none replaces them), and the call then runs in the hook's frame; else None. (A
+# hook reads its own list's item: no dict to look in per call. Other operations have no such short
+# way: their hooks always go through the subscriptions.)
+_sole_brackets: dict[str, list] = {operation: [None] for operation in (LAUNCH, *_COPY_METHODS)}
 
 
 def _index_subscriptions():
     global _replacing
     _chains.clear()
-    _sole_brackets.clear()
     _replacing = next((s for s in _subscriptions if s.replace_launch is not None), None)
     for operation in (LAUNCH, *OPERATIONS):
         chain = tuple(s for s in _subscriptions if operation in s.arounds)
         if chain:
             _chains[operation] = chain
-        if (len(chain) == 1 and operation in chain[0].brackets and (operation in _COPY_METHODS or
-                                                                    operation == LAUNCH and not _replacing)):
-            _sole_brackets[operation] = (chain[0]._local, *chain[0].brackets[operation])
+        if operation in _sole_brackets:
+            sole = (chain[0].brackets.get(operation) if len(chain) == 1 and (operation in _COPY_METHODS or
+                                                                              not _replacing) else None)
+            _sole_brackets[operation][0] = (chain[0]._local, sole.before, sole.after or _no_after) if sole else None
+
+
+def _no_after(token) -> None:
+    """A sole Bracket's `after` where it has none: the hooks call it rather than ask, a line less per call."""
 
 
 def _through(operation: str, run: Callable, *args, **kwargs):
@@ -306,10 +319,10 @@ def _install_launch() -> Callable[[], None]:
         return undo
 
     from numba.cuda.dispatcher import CUDADispatcher
-    original = CUDADispatcher.call
+    original, sole_bracket = CUDADispatcher.call, _sole_brackets[LAUNCH]
 
     def dispatch(dispatcher, args, config):
-        sole = _sole_brackets.get(LAUNCH)
+        sole = sole_bracket[0]
         if sole is None:
             launch = _new_launch(_DispatchedLaunch, (dispatcher, args, config, _replacing is not None))
             return _launch(launch, functools.partial(original, dispatcher, args, config))
@@ -322,8 +335,7 @@ def _install_launch() -> Callable[[], None]:
         try:
             token = before(dispatcher.py_func.__name__, config.stream, (config.griddim, config.blockdim), False)
             result = original(dispatcher, args, config)
-            if after is not None:
-                after(token)
+            after(token)
             return result
         finally:
             local.busy = False
@@ -357,14 +369,6 @@ def _install(operation: str) -> Callable[[], None]:
     return lambda: setattr(owner, name, original)
 
 
-# The device array's two copy methods, `(self, ary, stream=0)`, and what `ary` defaults to (_REQUIRED:
-# nothing, copy_to_device needs it). Their hooks take the same arguments by name rather than as
-# *args and **kwargs: packing and unpacking those took ~0.3 of the ~0.7 us a trace-only copy added
-# on this project's 2-core machine, where it runs on every copy a pipeline's recorder watches.
-_REQUIRED = object()
-_COPY_METHODS = {"copy_to_device": _REQUIRED, "copy_to_host": None}
-
-
 def _hooked_copy(operation: str, original: Callable, ary_default) -> Callable:
     """`hooked` of `_install` for a copy method, with the method's own arguments. A call the method
     does not take goes to numba-cuda unwatched, for its own error. With a sole Bracket the copy
@@ -375,14 +379,14 @@ def _hooked_copy(operation: str, original: Callable, ary_default) -> Callable:
     Bracket added +0.25-0.34 us here in the simulator, from +0.41-0.57 before. The copy is
     described for the Bracket (`described_copy`) here too, not in a function of its own: on the
     H200's host each Python call on this path cost ~0.3 us or more."""
-    to_host = operation == "copy_to_host"
+    to_host, sole_bracket = operation == "copy_to_host", _sole_brackets[operation]
 
     def hooked(self, ary=ary_default, stream=0, *more, **named):
-        if ary is _REQUIRED:
-            return original(self, stream=stream, **named)
-        if more or named:
+        if ary is _REQUIRED or more or named:        # numba-cuda's own call, or its own error
+            if ary is _REQUIRED:
+                return original(self, stream=stream, **named)
             return original(self, ary, stream, *more, **named)
-        sole = _sole_brackets.get(operation)
+        sole = sole_bracket[0]
         if sole is None:
             return _through(operation, functools.partial(original, self, ary, stream), self, ary, stream)
         local, before, after = sole          # the sole Bracket, in this frame (as in dispatch)
@@ -394,8 +398,7 @@ def _hooked_copy(operation: str, original: Callable, ary_default) -> Callable:
             token = before("d2d" if hasattr(ary, "copy_to_host") else "h2d", getattr(ary, "nbytes", 0),
                            stream or getattr(self, "stream", 0))
         result = original(self, ary, stream)
-        if after is not None:
-            after(token)
+        after(token)
         return result
     return hooked
 

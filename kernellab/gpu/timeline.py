@@ -509,16 +509,16 @@ class Timeline:
         self._rows: dict = {}
         self._stream_keys = _StreamKeys()
         self._keep: list = []         # events seen, so their ids stay unique
-        # On a GPU, each event an (event, its handle): op index -> its end event; op index -> its start
-        # event, where it has one of its own (an inferred start has none: see _collect); stream key ->
-        # its opening event (`streams`); stream key -> True while its next op's start can be inferred
-        # (its latest op was timed and nothing else was submitted on it since, or it was opened);
-        # op index -> host seconds when its submission returned (inferred starts).
-        self._ends: dict = {}
+        # On a GPU, each event an (event, its handle): per timed op that returned, in order, (its index,
+        # its end event, host seconds when its submission returned: what bounds an inferred start); op
+        # index -> its start event, where it has one of its own (an inferred start has none: see
+        # _collect); stream key -> its opening event (`streams`); stream key -> True while its next
+        # op's start can be inferred (its latest op was timed and nothing else was submitted on it
+        # since, or it was opened).
+        self._ended: list = []
         self._own_starts: dict = {}
         self._opened: dict = {}
         self._ready: dict = {}
-        self._returned: dict = {}
         self._starts: dict = {}       # once it has run: start_sources()
         self._timing: tuple = ()      # the kinds bracketed by events: none until it runs on a GPU
         self._data: TimelineData | None = None
@@ -623,27 +623,29 @@ class Timeline:
         bytes; `dims`: a kernel's (grid, block)) and returns its index, unless it is captured into a
         graph (not run: nothing to time yet) or its kind is not timed; it records a start event on
         the op's stream unless the op's start can be inferred (see the class). end(index) records
-        the op's end event and, when starts are inferred, notes when the host's submission returned
-        (what bounds an inferred start).
+        the op's end event and notes when the host's submission returned (what bounds an inferred
+        start).
 
         Per op, on the path a pipeline takes (a timed op whose start is inferred), that is all:
         start looks the stream's key up in one dict (its handle, worked out at the stream's first
-        op), reads the host clock, appends one tuple of plain values to the trace's list and
-        checks that the stream is ready; end takes a pooled event, records it with the driver's
-        cuEventRecord directly (as the floor does) and stores it and the host clock under the op's
-        index. Everything else happens off this path: `_not_inferred` for an op that is not (a
-        stream's own start event, an untimed op), `_take_submitted` for the trace's Ops, labels
-        and rows when it is read, `_collect` for which op an inferred start follows, once the block
-        has ended. Each line here counts: a line of Python on this path cost ~0.1-0.2 us on the
-        H200's host against ~0.02 us on this project's 2-core machine (2026-12-04: that host runs
-        the driver's own work for the op between them). The tuple holds plain values only (no
-        launch configuration, stream or array: holding those made the garbage collector's passes
-        grow with the trace, ~1-2 us per op here)."""
+        op), reads the host clock, appends one tuple of plain values to the trace's list and checks
+        that the stream is ready; end takes a pooled event, records it with the driver's
+        cuEventRecord directly (as the floor, `events_around`, does) and appends one tuple (the op's
+        index, the event, the host clock) to a list. The hook around them (hooks' sole-Bracket way)
+        reads its busy flag and describes the op. Everything else is left off this path:
+        `_not_inferred` for an op whose start is not inferred (a stream's own start event, an untimed
+        op), `_take_submitted` for the trace's Ops, labels and rows when it is read, `_collect` for
+        which op an inferred start follows and when, once the block has ended. Each line here
+        counts: a line of Python on this path cost ~0.1-0.2 us on the H200's host against ~0.02 us
+        on this project's 2-core machine (2026-12-04: that host runs the driver's own work for the
+        op between them). The tuples hold plain values only (no launch configuration, stream or
+        array: holding those made the garbage collector's passes grow with the trace, ~1-2 us per op
+        here)."""
         keys, remember = self._stream_keys, self._stream_keys.remember
         submitted, clock = self._submitted, time.perf_counter
         note, ready, timing = submitted.append, self._ready, self._timing
         spare, new_event, record = _spare_events, functools.partial(_new_event, self._cuda), self._record
-        ends, returned, not_inferred = self._ends, self._returned, self._not_inferred
+        finished, not_inferred = self._ended.append, self._not_inferred
 
         def start(kind, what, stream, dims=None, captured=False):
             try:
@@ -658,10 +660,10 @@ class Timeline:
 
         def end(index):
             if index is not None:
-                ended = ends[index] = spare.pop() if spare else new_event()
+                ended = spare.pop() if spare else new_event()
                 if record(ended[1], submitted[index][2]):
                     raise RuntimeError(f"cuEventRecord failed on stream handle {submitted[index][2]}")
-                returned[index] = clock()
+                finished((index, ended, clock()))
         return start, end
 
     def _not_inferred(self, index: int, kind: str, key, captured: bool) -> int | None:
@@ -792,8 +794,9 @@ class Timeline:
                     device.cuda().synchronize()
                     self._data = self._collect()
             finally:
-                spare = [self._origin, *self._opened.values(), *self._own_starts.values(), *self._ends.values()]
-                for held in (self._opened, self._own_starts, self._ends, self._ready):
+                spare = [self._origin, *self._opened.values(), *self._own_starts.values(),
+                         *(ended for _, ended, _ in self._ended)]
+                for held in (self._opened, self._own_starts, self._ended, self._ready):
                     held.clear()
                 _spare_events.extend(spare[:max(0, SPARE_EVENTS_KEPT - len(_spare_events))])
         return False
@@ -806,14 +809,14 @@ class Timeline:
         submitted, own_starts = self._submitted, self._own_starts
         latest_end = {key: elapsed(opened[0]) for key, opened in self._opened.items()}   # per stream, ms
         times, bounds = {}, {}    # bounds: per inferred start, how much earlier it may have been, ms
-        for index in sorted(self._ends):
-            key, end_ms = submitted[index][2], elapsed(self._ends[index][0])
+        for index, ended, returned in sorted(self._ended):     # in the order the ops were submitted
+            key, end_ms = submitted[index][2], elapsed(ended[0])
             own = own_starts.get(index)
             if own is not None:
                 times[index] = (elapsed(own[0]), end_ms)
             else:       # inferred: from the op before's end (no end if that op raised: from the origin)
                 before = latest_end.get(key, 0.0)
-                latest = min(end_ms, (self._returned[index] - self._origin_host) * 1e3)
+                latest = min(end_ms, (returned - self._origin_host) * 1e3)
                 bounds[index] = max(0.0, latest - before)
                 times[index] = (before + bounds[index], end_ms)
             latest_end[key] = end_ms
