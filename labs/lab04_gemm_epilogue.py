@@ -28,7 +28,7 @@ Exercises (each stub says `Lab 04.M`; the notebook has a hint for each, collapse
 
 The operation: out = dropout(relu(a @ b + bias)) with a given keep-mask, i.e.
 out[r, c] = max(a[r, :] @ b[:, c] + bias[c], 0) * mask[r, c] / (1 - p).
-a is (M, K), b is (K, N), bias (N,) float32; mask is (M, N) uint8 (1 = keep).
+a is (M, K), b is (K, N), bias (N,) float32; mask is (M, N) uint8 (nonzero = keep).
 Every launcher takes device arrays, `out=None` (allocates) and returns the output.
 
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
@@ -207,8 +207,9 @@ def linear_relu_dropout_unfused(a, b, bias, mask, p, out=None, matmul=None, **ma
 
 @cuda.jit(device=True)
 def bias_relu_dropout(acc, bias, keep, scale):
-    """The finished element: relu(acc + bias), then dropout: 0 unless kept, scaled by 1/(1-p)."""
-    # FILL ME IN. Contract: float32 in, float32 out; no float64 constant (use ZERO).
+    """The finished element: relu(acc + bias), then dropout: 0 unless kept (keep != 0), scaled by
+    1/(1-p)."""
+    # Contract: float32 in, float32 out; no float64 constant (use ZERO).
     raise NotImplementedError("Lab 04.2: bias_relu_dropout")
 
 
@@ -218,10 +219,11 @@ def bias_relu_dropout(acc, bias, keep, scale):
 
 @cuda.jit(device=True)
 def tiled_dot(a, b, row, col):
-    """a[row, :] @ b[:, col] through tile x tile shared tiles, tile = the (square) block's side.
+    """a[row, :] @ b[:, col] through tile x tile shared tiles, tile = the (square) block's side,
+    any from 1 to MAX_TILE.
     Every thread of the block calls it, also those past the edge of C: they help load the tiles,
     and the barriers need them."""
-    # FILL ME IN. Contract: acc = sum over k of a[row, k] * b[k, col], through TILE x TILE tiles of A and B
+    # Contract: acc = sum over k of a[row, k] * b[k, col], through tile x tile tiles of A and B
     # staged in shared memory; out-of-range elements count as ZERO; coalesced global loads (the tests
     # count the sectors per request).
     # Budget: per step, 1 global read of A and 1 of B per thread: A is loaded ceil(N / tile) times in all.
@@ -238,7 +240,7 @@ def matmul_tiled_kernel(a, b, c):
 
 @cuda.jit
 def linear_relu_dropout_tiled_kernel(a, b, bias, mask, scale, out):
-    # FILL ME IN: matmul_tiled_kernel with bias_relu_dropout(acc, bias[col], mask[row, col], scale) stored.
+    # As matmul_tiled_kernel, with bias_relu_dropout(acc, bias[col], mask[row, col], scale) stored.
     # Budget: the matmul's reads, plus 1 read of bias and of mask and 1 write of out per element.
     raise NotImplementedError("Lab 04.2: linear_relu_dropout_tiled_kernel")
 
@@ -276,7 +278,7 @@ def linear_relu_dropout_tiled(a, b, bias, mask, p, out=None, tile=TILE):
 def linear_ledger(m, n, k, fused, block_rows=TILE, block_cols=TILE):
     """The bytes one form of out = dropout(relu(a @ b + bias)) moves, per op and array, for a matmul
     whose blocks compute block_rows x block_cols of C (arrays named a, b, bias, mask, out)."""
-    # FILL ME IN: a Ledger (kernellab.lab) of every op's reads and writes per array, in elements, for the
+    # Contract: a Ledger (kernellab.lab) of every op's reads and writes per array, in elements, for the
     # fused or the unfused form (the notebook's section 3 says what each form moves).
     raise NotImplementedError("Lab 04.3: linear_ledger")
 

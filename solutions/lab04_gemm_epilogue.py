@@ -28,7 +28,7 @@ Exercises (each stub says `Lab 04.M`; the notebook has a hint for each, collapse
 
 The operation: out = dropout(relu(a @ b + bias)) with a given keep-mask, i.e.
 out[r, c] = max(a[r, :] @ b[:, c] + bias[c], 0) * mask[r, c] / (1 - p).
-a is (M, K), b is (K, N), bias (N,) float32; mask is (M, N) uint8 (1 = keep).
+a is (M, K), b is (K, N), bias (N,) float32; mask is (M, N) uint8 (nonzero = keep).
 Every launcher takes device arrays, `out=None` (allocates) and returns the output.
 
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
@@ -207,7 +207,8 @@ def linear_relu_dropout_unfused(a, b, bias, mask, p, out=None, matmul=None, **ma
 
 @cuda.jit(device=True)
 def bias_relu_dropout(acc, bias, keep, scale):
-    """The finished element: relu(acc + bias), then dropout: 0 unless kept, scaled by 1/(1-p)."""
+    """The finished element: relu(acc + bias), then dropout: 0 unless kept (keep != 0), scaled by
+    1/(1-p)."""
     value = acc + bias
     if value > ZERO and keep != 0:
         return value * scale
@@ -220,7 +221,8 @@ def bias_relu_dropout(acc, bias, keep, scale):
 
 @cuda.jit(device=True)
 def tiled_dot(a, b, row, col):
-    """a[row, :] @ b[:, col] through tile x tile shared tiles, tile = the (square) block's side.
+    """a[row, :] @ b[:, col] through tile x tile shared tiles, tile = the (square) block's side,
+    any from 1 to MAX_TILE.
     Every thread of the block calls it, also those past the edge of C: they help load the tiles,
     and the barriers need them."""
     a_tile = cuda.shared.array((MAX_TILE, MAX_TILE), float32)  # a shape must be a constant:

@@ -7,9 +7,12 @@ Tile sizes are small so the simulator stays quick; the code is the same at any t
 
 import numpy as np
 import pytest
+from hypothesis import strategies
 
 from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect, expect_coalesced, expect_only
+from kernellab.grading.contract import clause
+from kernellab.grading.drawn import drawn, integers, one_of, sizes
 from kernellab.grading.tape import meter, record_launches
 from kernellab.gpu.traffic import Ledger
 
@@ -31,12 +34,33 @@ def gemm_case(lab, rng, tile=TILE, k_steps=(2, 3)):
     return a, b, lab.matmul_reference(a, b)
 
 
-def epilogue_case(lab, rng, tile=TILE):
-    a, b, product = gemm_case(lab, rng, tile)
-    m, n = product.shape
+def gemm_shapes():
+    """(tile, m, n, k) within the contract: tiles from 1 to 17 (above TILE; MAX_TILE itself costs a
+    1024-thread block, so test_tiled_matmul_any_tile_and_short_k tries it once), M and N up to two
+    tiles (one for tiles of 1 or 17: the simulator's cost grows with the blocks and threads), K up
+    to three tile steps; awkward sizes, 1, exact multiples of the tile and one either side."""
+    def shapes(tile):
+        side = 2 * tile if 1 < tile <= 8 else tile
+        return strategies.tuples(strategies.just(tile), sizes(block=tile, most=side),
+                                 sizes(block=tile, most=side), sizes(block=tile, most=3 * tile))
+    return one_of(8, 5, 3, 17, 1).flatmap(shapes)
+
+
+def keep_mask(rng, shape):
+    """A keep-mask with about 30% zeros (dropped) and every other value 1 to 255 (kept: nonzero = keep)."""
+    kept = rng.integers(1, 256, size=shape)
+    return np.where(rng.random(shape) < 0.3, 0, kept).astype(np.uint8)
+
+
+def epilogue_case(lab, rng, tile=TILE, shape=None, p=0.3):
+    if shape is None:
+        a, b, product = gemm_case(lab, rng, tile)
+    else:
+        m, n, k = shape
+        a, b = checks.nonzero(rng, (m, k)), checks.nonzero(rng, (k, n))
+    m, n = a.shape[0], b.shape[1]
     bias = checks.nonzero(rng, n)
-    mask = (rng.random((m, n)) >= 0.3).astype(np.uint8)
-    p = 0.3
+    mask = keep_mask(rng, (m, n))
     expected = lab.linear_relu_dropout_reference(a, b, bias, mask, p)
     return a, b, bias, mask, p, expected
 
@@ -51,33 +75,42 @@ def blocks(n, tile):
 
 @simulator_only   # on a GPU too: unwritten shared memory and races show here only
 @pytest.mark.points(2)
-def test_tiled_matmul_matches_numpy(lab, rng):
-    """04.1: the tiled kernel computes a @ b on awkward sizes, one tile x tile block per tile of C."""
-    a, b, expected = gemm_case(lab, rng)
-    m, n = expected.shape
+@drawn(examples=4, shape=gemm_shapes(),
+       always=({"shape": (TILE, 13, 20, 19)},    # awkward everywhere, 2 x 3 blocks: x and y told apart
+               {"shape": (5, 10, 5, 15)}))       # every side an exact multiple of the tile
+def test_tiled_matmul_matches_numpy(lab, rng, shape):
+    """04.1: the tiled kernel computes a @ b, one tile x tile block per tile of C (awkward sides, then
+    sides the tile divides, then drawn: tiles from 1 to 17; awkward sizes, 1, exact multiples of the
+    tile and one either side)."""
+    tile, m, n, k = shape
+    a, b = checks.nonzero(rng, (m, k)), checks.nonzero(rng, (k, n))
     out = checks.poisoned((m, n))
     with record_launches() as launches:
-        result = lab.matmul_tiled(*to_device(a, b), out=out, tile=TILE)
+        result = lab.matmul_tiled(*to_device(a, b), out=out, tile=tile)
     checks.assert_launched(launches, "matmul_tiled_kernel", count=1)
-    assert launches[0].block == (TILE, TILE, 1), launches[0]
-    assert launches[0].grid == (blocks(n, TILE), blocks(m, TILE), 1), launches[0]
-    checks.assert_matches(result, expected, rtol=1e-5, scale=np.abs(a) @ np.abs(b), what="matmul_tiled")
+    assert launches[0].block == (tile, tile, 1), launches[0]
+    assert launches[0].grid == (blocks(n, tile), blocks(m, tile), 1), launches[0]
+    checks.assert_matches(result, lab.matmul_reference(a, b), rtol=1e-5, scale=np.abs(a) @ np.abs(b),
+                          what=f"matmul_tiled, tile {tile}, {m}x{k} @ {k}x{n}")
 
 
 @simulator_only   # on a GPU too: unwritten shared memory and races show here only
 @pytest.mark.points(1)
 def test_tiled_matmul_any_tile_and_short_k(lab, rng):
-    """04.1: an odd tile (5), K shorter than one tile, out allocated by the launcher; a 1 x 1 output
-    whose K is one more than a tile."""
-    tile = 5
-    for m, n, k in ((int(rng.integers(6, 10)), int(rng.integers(6, 10)), int(rng.integers(2, tile))),
-                    (1, 1, tile + 1)):
+    """04.1: tiles at the limits, MAX_TILE (32: the shared tiles hold the largest) and 1; an odd tile
+    (5) with K shorter than one tile; a 1 x 1 output whose K is one more than a tile; out allocated
+    by the launcher."""
+    largest = 32                                  # MAX_TILE
+    for tile, m, n, k in ((largest, int(rng.integers(largest // 2, largest)), largest, largest + 1),
+                          (1, 1, 2, 2),
+                          (5, int(rng.integers(6, 10)), int(rng.integers(6, 10)), int(rng.integers(2, 5))),
+                          (5, 1, 1, 6)):
         a, b = checks.nonzero(rng, (m, k)), checks.nonzero(rng, (k, n))
         with record_launches() as launches:
             result = lab.matmul_tiled(*to_device(a, b), tile=tile)
         checks.assert_launched(launches, "matmul_tiled_kernel", count=1)
         checks.assert_matches(result, lab.matmul_reference(a, b), rtol=1e-5, scale=np.abs(a) @ np.abs(b),
-                              what=f"matmul_tiled, tile 5, {m}x{k} @ {k}x{n}")
+                              what=f"matmul_tiled, tile {tile}, {m}x{k} @ {k}x{n}")
 
 
 @simulator_only
@@ -99,15 +132,21 @@ def test_tiled_matmul_memory_budget(lab, rng):
 
 @simulator_only   # on a GPU too: unwritten shared memory and races show here only
 @pytest.mark.points(2)
-def test_fused_epilogue_matches_numpy(lab, rng):
-    """04.2: dropout(relu(a @ b + bias)) from the tiled kernel, in one launch."""
-    a, b, bias, mask, p, expected = epilogue_case(lab, rng)
+@drawn(examples=4, shape=gemm_shapes(), p=one_of(0.3, 0.0, 0.75),
+       always=({"shape": (TILE, 20, 13, 11), "p": 0.3},   # awkward everywhere, 260 mask values
+               {"shape": (5, 10, 5, 15), "p": 0.3}))      # every side an exact multiple of the tile
+def test_fused_epilogue_matches_numpy(lab, rng, shape, p):
+    """04.2: dropout(relu(a @ b + bias)) from the tiled kernel, in one launch, a mask value kept
+    wherever it is nonzero (1 to 255) (drawn: tiles, shapes and p)."""
+    tile, *sides = shape
+    a, b, bias, mask, p, expected = epilogue_case(lab, rng, shape=sides, p=p)
     out = checks.poisoned(expected.shape)
     with record_launches() as launches:
-        result = lab.linear_relu_dropout_tiled(*to_device(a, b, bias, mask), p, out=out, tile=TILE)
+        result = lab.linear_relu_dropout_tiled(*to_device(a, b, bias, mask), p, out=out, tile=tile)
     checks.assert_launched(launches, "linear_relu_dropout_tiled_kernel", count=1)
     assert len(launches) == 1, f"the fused form is one kernel; saw {launches.names()}"
-    checks.assert_matches(result, expected, rtol=1e-5, what="linear_relu_dropout_tiled")
+    checks.assert_matches(result, expected, rtol=1e-5,
+                          what=f"linear_relu_dropout_tiled, tile {tile}, p {p}, {a.shape} @ {b.shape}")
 
 
 @simulator_only
@@ -144,10 +183,16 @@ def true_ledger(m, n, k, fused, rows, cols):
 
 @pytest.mark.points(1)
 @pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
-def test_linear_ledger_is_right(lab, fused):
-    """04.3: the ledger's bytes per array, for several shapes and block tiles."""
+@drawn(examples=20, m=integers(1, 5000), n=integers(1, 5000), k=integers(1, 5000),
+       rows=one_of(16, 8, 128, 1, 64, 32, 5), cols=one_of(16, 32, 128, 1, 64, 8, 7))
+def test_linear_ledger_is_right(lab, fused, m, n, k, rows, cols):
+    """04.3: the ledger's bytes per array, a Ledger, for listed and drawn shapes and block tiles, and
+    for the default block tile (TILE x TILE)."""
+    default = lab.linear_ledger(m, n, k, fused=fused)
+    assert default == true_ledger(m, n, k, fused, lab.TILE, lab.TILE), (
+        f"linear_ledger({m}, {n}, {k}, fused={fused}) must count blocks of the default TILE x TILE")
     for m, n, k, rows, cols in [(13, 11, 19, 8, 8), (100, 300, 64, 16, 16), (4096, 4096, 4096, 128, 128),
-                                (70, 50, 9, 64, 32)]:
+                                (70, 50, 9, 64, 32), (m, n, k, rows, cols)]:
         got = lab.linear_ledger(m, n, k, fused=fused, block_rows=rows, block_cols=cols)
         want = true_ledger(m, n, k, fused, rows, cols)
         assert isinstance(got, Ledger), f"linear_ledger must return a kernellab.gpu.traffic.Ledger, got {got!r}"
@@ -281,3 +326,39 @@ def test_bad_input_is_a_clear_error(lab):
     bias, mask = cuda.to_device(np.ones(2, np.float32)), cuda.to_device(np.ones((4, 2), np.float32))
     with pytest.raises(ValueError, match="uint8"):
         lab.linear_relu_dropout_tiled(a, cuda.to_device(np.ones((3, 2), np.float32)), bias, mask, 0.1)
+
+
+# --- The contract: each clause the stubs state, and the graded checks that exercise it -----------
+# "float32 in, float32 out" and "no float64 constant": the grader compiles every kernel a graded test
+# launched for a real GPU and fails the test on float64 arithmetic (kernellab.grading.compile_check).
+
+CONTRACT = [
+    clause("bias_relu_dropout", "The finished element: relu(acc + bias), then dropout: 0 unless kept (keep != 0), "
+           "scaled by 1/(1-p).", "test_fused_epilogue_matches_numpy", "test_linear_ledger_agrees_with_the_meter"),
+    clause("bias_relu_dropout", "float32 in, float32 out", "test_fused_epilogue_matches_numpy"),
+    clause("bias_relu_dropout", "no float64 constant (use ZERO).", "test_fused_epilogue_matches_numpy"),
+    clause("tiled_dot", "a[row, :] @ b[:, col] through tile x tile shared tiles, tile = the (square) block's side, "
+           "any from 1 to MAX_TILE.", "test_tiled_matmul_matches_numpy", "test_tiled_matmul_any_tile_and_short_k"),
+    clause("tiled_dot", "Every thread of the block calls it, also those past the edge of C: they help load the "
+           "tiles, and the barriers need them.", "test_tiled_matmul_matches_numpy",
+           "test_fused_epilogue_matches_numpy"),
+    clause("tiled_dot", "acc = sum over k of a[row, k] * b[k, col], through tile x tile tiles of A and B staged in "
+           "shared memory;", "test_tiled_matmul_matches_numpy", "test_tiled_matmul_memory_budget"),
+    clause("tiled_dot", "out-of-range elements count as ZERO", "test_tiled_matmul_matches_numpy",
+           "test_tiled_matmul_any_tile_and_short_k"),
+    clause("tiled_dot", "coalesced global loads (the tests count the sectors per request).",
+           "test_tiled_matmul_memory_budget", "test_fused_epilogue_memory_budget"),
+    clause("tiled_dot", "per step, 1 global read of A and 1 of B per thread: A is loaded ceil(N / tile) times in "
+           "all.", "test_tiled_matmul_memory_budget", "test_fused_epilogue_memory_budget"),
+    clause("linear_relu_dropout_tiled_kernel", "As matmul_tiled_kernel, with bias_relu_dropout(acc, bias[col], "
+           "mask[row, col], scale) stored.", "test_fused_epilogue_matches_numpy",
+           "test_linear_ledger_agrees_with_the_meter"),
+    clause("linear_relu_dropout_tiled_kernel", "the matmul's reads, plus 1 read of bias and of mask and 1 write of "
+           "out per element.", "test_fused_epilogue_memory_budget", "test_linear_ledger_agrees_with_the_meter"),
+    clause("linear_ledger", "The bytes one form of out = dropout(relu(a @ b + bias)) moves, per op and array, for a "
+           "matmul whose blocks compute block_rows x block_cols of C (arrays named a, b, bias, mask, out).",
+           "test_linear_ledger_is_right", "test_linear_ledger_agrees_with_the_meter"),
+    clause("linear_ledger", "a Ledger (kernellab.lab) of every op's reads and writes per array, in elements, for the "
+           "fused or the unfused form (the notebook's section 3 says what each form moves).",
+           "test_linear_ledger_is_right"),
+]

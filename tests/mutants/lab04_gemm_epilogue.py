@@ -1,4 +1,5 @@
-"""Planted bugs in Lab 04's solution: the graded tests must catch every one.
+"""Planted bugs in Lab 04's solution, which the graded tests must catch, and valid alternatives,
+which must score full marks.
 
 (what the bug is, text in solutions/lab04_gemm_epilogue.py, its replacement)
 """
@@ -32,4 +33,28 @@ MUTANTS = [
      "    linear_relu_dropout_unfused(a, b, bias, mask, p, out=out, tile=tile)"),
     ("ledger reads A once per block row", ".add(matmul, \"a\", reads=m * k * blocks_for(n, block_cols))",
      ".add(matmul, \"a\", reads=m * k * blocks_for(m, block_rows))"),
+    ("epilogue keeps only mask value 1, not every nonzero value", "    if value > ZERO and keep != 0:",
+     "    if value > ZERO and keep == 1:"),
+    ("shared tiles sized for TILE (16), not MAX_TILE: a larger tile writes past them",
+     "    a_tile = cuda.shared.array((MAX_TILE, MAX_TILE), float32)  # a shape must be a constant:\n"
+     "    b_tile = cuda.shared.array((MAX_TILE, MAX_TILE), float32)  # room for the largest tile",
+     "    a_tile = cuda.shared.array((TILE, TILE), float32)  # a shape must be a constant:\n"
+     "    b_tile = cuda.shared.array((TILE, TILE), float32)  # room for the largest tile"),
+    ("ledger's default block tile is not TILE x TILE", "def linear_ledger(m, n, k, fused, block_rows=TILE, block_cols=TILE):",
+     "def linear_ledger(m, n, k, fused, block_rows=TILE, block_cols=MAX_TILE):"),
+    ("epilogue computes in float64 (a float literal; the values still agree)", "    value = acc + bias\n",
+     "    value = (acc + bias) * 0.1 * 10.0\n"),
+    ("tiled_dot returns early for threads past the edge of C (they skip the loads and the barriers)",
+     "    n = b.shape[1]\n    acc = ZERO\n", "    n = b.shape[1]\n    acc = ZERO\n    if row >= m or col >= n:\n        return acc\n"),
+    ("fused kernel calls tiled_dot inside its guard (threads past the edge skip the loads and barriers)",
+     "    acc = tiled_dot(a, b, row, col)\n    if row < out.shape[0] and col < out.shape[1]:\n        out[row, col] = bias_relu_dropout(",
+     "    if row < out.shape[0] and col < out.shape[1]:\n        acc = tiled_dot(a, b, row, col)\n        out[row, col] = bias_relu_dropout("),
+]
+
+ALTERNATIVES = [
+    ("the epilogue as one select on the truth of keep",
+     "    value = acc + bias\n    if value > ZERO and keep != 0:\n        return value * scale\n    return ZERO",
+     "    return max(acc + bias, ZERO) * scale if keep else ZERO"),
+    ("tiled_dot counts its tile steps (k0 = step * tile)",
+     "    for k0 in range(0, k_total, tile):", "    for step in range((k_total + tile - 1) // tile):\n        k0 = step * tile"),
 ]
