@@ -2,7 +2,9 @@
 
 Results are checked against NumPy on awkward sizes, outputs poisoned. Which stream each launch and
 copy used, and what waits for what, is read from a `kernellab.gpu.timeline.Timeline` trace: it works
-the same in the simulator (where streams run serially and order cannot be seen by timing).
+the same in the simulator (where streams run serially and order cannot be seen by timing). Counts
+of kernels, streams and chunks, and the arguments of the pure functions, are drawn by Hypothesis
+within each stub's contract.
 """
 
 import numpy as np
@@ -11,6 +13,8 @@ import pytest
 from kernellab.gpu import checks, device
 from kernellab import scheduler
 from kernellab.gpu.timeline import Op, Trace
+from kernellab.grading.contract import clause
+from kernellab.grading.drawn import drawn, integers
 from kernellab.grading.tape import Timeline, pinned_allocations, record_launches
 
 cuda = device.cuda()
@@ -36,23 +40,28 @@ def assert_no_host_waits(trace):
 
 
 @pytest.mark.points(2)
-def test_run_independent_round_robin(lab, rng):
-    """run_independent: right results, kernel k on stream k % S (queued in any order), no default
-    stream, no host waits."""
-    hosts, xs = inputs(rng, 5)
-    streams = [cuda.stream() for _ in range(3)]
+@drawn(examples=2, count=integers(1, 5), stream_count=integers(1, 4),
+       always=({"count": 5, "stream_count": 3},))   # more kernels than streams: k % S wraps around
+def test_run_independent_round_robin(lab, rng, count, stream_count):
+    """run_independent: right results in the outputs given, all of them returned, kernel k on
+    stream k % S (queued in any order), no default stream, no host waits (drawn: 1 to 5 kernels on
+    1 to 4 streams, fewer kernels than streams included)."""
+    hosts, xs = inputs(rng, count)
+    streams = [cuda.stream() for _ in range(stream_count)]
     outs = [checks.poisoned(h.shape) for h in hosts]
     with record_launches(with_args=True) as launched, Timeline() as tl:
         result = lab.run_independent(xs, ITERS, streams, outs)
     launched_for = [launch.args[-1] for launch in launched if launch.name == "busy_kernel"]
     kernels = tl.trace.kernels("busy_kernel")
-    assert len(kernels) == 5, f"expected 5 busy_kernel launches, saw {tl.trace.kernels()}"
+    assert len(kernels) == count, f"expected {count} busy_kernel launches, saw {tl.trace.kernels()}"
     served = [next((k for k, out in enumerate(outs) if out is target), None) for target in launched_for]
-    assert sorted(k for k in served if k is not None) == list(range(5)), \
+    assert sorted(k for k in served if k is not None) == list(range(count)), \
         f"each kernel k writes outs[k], once: the launches wrote outputs {served}"
     got = {k: op.row for k, op in zip(served, kernels)}
-    want = {k: tl.row(streams[k % 3]) for k in range(5)}
-    assert got == want, f"kernel k must go to streams[k % 3]: launched on {got}, want {want}"
+    want = {k: tl.row(streams[k % stream_count]) for k in range(count)}
+    assert got == want, f"kernel k must go to streams[k % {stream_count}]: launched on {got}, want {want}"
+    assert len(result) == count and all(r is out for r, out in zip(result, outs)), \
+        f"run_independent returns the {count} outputs it was given, in order"
     assert_no_host_waits(tl.trace)
     for a in kernels:
         for b in kernels:
@@ -69,7 +78,10 @@ def test_run_independent_allocates_and_rejects_no_streams(lab, rng):
     with Timeline() as tl:
         result = lab.run_independent(xs, ITERS, [cuda.stream()])
     assert len(tl.trace.kernels("busy_kernel")) == 2
+    assert len(result) == 2, f"{len(result)} outputs for 2 inputs"
     for out, h in zip(result, hosts):
+        assert hasattr(out, "copy_to_host"), "outs allocated when None go on the device " \
+                                             "(cuda.device_array_like), not in host memory"
         checks.assert_matches(out, lab.busy_reference(h, ITERS), rtol=1e-5)
     with pytest.raises(ValueError):
         lab.run_independent(xs, ITERS, [])
@@ -94,7 +106,7 @@ def test_diamond_result(lab, rng):
 
 @pytest.mark.points(2)
 def test_diamond_is_ordered_by_events(lab, rng):
-    """diamond: C on s2 after A, D after C through events; B beside C; the host never waits."""
+    """diamond: C on s2 after A, D after C through 2 events; B beside C; the host never waits."""
     x, ref = diamond_case(lab, rng)
     s1, s2 = cuda.stream(), cuda.stream()
     with Timeline() as tl:
@@ -114,21 +126,33 @@ def test_diamond_is_ordered_by_events(lab, rng):
                                           "recorded on s2 after C, waited on s1 before D"
     assert not trace.happens_before(b, c) and not trace.happens_before(c, b), \
         "B and C are serialized: they should be free to run side by side"
+    recorded = trace.of_kind("record")
+    assert len(recorded) == 2, f"{len(recorded)} events recorded: the diamond's budget is 2 (one after A, " \
+                               "one after C)"
     assert_no_host_waits(trace)
     checks.assert_matches(out, ref, rtol=1e-5, what="diamond")
 
 
+def is_integer(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 @pytest.mark.points(1)
-def test_chunk_bounds(lab, rng):
-    """chunk_bounds covers range(n) in chunks whose sizes differ by at most one."""
+@drawn(examples=12, chunks=integers(1, 64), more=integers(0, 3000))
+def test_chunk_bounds(lab, rng, chunks, more):
+    """chunk_bounds covers range(n) in order, in integer chunks whose sizes differ by at most one
+    (drawn: 1 to 64 chunks, n from chunks up; every residue of 600 by 6); ValueError unless
+    1 <= chunks <= n, at the limits too."""
     every_residue = [(600 + extra, 6) for extra in range(6)]   # n % chunks = 0, 1, ..., 5
-    for n, chunks in ((10, 3), (7, 7), (1000, 1), *every_residue, (int(rng.integers(100, 999)), 6)):
-        bounds = lab.chunk_bounds(n, chunks)
-        assert len(bounds) == chunks and bounds[0][0] == 0 and bounds[-1][1] == n, (n, chunks, bounds)
+    for n, pieces in ((chunks + more, chunks), (10, 3), (7, 7), (1000, 1), *every_residue):
+        bounds = lab.chunk_bounds(n, pieces)
+        assert len(bounds) == pieces and bounds[0][0] == 0 and bounds[-1][1] == n, (n, pieces, bounds)
+        assert all(len(piece) == 2 and is_integer(piece[0]) and is_integer(piece[1]) for piece in bounds), \
+            f"chunk_bounds({n}, {pieces}) gives {bounds[:3]}...: (lo, hi) pairs of integers only"
         assert all(hi == lo for (_, hi), (lo, _) in zip(bounds, bounds[1:])), bounds
         sizes = [hi - lo for lo, hi in bounds]
         assert max(sizes) - min(sizes) <= 1, f"chunk sizes {sizes} for n={n}"
-    for bad in ((5, 0), (3, 4)):
+    for bad in ((5, 0), (5, -1), (3, 4), (0, 1)):
         with pytest.raises(ValueError):
             lab.chunk_bounds(*bad)
 
@@ -142,7 +166,8 @@ def pipeline_case(rng, n_low=150, n_high=260):
 
 @pytest.mark.points(2)
 def test_pipeline_result(lab, rng):
-    """pipeline: right values on an awkward size and chunk count, into a given host array."""
+    """pipeline: right values on an awkward size and chunk count, into a given host array; no
+    streams is a ValueError."""
     host_x = pipeline_case(rng)
     host_out = cuda.pinned_array_like(host_x)
     host_out[:] = np.nan
@@ -151,6 +176,8 @@ def test_pipeline_result(lab, rng):
     assert result is host_out, "pipeline must fill and return the host_out it was given"
     assert len(tl.trace.kernels("busy_kernel")) == 4, "one busy_kernel launch per chunk"
     checks.assert_matches(result, lab.busy_reference(host_x, ITERS), rtol=1e-5, what="pipeline")
+    with pytest.raises(ValueError):
+        lab.pipeline(host_x, ITERS, [], 4, host_out=host_out)
 
 
 @pytest.mark.points(2)
@@ -226,23 +253,39 @@ def test_pipeline_is_stream_safe(lab, rng):
 
 
 @pytest.mark.points(2)
-def test_predicted_speedup_matches_the_model(lab):
-    """predicted_speedup equals the scheduler's prediction: S for small kernels, 1 for full ones."""
+@drawn(examples=6, kernels=integers(1, 16), streams=integers(1, 8), blocks=integers(1, 300),
+       blocks_per_sm=integers(1, 8))
+def test_predicted_speedup_matches_the_model(lab, kernels, streams, blocks, blocks_per_sm):
+    """predicted_speedup equals the scheduler's prediction: S for small kernels, 1 for full ones,
+    and the model's ratio on a machine whose host paces launches (drawn: kernels, streams, blocks
+    and blocks per SM)."""
     machine = scheduler.Machine(sm_count=132)
     assert lab.predicted_speedup(16, 4, 8, 1.0, 8, machine) == pytest.approx(4.0)
     assert lab.predicted_speedup(16, 16, 132 * 8, 1.0, 8, machine) == pytest.approx(1.0)
     busy_host = scheduler.Machine(sm_count=132, host_launch_ms=0.1, launch_latency_ms=0.004)
-    for kernels, streams, blocks, bps in ((16, 8, 8, 8), (12, 5, 300, 4), (7, 3, 50, 2)):
-        shape = dict(blocks=blocks, block_ms=0.5, blocks_per_sm=bps)
-        one = scheduler.simulate(scheduler.round_robin(kernels, 1, **shape), busy_host).makespan_ms
-        many = scheduler.simulate(scheduler.round_robin(kernels, streams, **shape), busy_host).makespan_ms
-        got = lab.predicted_speedup(kernels, streams, blocks, 0.5, bps, busy_host)
-        assert got == pytest.approx(one / many), (kernels, streams, blocks, bps)
+    shape = dict(blocks=blocks, block_ms=0.5, blocks_per_sm=blocks_per_sm)
+    one = scheduler.simulate(scheduler.round_robin(kernels, 1, **shape), busy_host).makespan_ms
+    many = scheduler.simulate(scheduler.round_robin(kernels, streams, **shape), busy_host).makespan_ms
+    got = lab.predicted_speedup(kernels, streams, blocks, 0.5, blocks_per_sm, busy_host)
+    assert got == pytest.approx(one / many, rel=1e-6), (kernels, streams, blocks, blocks_per_sm)
+
+
+def bound_in_rounds(kernels, streams, blocks, blocks_per_sm, sm_count):
+    """speedup_bound's closed form, in whole rounds of one block's time (integers until the ratio)."""
+    slots = sm_count * blocks_per_sm
+    rounds = -(-blocks // slots)                      # one kernel alone
+    return kernels * rounds / max(-(-kernels // streams) * rounds, -(-(kernels * blocks) // slots))
 
 
 @pytest.mark.points(1)
-def test_speedup_bound_closed_form(lab):
-    """speedup_bound: the closed form, and never below the model's prediction."""
+@drawn(examples=10, kernels=integers(1, 64), streams=integers(1, 32), blocks=integers(1, 5000),
+       blocks_per_sm=integers(1, 32), sm_count=integers(1, 200))
+def test_speedup_bound_closed_form(lab, kernels, streams, blocks, blocks_per_sm, sm_count):
+    """speedup_bound: the closed form (drawn: every argument from 1 up), never below the model's
+    prediction; every argument at 1 accepted, any of them below 1 a ValueError."""
+    shape = (kernels, streams, blocks, blocks_per_sm, sm_count)
+    assert lab.speedup_bound(*shape) == pytest.approx(bound_in_rounds(*shape), rel=1e-12), shape
+    assert lab.speedup_bound(1, 1, 1, 1, 1) == 1
     assert lab.speedup_bound(16, 16, 8, 8, 132) == 16
     assert lab.speedup_bound(16, 16, 132 * 8, 8, 132) == 1
     assert lab.speedup_bound(16, 16, 300, 8, 132) == pytest.approx(16 / 5)
@@ -255,5 +298,86 @@ def test_speedup_bound_closed_form(lab):
                      for s in (1, streams))
         model = one / many
         assert model <= bound + 1e-9, (kernels, streams, blocks, bps, model, bound)
-    with pytest.raises(ValueError):
-        lab.speedup_bound(4, 2, 8, 0, 132)
+    for position in range(5):
+        for low in (0, -1):
+            bad = [4, 2, 8, 8, 132]
+            bad[position] = low
+            with pytest.raises(ValueError):
+                lab.speedup_bound(*bad)
+
+
+# --- The contract: each clause the stubs state, and the graded checks that exercise it -----------
+
+CONTRACT = [
+    clause("run_independent", "busy(xs[k]) for every k, kernel k on streams[k % len(streams)] (queued in any order): "
+           "independent work that may overlap.", "test_run_independent_round_robin"),
+    clause("run_independent", "Asynchronous: returns the outputs without waiting for them.",
+           "test_run_independent_round_robin"),
+    clause("run_independent", "outs[k] = busy(xs[k], iters) for every k, launched on streams[k % len(streams)];",
+           "test_run_independent_round_robin"),
+    clause("run_independent", "`outs` allocated on the device when None;",
+           "test_run_independent_allocates_and_rejects_no_streams"),
+    clause("run_independent", "ValueError when `streams` is empty.",
+           "test_run_independent_allocates_and_rejects_no_streams"),
+    clause("run_independent", "one launch per kernel, none on the default stream, and no host synchronization (the "
+           "caller decides when to wait).", "test_run_independent_round_robin"),
+    clause("diamond", "out = B(y) + C(y), y = A(x): A, B, D on s1, C on s2 beside B; events order s1 and s2.",
+           "test_diamond_result", "test_diamond_is_ordered_by_events"),
+    clause("diamond", "B and C must stay unordered: neither may wait for the other, by an event or by sharing a "
+           "stream (the tests check it).", "test_diamond_is_ordered_by_events"),
+    clause("diamond", "y = A = busy(x, iters), B = busy(y, iters) and D = add(B, C, out=out) on s1;",
+           "test_diamond_result", "test_diamond_is_ordered_by_events"),
+    clause("diamond", "C = busy(y, 2 * iters) on s2, beside B.", "test_diamond_is_ordered_by_events"),
+    clause("diamond", "C must not start before A ends, nor D before C ends.", "test_diamond_is_ordered_by_events"),
+    clause("diamond", "4 launches and 2 events;", "test_diamond_is_ordered_by_events"),
+    clause("diamond", "the host never waits (no cuda.synchronize, no stream.synchronize).",
+           "test_diamond_is_ordered_by_events"),
+    clause("chunk_bounds", "[(lo, hi), ...] covering range(n) in `chunks` pieces whose sizes differ by at most one.",
+           "test_chunk_bounds"),
+    clause("chunk_bounds", "Which chunks take the n % chunks extra elements (the first, the last, or spread out) is "
+           "yours: the tests check the coverage, the order and the sizes only.", "test_chunk_bounds"),
+    clause("chunk_bounds", "the pieces in order, each (lo, hi) with lo < hi, the first at 0, each starting where the "
+           "one before ends, the last ending at n;", "test_chunk_bounds"),
+    clause("chunk_bounds", "ValueError unless 1 <= chunks <= n.", "test_chunk_bounds"),
+    clause("chunk_bounds", "Integers only.", "test_chunk_bounds"),
+    clause("pipeline", "busy(host_x) back to the host, chunk c on streams[c % S]: its H2D copy, kernel and D2H copy "
+           "in order on that stream (the chunks queued in any order), so other chunks' copies overlap with its "
+           "kernel.", "test_pipeline_result", "test_pipeline_chunks_flow_through_one_stream_each"),
+    clause("pipeline", "host_x should be pinned (cuda.pinned_array): copies from pageable memory do not overlap.",
+           "test_pipeline_is_stream_safe"),
+    clause("pipeline", "device_buffers: an optional (d_in, d_out) pair shaped like host_x.",
+           "test_pipeline_is_stream_safe"),
+    clause("pipeline", "Waits for the result before returning it: `synchronize()` on every stream, on the streams "
+           "that carry a chunk, or one `cuda.synchronize()`, each after the last chunk is queued, all pass (the tests "
+           "check only that every D2H copy is done when pipeline returns, and that the host did not wait earlier).",
+           "test_pipeline_chunks_flow_through_one_stream_each"),
+    clause("pipeline", "host_out = busy(host_x, iters), in `chunks` pieces (chunk_bounds);", "test_pipeline_result",
+           "test_pipeline_chunks_flow_through_one_stream_each"),
+    clause("pipeline", "host_out is allocated pinned when None;", "test_pipeline_chunks_flow_through_one_stream_each"),
+    clause("pipeline", "ValueError for no streams.", "test_pipeline_result"),
+    clause("pipeline", "Chunk c is copied in, computed and copied back on streams[c % S], in that order.",
+           "test_pipeline_chunks_flow_through_one_stream_each"),
+    clause("pipeline", "Returns host_out once every chunk is back.", "test_pipeline_result",
+           "test_pipeline_chunks_flow_through_one_stream_each"),
+    clause("pipeline", "per chunk, two asynchronous copies and one launch on its own stream;",
+           "test_pipeline_chunks_flow_through_one_stream_each"),
+    clause("pipeline", "the host waits only after every chunk is queued;",
+           "test_pipeline_chunks_flow_through_one_stream_each"),
+    clause("pipeline", "no copy into pageable memory (it makes the host wait);", "test_pipeline_is_stream_safe"),
+    clause("pipeline", "no device buffer shared by two chunks.", "test_pipeline_is_stream_safe"),
+    clause("pipeline", "The tests trace all of it.", "test_pipeline_chunks_flow_through_one_stream_each",
+           "test_pipeline_is_stream_safe"),
+    clause("predicted_speedup", "Makespan of `kernels` identical independent kernels on one stream / on `streams` "
+           "streams (round-robin), both predicted by kernellab.scheduler on `machine`.",
+           "test_predicted_speedup_matches_the_model"),
+    clause("predicted_speedup", "predicted makespan on 1 stream / predicted makespan on `streams` streams, each from "
+           "the model (`scheduler`: help(scheduler.round_robin), help(scheduler.simulate)).",
+           "test_predicted_speedup_matches_the_model"),
+    clause("speedup_bound", "The most that `streams` streams can gain over one for identical independent kernels, "
+           "when launching is free: serial time / max(the busiest stream's time, all blocks through the SMs).",
+           "test_speedup_bound_closed_form"),
+    clause("speedup_bound", "ValueError if any argument is < 1;", "test_speedup_bound_closed_form"),
+    clause("speedup_bound", "counted in whole rounds of one block's time, with sm_count * blocks_per_sm blocks "
+           "running at once.", "test_speedup_bound_closed_form"),
+    clause("speedup_bound", "Integers only, so the answer is exact.", "test_speedup_bound_closed_form"),
+]

@@ -60,6 +60,34 @@ MUTANTS = [
     ("speed-up bound ignores the SMs' capacity",
      "    return kernels * waves / max(busiest_stream, all_blocks)",
      "    return kernels * waves / busiest_stream"),
+    # Each of these escaped the checks before issue 56; the check named kills it.
+    ("run_independent returns one output too few (test_run_independent_round_robin counts them)",
+     "        busy(x, iters, out=out, stream=streams[k % len(streams)])   # round-robin over the streams\n    return outs\n",
+     "        busy(x, iters, out=out, stream=streams[k % len(streams)])   # round-robin over the streams\n"
+     "    return outs[:-1]\n"),
+    ("run_independent allocates its outputs in host memory (test_run_independent_allocates_and_rejects_no_streams)",
+     "        raise ValueError(\"run_independent needs at least one stream\")\n    if outs is None:\n"
+     "        outs = [cuda.device_array_like(x) for x in xs]",
+     "        raise ValueError(\"run_independent needs at least one stream\")\n    if outs is None:\n"
+     "        outs = [np.empty(x.shape, dtype=x.dtype) for x in xs]"),
+    ("diamond records a third event, which nothing waits for (test_diamond_is_ordered_by_events counts 2)",
+     "    c_done = cuda.event()\n",
+     "    b_done = cuda.event()\n    b_done.record(s1)\n    c_done = cuda.event()\n"),
+    ("chunk_bounds in floats: c * n / chunks (test_chunk_bounds: integers only)",
+     "    size, extra = divmod(n, chunks)\n"
+     "    bounds, lo = [], 0\n"
+     "    for c in range(chunks):\n"
+     "        hi = lo + size + (c < extra)              # the first `extra` chunks take one more\n"
+     "        bounds.append((lo, hi))\n"
+     "        lo = hi\n"
+     "    return bounds\n",
+     "    return [(c * n / chunks, (c + 1) * n / chunks) for c in range(chunks)]\n"),
+    ("chunk_bounds takes a negative chunk count (test_chunk_bounds at chunks = -1)",
+     "if chunks < 1 or n < chunks:", "if chunks == 0 or n < chunks:"),
+    ("pipeline without its ValueError for no streams (test_pipeline_result)",
+     "    if not streams:\n        raise ValueError(\"pipeline needs at least one stream\")\n", ""),
+    ("speedup_bound checks only blocks_per_sm and sm_count (test_speedup_bound_closed_form, each argument at 0)",
+     "if min(kernels, streams, blocks, blocks_per_sm, sm_count) < 1:", "if min(blocks_per_sm, sm_count) < 1:"),
 ]
 
 ALTERNATIVES = [
@@ -133,4 +161,14 @@ ALTERNATIVES = [
     ("diamond's second event created with the timing flag passed positionally",
      "    c_done = cuda.event()\n",
      "    c_done = cuda.event(True)\n"),
+    ("chunk_bounds from integer edges (c * n) // chunks, NumPy integers",
+     "    size, extra = divmod(n, chunks)\n"
+     "    bounds, lo = [], 0\n"
+     "    for c in range(chunks):\n"
+     "        hi = lo + size + (c < extra)              # the first `extra` chunks take one more\n"
+     "        bounds.append((lo, hi))\n"
+     "        lo = hi\n"
+     "    return bounds\n",
+     "    edges = (np.arange(chunks + 1) * n) // chunks\n"
+     "    return [(edges[c], edges[c + 1]) for c in range(chunks)]\n"),
 ]
