@@ -142,7 +142,8 @@ def take_away() -> str:
         f"replayed, the {figures['gaps_below_5pct.long_us']} us kernels stay at or below "
         f"{figures['gaps_below_5pct.worst']:.2f}%.",
         f"  3. Each kernel still costs the GPU its dispatch: a {figures['replayed_short_kernels.short_us']:.2f} us "
-        f"kernel replayed leaves the GPU idle {figures['replayed_short_kernels.gap']:.0f}% of its time.",
+        f"kernel replayed leaves the GPU idle {figures['replayed_short_kernels.gap']:.0f}% of its time "
+        f"({figures['replayed_short_kernels.spread']}).",
         f"  ({'; '.join(sources)})"))
 
 

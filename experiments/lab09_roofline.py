@@ -165,20 +165,8 @@ def take_away() -> str:
         f"{figures['scale_rows_wide']:.0f}%.",
         f"  3. Under the memory roof, fusion gained up to {figures['memory']:.2f}x; under the compute roof, "
         f"GEMM epilogues gained at most {figures['compute']:.2f}x, small by construction.",
-        f"  ({recorded_between(sources)})"))
+        f"  ({claims.recorded_between(sources)})"))
 
-
-def recorded_between(sources: list[str]) -> str:
-    """Sources as one line: one reference's recording dates as a range ("... recorded 2026-12-01 to
-    12-05"), anything else (live) beside it."""
-    prefix = "reference, recorded "
-    dated = sorted(s for s in sources if prefix in s)
-    gpus = {s.split(prefix)[0] for s in dated}
-    if len(dated) < 2 or len(gpus) != 1:
-        return "; ".join(sources)
-    first, last = dated[0].split(prefix)[1], dated[-1].split(prefix)[1]
-    span = f"{gpus.pop()}{prefix}{first} to {last[5:] if last[:4] == first[:4] else last}"
-    return "; ".join([span, *(s for s in sources if prefix not in s)])
 
 LAB = protocol.Lab(
     number=NUMBER, title="where the time goes: coalescing, the roofline, reading a profile",

@@ -45,6 +45,8 @@ else. Any other error is a bug in the claim and propagates.
 that needs a reason beside it; `headline` is its short form, filled from the same values and
 words: the line a notebook prints (`report`), and README.md's table of labs
 (kernellab.course.readme). A claim without one prints its sentence's first clause.
+`for_instructors=True` marks a claim about the course's own instruments (the recorder's cost):
+no notebook prints it, and docs/measuring.md names it, where an instructor reads it.
 
 Where the numbers come from: `sources(lab)` merges the recorded reference with what this
 process measured live (`reference.live_or_recorded` notes every live record in
@@ -161,6 +163,7 @@ class Claim:
     article: str | None = None                      # a key of ARTICLE, for an article verdict
     explains: str | None = None                     # a model miss: why model and measurement differ
     headline: str | None = None                     # its short form (report's line, README.md's table), same placeholders
+    for_instructors: bool = False                   # about the course's instruments: docs/measuring.md, not the lesson
 
     def __post_init__(self):
         if self.article is not None and self.article not in ARTICLE:
@@ -238,10 +241,23 @@ class Verdict:
             return f"[awaiting data] {head}{self.claim.name}: not in the records yet ({self.missing})"
         if not self.true:
             head = f"[CONTRADICTED by the data: {'; '.join(self.contradicted)}] {head}"
-        text = f"{head}{self.text} ({self.source})"
+        text = f"{head}{self.text} ({recorded_between(self.source.split('; '))})"
         if self.claim.explains:
             text += f"\n    why: {self.claim.explains}"
         return text
+
+
+def recorded_between(sources: list[str]) -> str:
+    """Sources as one line: one reference's recording dates as a range ("... recorded 2026-12-01 to
+    12-05"), anything else (live) beside it."""
+    prefix = "reference, recorded "
+    dated = sorted(s for s in sources if prefix in s)
+    gpus = {s.split(prefix)[0] for s in dated}
+    if len(dated) < 2 or len(gpus) != 1:
+        return "; ".join(sources)
+    first, last = dated[0].split(prefix)[1], dated[-1].split(prefix)[1]
+    span = f"{gpus.pop()}{prefix}{first} to {last[5:] if last[:4] == first[:4] else last}"
+    return "; ".join([span, *(s for s in sources if prefix not in s)])
 
 
 CLAUSE_ENDS = (": ", "; ", ". ")
@@ -426,9 +442,10 @@ def report(lab: str, names: list[str] | None = None, detail: bool = False, out=p
         return results
     judged = {v.source for v in results if v.true is not None}
     for verdict in results:
-        out(verdict.short() + (f" ({verdict.source})" if len(judged) > 1 and verdict.true is not None else ""))
+        out(verdict.short() + (f" ({recorded_between(verdict.source.split('; '))})"
+                               if len(judged) > 1 and verdict.true is not None else ""))
     if len(judged) == 1:
-        out(f"(numbers: {judged.pop()}; claims.report(\"{lab}\", detail=True) shows how each was judged)")
+        out(f"(numbers: {recorded_between(judged.pop().split('; '))}; claims.report(\"{lab}\", detail=True) shows how each was judged)")
     return results
 
 

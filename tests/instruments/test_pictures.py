@@ -330,7 +330,7 @@ def test_the_fused_softmax_folds_a_row_of_40_into_32_slots_then_the_tree(labs):
     assert data["inputs"] == [(0, col) for col in range(40)] and data["inputs_missing"] == []
     assert data["input_slot"] == {col: col % 32 for col in range(40)}
     assert picture.caption == ("Each thread folds its values of x[0, :] into its slot, then 16, 8, 4, 2, 1 "
-                               "threads add at the steps.")
+                               "threads combine two slots at the steps.")
 
 
 def test_a_fused_softmax_that_folds_one_value_per_thread_says_which_columns_never_reach_slot_0(labs, monkeypatch):

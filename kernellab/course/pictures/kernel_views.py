@@ -386,7 +386,8 @@ def _walk(boxes: list) -> str:
 def reduction(run: KernelRun, array: str | None = None, block=None, launch: int | None = None) -> Picture:
     """A block's reduction through shared array `array` (default: the first): which values of the
     input each thread folded into its slot (the global loads it made before storing that slot),
-    then per step, which slot each thread read and added into its own. Read from the trace: a
+    then per step, which slot each thread read and combined with its own (a max or a sum: the trace
+    holds accesses, not the operator, so captions say "combine"). Read from the trace: a
     thread's store after loads of other slots is a step; a slot many threads read (the result,
     broadcast) ends the reduction, so a kernel with two (a max, then a sum) shows its first. The
     simulator has no warp shuffles, so a shuffle reduction runs its shared-memory tree there."""
@@ -437,15 +438,15 @@ def reduction(run: KernelRun, array: str | None = None, block=None, launch: int 
                    f"{data['inputs_label']}: the tree leaves {values - reached} of its {values} slots out.")
     elif reached < values:
         caption = (f"Slot 0 ends with {reached} of the {values} values: {values - reached} never reach it "
-                   f"({working} threads add at the steps).")
+                   f"({working} threads combine two slots at the steps).")
     elif missing:
         caption = (f"Slot 0 ends with {len(inputs) - len(missing)} of the {len(inputs)} values of "
                    f"{data['inputs_label']}: {_elements(missing)} never reach it.")
     elif inputs:
         caption = (f"Each thread folds its values of {data['inputs_label']} into its slot, then {working} "
-                   f"threads add at the steps.")
+                   f"threads combine two slots at the steps.")
     else:
-        caption = (f"Each arrow adds one slot into another; {working} threads add at the steps, "
+        caption = (f"Each arrow combines one slot into another; {working} threads combine at the steps, "
                    f"the rest wait at the barrier.")
     return canvas.picture(kernel.draw_reduction, data, _title(run, launch), caption, run.source)
 
