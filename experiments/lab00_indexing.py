@@ -281,8 +281,8 @@ CLAIMS = [
           headline="Lab 03's merged kernel, one element per thread, in blocks of 128: {pct128:.0f}% of copy; in "
                    "blocks of 256: {pct256:.0f}% ({gain})",
           values=bytes_in_flight,
-          checks=(says("gain", "pct256", ">", "pct128", "fewer, longer blocks are faster",
-                       "fewer, longer blocks are no faster"),)),
+          checks=(says("gain", "pct256", ">", "pct128", "fewer, larger blocks are faster",
+                       "fewer, larger blocks are no faster"),)),
     Claim("wider_loads",
           "At the {latency:.2f} us a load measured above, at lower read rates than the copy ceiling's (latency "
           "grows as the memory gets busier), reading at the copy ceiling ({ceiling_read:.2f} TB/s) needs at least "

@@ -10,6 +10,7 @@ import numpy as np
 from kernellab.course.claims import repeats_of
 from kernellab.show import plots
 
+from experiments.lab01_claims import per_array_us
 from experiments.lab01_measure import floor_model, in_each_repeat, typical_record, typical_times
 
 
@@ -59,7 +60,12 @@ def draw_launch_breakdown(lab, records: dict, figures_dir: Path) -> Path:
     profiled = typical_record(records, "launch_profile")["profiled_us_per_launch"]
     fig, (ax_args, ax_host, ax_prof) = plots.new_figure(
         "What a Numba launch pays for" + _repeats_title(records, "arguments"), args, ncols=3)
-    ax_args.plot([r["arrays"] for r in args["by_count"]], [r["us"] for r in args["by_count"]], "o-")
+    counts = np.array([r["arrays"] for r in args["by_count"]])
+    ax_args.plot(counts, [r["us"] for r in args["by_count"]], "o", label="median of the repeats")
+    slope, none = per_array_us(records)
+    ax_args.plot(counts, none + slope * counts, "--", lw=0.8,
+                 label=f"fit, the median-slope repeat:\n{none:.1f} + {slope:.1f} us per array")
+    ax_args.legend(fontsize="x-small")
     ax_args.set_xlabel("array arguments")
     ax_args.set_ylabel("host submit time (us per launch)")
     ax_args.set_ylim(bottom=0)
@@ -85,8 +91,8 @@ def draw_kernel_count(lab, records: dict, figures_dir: Path) -> Path:
     repeats = repeats_of(records, "kernel_count", "01")
     repeats.sort(key=lambda r: r["fits"]["eager"]["per_launch_us"])
     counts = repeats[len(repeats) // 2]
-    fig, (ax,) = plots.new_figure("Total time of a chain of tiny kernels, launch to synchronize"
-                                  + (f" (of {len(repeats)} repeats, the one with the median slope)"
+    fig, (ax,) = plots.new_figure("A chain of tiny kernels, launch to synchronize"
+                                  + (f"\n(of {len(repeats)} repeats, the one with the median slope)"
                                      if len(repeats) > 1 else ""),
                                   counts)
     x = np.array([r["count"] for r in counts["rows"]])

@@ -273,10 +273,10 @@ def floor_model(lab, result: dict, variant: str) -> tuple[float, float, int]:
     return launch_us, gbps, lab.crossover_size(launch_us, 8, gbps)
 
 
-def in_each_repeat(records: dict, name: str, *keys) -> list[float]:
-    """records[name][keys...] in every recorded repeat (a live record: its one value)."""
+def in_each_repeat(records: dict, name: str, *keys, lab: str = "01") -> list[float]:
+    """records[name][keys...] in every recorded repeat of `lab` (a live record: its one value)."""
     found = []
-    for record in repeats_of(records, name, "01"):
+    for record in repeats_of(records, name, lab):
         for key in keys:
             record = record[key]
         found.append(float(record))
@@ -296,10 +296,10 @@ def _merged(values: list, pick):
     return first
 
 
-def typical_record(records: dict, name: str) -> dict:
-    """Record `name` with every number the median of its repeats: what a figure beside a claim
-    about the phenomenon draws (the claims read the same medians, `in_each_repeat`)."""
-    return _merged(repeats_of(records, name, "01"), np.median)
+def typical_record(records: dict, name: str, lab: str = "01") -> dict:
+    """Record `name` of `lab` with every number the median of its repeats: what a figure beside a
+    claim about the phenomenon draws (the claims read the same medians, `in_each_repeat`)."""
+    return _merged(repeats_of(records, name, lab), np.median)
 
 
 def typical_times(result: dict) -> dict:

@@ -395,15 +395,15 @@ def _torch_values(records):
     reading_mask = {name: row(chain, name, n) for name in chain["variants"]
                     if name.startswith("fused") and name != GENERATOR}
     best = fastest_reading_the_mask(reading_mask)
+    against_compiled = [c / b for c, b in zip(repeats_ms(compiled), repeats_ms(reading_mask[best]))]
     return {"n": size_label(n), "fused": ms(chain, "fused", n), "eager": ms(chain, "torch_eager", n),
-            "compiled": compiled["median_ms"], "over_eager": ms(chain, "torch_eager", n) / ms(chain, "fused", n),
+            "compiled": ms(chain, "torch_compile", n), "over_eager": ms(chain, "torch_eager", n) / ms(chain, "fused", n),
             "eager_bytes": eager["bytes"] / fused["bytes"],
             "vs_compiled": ms(chain, "torch_compile", n) / ms(chain, "fused", n),
             "eager_off": 100 * abs((ms(chain, "torch_eager", n) / ms(chain, "fused", n))
                                    / (eager["bytes"] / fused["bytes"]) - 1),
-            "best": best, "best_ms": reading_mask[best]["median_ms"],
-            "best_vs_compiled": compiled["median_ms"] / reading_mask[best]["median_ms"],
-            "generator_ms": row(chain, GENERATOR, n)["median_ms"]}
+            "best": best, "best_ms": ms(chain, best, n), "best_vs_compiled": min(against_compiled),
+            "repeats": len(against_compiled), "generator_ms": ms(chain, GENERATOR, n)}
 
 
 CLAIMS = [
@@ -499,14 +499,16 @@ CLAIMS = [
           checks=(says("follows", "eager_off", "<", 20, "the speed-up follows the bytes",
                        "the speed-up does not follow the bytes"),)),
     Claim("torch_compile_parity",
-          "torch.compile's Triton kernel reads the mask too and takes {compiled:.3f} ms. Reading the same "
-          "bytes, the one-element-per-thread kernel takes {fused:.3f} ms ({vs_compiled:.2f}x torch.compile's "
-          "speed) and the fastest fused Numba version, {best}, {best_ms:.3f} ms ({best_vs_compiled:.2f}x; "
+          "torch.compile's Triton kernel reads the mask too and takes {compiled:.3f} ms (times here are medians "
+          "of the repeats). Reading the same bytes, the one-element-per-thread kernel takes {fused:.3f} ms "
+          "({vs_compiled:.2f}x torch.compile's speed) and the fastest fused Numba version, {best}, {best_ms:.3f} ms "
+          "({best_vs_compiled:.2f}x in the worst of {repeats} repeats, each against its own torch.compile; "
           "target: at least as fast, {verdict}). Drawing the mask in the kernel instead (fused_generator, a byte less per element) "
           "takes {generator_ms:.3f} ms.",
-          headline="fastest fused reading the mask: {best_vs_compiled:.2f}x torch.compile (target 1x: {verdict})",
+          headline="fastest fused reading the mask: {best_vs_compiled:.2f}x torch.compile in the worst of "
+                   "{repeats} repeats (target 1x: {verdict})",
           values=_torch_values,
-          checks=(target("verdict", "best_ms", "<=", "compiled"),),
+          checks=(target("verdict", "best_vs_compiled", ">=", 1),),
           explains="both move the same bytes, so the faster one runs closer to the ceiling of their mix"),
 ]
 

@@ -10,38 +10,62 @@ from kernellab.course import protocol, reference
 from kernellab.course.claims import (Claim, Missing, course_solution, need, repeats_ms, repeats_of, row,
                                      says, target, typical_ms)
 
-from experiments.lab03_constants import BLOCK, KERNEL_PACE, KERNELS, LAUNCHES, NUMBER, SCALE_ARRAYS
-from experiments.lab03_measure import crossover, kernel_ratios, launches_record
+from experiments.lab01_measure import in_each_repeat, typical_record
+from experiments.lab03_constants import (BLOCK, GAIN_THAT_PAYS, KERNEL_PACE, KERNELS, LAUNCHES, NUMBER,
+                                         SCALE_ARRAYS)
+from experiments.lab03_measure import crossover, host_launch_each, kernel_ratios, launches_record, model_inputs
 
 MERGED_ARRAYS = 6                          # x0, x1, z1, x2, x3 and out: the merged launch's arrays
 
 
 def _prep_values(records) -> dict:
-    """The launchers' Python per call, measured apart (`launcher_prep`)."""
-    prep = need(records, "launcher_prep", "variants")
-    merged, separate = need(prep, "horizontal"), need(prep, "separate")
-    return {"prep_n": need(records, "launcher_prep", "size"),
-            "prep_merged_us": merged["prep_us_median"], "prep_merged_p10_us": merged["prep_us_p10"],
-            "prep_merged_p90_us": merged["prep_us_p90"], "prep_separate_us": separate["prep_us_median"],
+    """The launchers' Python per call, measured apart (`launcher_prep`): each figure the median of
+    the repeats, the merged launcher's Python with their range."""
+    need(records, "launcher_prep", "variants", "horizontal")
+    need(records, "launcher_prep", "variants", "separate")
+    merged, separate = (typical_record(records, "launcher_prep", lab=NUMBER)["variants"][v]
+                        for v in ("horizontal", "separate"))
+    each_prep = in_each_repeat(records, "launcher_prep", "variants", "horizontal", "prep_us_median", lab=NUMBER)
+    return {"prep_n": int(need(records, "launcher_prep", "size")),
+            "prep_merged_us": merged["prep_us_median"], "prep_merged_lo": min(each_prep),
+            "prep_merged_hi": max(each_prep), "prep_separate_us": separate["prep_us_median"],
             "call_merged_us": merged["call_us_median"], "launch_merged_us": merged["launches_us_median"]}
+
+
+def _launch_values(records) -> dict:
+    """The host's cost of one launch: the median of the repeats, with their range."""
+    each = host_launch_each(records)
+    return {"launch_us": model_inputs(records)[0], "launch_lo": min(each), "launch_hi": max(each),
+            "launch_repeats": len(each)}
 
 
 def _crossover_values(records):
     launches_record(records)
-    launch = need(records, "host_launch")
     summary = crossover(course_solution(NUMBER), records)
     if not summary["rows"]:
         raise Missing("tasks has no validated timings of both versions")
     smallest = summary["rows"][0]
+    stops_measured, stops_predicted = summary["stops_paying_at_measured"], summary["stops_paying_at_predicted"]
     return {"n": smallest["n"], "measured": smallest["measured_speedup"],
-            "predicted": smallest["predicted_speedup"], "launch_us": launch["us"],
+            "predicted": smallest["predicted_speedup"], **_launch_values(records),
             "separate_us": 1e3 * smallest["separate_ms"], "merged_us": 1e3 * smallest["horizontal_ms"],
-            "stops_measured": summary["stops_paying_at_measured"],
-            "stops_predicted": summary["stops_paying_at_predicted"],
-            "stops_measured_at": _size_or_never(summary["stops_paying_at_measured"]),
-            "stops_predicted_at": _size_or_never(summary["stops_paying_at_predicted"]),
-            "apart": _apart(summary["stops_paying_at_measured"], summary["stops_paying_at_predicted"]),
+            "stops_measured": stops_measured, "stops_predicted": stops_predicted,
+            "stops_measured_at": _size_or_never(stops_measured),
+            "stops_predicted_at": _size_or_never(stops_predicted),
+            "apart": _apart(stops_measured, stops_predicted),
             **_gain_per_repeat(records, smallest["n"])}
+
+
+def _stops_values(records):
+    """Where merging stops paying, measured and predicted (each on the medians of the repeats),
+    and at the measured stop the merged call and its kernel on the GPU alone against the model."""
+    values = _crossover_values(records)
+    n = values["stops_measured"]
+    at_stop = next(r for r in crossover(course_solution(NUMBER), records)["rows"] if r["n"] == n)
+    kernel_us = 1e3 * typical_ms(row(need(records, "tasks_gpu"), "horizontal", n))
+    return {**values, "stop_merged_us": 1e3 * at_stop["horizontal_ms"], "stop_kernel_us": kernel_us,
+            "stop_model_us": at_stop["predicted_merged_us"],
+            "stop_kernel_over_model": kernel_us / at_stop["predicted_merged_us"]}
 
 
 def _small_tasks_values(records):
@@ -67,14 +91,17 @@ def _apart(measured, predicted):
 def _largest_values(records):
     """The largest task size: both calls' launches alone against the launch-or-bytes model of
     the same run."""
-    tasks, launch = launches_record(records), need(records, "host_launch")
+    tasks = launches_record(records)
+    launch_us, gbps = model_inputs(records)
     n = max(tasks["sizes"])
     separate, merged = row(tasks, f"separate{LAUNCHES}", n), row(tasks, f"horizontal{LAUNCHES}", n)
-    model_ms = max(4 * launch["us"] / 1e3, separate["bytes"] / tasks["copy_gbps"] / 1e6)
-    return {"top_n": n, "top_ratio": separate["median_ms"] / merged["median_ms"],
-            "top_separate_ms": separate["median_ms"], "top_merged_ms": merged["median_ms"],
-            "top_model_ms": model_ms,
-            "top_over_model": min(separate["median_ms"], merged["median_ms"]) / model_ms}
+    separate_ms, merged_ms = typical_ms(separate), typical_ms(merged)
+    ratios = [s / m for s, m in zip(repeats_ms(separate), repeats_ms(merged))]
+    model_ms = max(4 * launch_us / 1e3, separate["bytes"] / gbps / 1e6)
+    return {"top_n": n, "top_ratio": separate_ms / merged_ms, "top_lo": min(ratios), "top_hi": max(ratios),
+            "top_losses": sum(r < 1 / GAIN_THAT_PAYS for r in ratios), "top_repeats": len(ratios),
+            "top_separate_ms": separate_ms, "top_merged_ms": merged_ms,
+            "top_model_ms": model_ms, "top_over_model": min(separate_ms, merged_ms) / model_ms}
 
 
 def _size_or_never(n):
@@ -84,14 +111,14 @@ def _size_or_never(n):
 def _argument_values(records):
     """The merged call's host time split, from `launcher_prep`: the launcher's Python and the
     launch, the launch against one launch of the scale kernel and Lab 01's cost per array."""
-    values = _prep_values(records)
-    launch = need(records, "host_launch")
+    values = {**_prep_values(records), **_launch_values(records)}
+    launch_us = values["launch_us"]
     per_array, _ = protocol.experiment("01").per_array_us(need(records, "lab01"))
     extra = MERGED_ARRAYS - SCALE_ARRAYS
-    return {**values, "launch_us": launch["us"], "per_array": per_array, "arrays": MERGED_ARRAYS,
+    return {**values, "per_array": per_array, "arrays": MERGED_ARRAYS,
             "extra": extra, "extra_us": extra * per_array,
-            "over_launch": values["launch_merged_us"] / launch["us"],
-            "rest_us": values["launch_merged_us"] - launch["us"] - extra * per_array}
+            "over_launch": values["launch_merged_us"] / launch_us,
+            "rest_us": values["launch_merged_us"] - launch_us - extra * per_array}
 
 
 def _slicing_values(records):
@@ -101,11 +128,14 @@ def _slicing_values(records):
                       "(no separate_sliced variant): `kernellab bench 03` re-records it")
     n = min(tasks["sizes"])
     separate, sliced = row(tasks, "separate", n), row(tasks, "separate_sliced", n)
-    differences = [1e3 * (v - o) for v, o in zip(repeats_ms(sliced), repeats_ms(separate))]
-    slicing_us = statistics.median(differences)
+    pairs = sorted(zip(repeats_ms(sliced), repeats_ms(separate)), key=lambda p: p[0] - p[1])
+    differences = [1e3 * (v - o) for v, o in pairs]
+    middle = pairs[(len(pairs) - 1) // 2]            # the repeat with the median difference (the lower of two)
+    slicing_us = 1e3 * (middle[0] - middle[1])
     spread_us = 1e3 * max(r["p90_ms"] - r["p10_ms"] for r in (separate, sliced))
-    lab01_slice = need(records, "lab01", "python_around_launch", "steps", "slice x[row]", "us")
-    return {"n": n, "separate_us": 1e3 * typical_ms(separate), "sliced_us": 1e3 * typical_ms(sliced),
+    need(records, "lab01", "python_around_launch", "steps", "slice x[row]", "us")
+    lab01_slice = typical_record(records["lab01"], "python_around_launch")["steps"]["slice x[row]"]["us"]
+    return {"n": n, "separate_us": 1e3 * middle[1], "sliced_us": 1e3 * middle[0],
             "slicing_us": slicing_us, "slicing_lo": min(differences), "slicing_hi": max(differences),
             "repeats": len(differences), "per_view_us": slicing_us / 4, "spread_us": spread_us,
             "lab01_slice": lab01_slice}
@@ -223,8 +253,9 @@ CLAIMS = [
           "launch and {separate_us:.0f} us for four, each the median of {repeats} repeats: one launch runs "
           "at {measured:.2f}x the speed of four. Each repeat alone gives {gain_lo:.2f}-{gain_hi:.2f}x "
           "({faster}). The launchers' Python, measured apart at {prep_n:,} elements, adds "
-          "{prep_merged_us:.0f} us to the merged call and {prep_separate_us:.0f} us to the four. "
-          "The launch-or-bytes model, with one launch's host cost from the same run ({launch_us:.1f} us), "
+          "{prep_merged_us:.0f} us to the merged call and {prep_separate_us:.0f} us to the four (medians of "
+          "the repeats). The launch-or-bytes model, with one launch's host cost from the same runs "
+          "({launch_us:.1f} us, the median of {launch_repeats} repeats, {launch_lo:.1f}-{launch_hi:.1f}), "
           "predicts {predicted:.1f}x, {model}.",
           headline="small tasks: one launch at {measured:.2f}x the speed of four (repeats {gain_lo:.2f}-{gain_hi:.2f}x, "
                    "{faster}); the model predicted {predicted:.1f}x",
@@ -236,10 +267,11 @@ CLAIMS = [
                    "array arguments. The merged launch passes six, and each array argument costs the "
                    "host microseconds to prepare (the next claim)."),
     Claim("merged_call_cost",
-          "Per merged call at {prep_n:,} elements the host spends {call_merged_us:.0f} us. The launcher's "
-          "Python (checks, offsets, the block table) takes {prep_merged_us:.0f} us (p10-p90 "
-          "{prep_merged_p10_us:.0f}-{prep_merged_p90_us:.0f}) and its one launch {launch_merged_us:.0f} us. "
-          "That launch is {over_launch:.1f}x one launch of the scale kernel ({launch_us:.1f} us): its "
+          "Per merged call at {prep_n:,} elements the host spends {call_merged_us:.0f} us (each figure here the "
+          "median of the repeats). The launcher's Python (checks, offsets, the block table) takes "
+          "{prep_merged_us:.0f} us (repeats {prep_merged_lo:.0f}-{prep_merged_hi:.0f}) and its one launch "
+          "{launch_merged_us:.0f} us. That launch is {over_launch:.1f}x one launch of the scale kernel "
+          "({launch_us:.1f} us): its "
           "{extra} array arguments beyond that launch's two cost about {extra_us:.0f} us, at the "
           "{per_array:.1f} us per array Lab 01 measured (the median of its repeats); the other {rest_us:.0f} us "
           "this record does not split (the launch also types and packs its two tuples of offsets). The launcher's Python {python} its launch.",
@@ -251,7 +283,8 @@ CLAIMS = [
     Claim("slicing_is_its_own_cost",
           "Slicing `out` into four views on every call adds {slicing_us:.0f} us at {n:,} elements (the median "
           "of {repeats} repeats' differences, {slicing_lo:.0f}-{slicing_hi:.0f}; about {per_view_us:.0f} us per "
-          "view): the four launches take {sliced_us:.0f} us on views and {separate_us:.0f} us with offsets, "
+          "view): in the repeat with that difference the four launches take {sliced_us:.0f} us on views and {separate_us:.0f} us "
+          "with offsets, "
           "{resolved} ({spread_us:.1f} us). A device-array slice is a new array object built in Python, on every "
           "call; Lab 01, in another run, timed one slice alone at {lab01_slice:.0f} us.",
           headline="slicing out into 4 views: +{slicing_us:.0f} us per call at {n:,} elements ({resolved})",
@@ -260,20 +293,33 @@ CLAIMS = [
                        "within either measurement's p10-p90 spread"),)),
     Claim("stops_paying",
           "Merging stops paying (a gain under 5%, the launches alone) at {stops_measured_at}, measured; the "
-          "model says {stops_predicted_at}, {agree} ({apart:.1f}x apart).",
-          headline="merging stops paying at {stops_measured_at}; the model says {stops_predicted_at} ({agree})",
-          values=_crossover_values,
+          "model says {stops_predicted_at}, {agree} ({apart:.1f}x apart; both judged on the medians of the "
+          "repeats, the model filled with the median launch cost, {launch_us:.1f} us). At {stops_measured:,} "
+          "elements the model gives the one launch {stop_model_us:.0f} us; it took {stop_merged_us:.0f} us, "
+          "and its kernel alone {stop_kernel_us:.0f} us on the GPU ({stop_kernel_over_model:.1f}x the model): {slow}.",
+          headline="merging stops paying at {stops_measured_at}; the model says {stops_predicted_at} ({agree}). "
+                   "At {stops_measured:,} the merged kernel alone took {stop_kernel_over_model:.1f}x the model's "
+                   "time: {slow}",
+          values=_stops_values,
           checks=(says("agree", "apart", "<=", 2, "within one step of the sweep, which doubles the size",
-                       "more than one step of the sweep apart"),)),
+                       "more than one step of the sweep apart"),
+                  says("slow", "stop_kernel_over_model", ">", 1.5,
+                       "it runs well below the copy ceiling, so the bytes set the time sooner than the model says",
+                       "within 1.5x of it")),
+          explains="the model moves the bytes at the copy ceiling; section 4 shows how much of it the "
+                   "kernels reach on the GPU alone."),
     Claim("largest_tasks_neither_paced",
           "At {top_n:,} elements in the largest task one launch runs at {top_ratio:.2f}x the speed of four, "
-          "the launches alone, host-paced ({top_verdict}). They take {top_separate_ms:.2f} ms (four) and "
-          "{top_merged_ms:.2f} ms (one). The model, max(four launches, the bytes at copy speed), says "
+          "the launches alone, host-paced, the median of {top_repeats} repeats ({top_verdict}; repeats "
+          "{top_lo:.2f}-{top_hi:.2f}x, slower by more than 5% in {top_losses} of {top_repeats}). They take "
+          "{top_separate_ms:.2f} ms (four) and {top_merged_ms:.2f} ms (one). The model, max(four launches, the bytes at copy speed), says "
           "{top_model_ms:.2f} ms: even the faster takes {top_over_model:.1f}x that, {paced}.",
-          headline="{top_ratio:.2f}x at {top_n:,} ({top_verdict}); both take {top_over_model:.1f}x the model "
+          headline="{top_ratio:.2f}x at {top_n:,}, the median of {top_repeats} repeats ({top_verdict}; in "
+                   "{top_losses} of {top_repeats} repeats); both take {top_over_model:.1f}x the model "
                    "or more ({paced})",
           values=_largest_values,
-          checks=(says("top_verdict", "top_ratio", "<", 1, "merging loses", "merging still pays"),
+          checks=(says("top_verdict", "top_ratio", "<", 1 / GAIN_THAT_PAYS, "merging loses, by more than 5%",
+                       "merging loses no more than 5%"),
                   says("paced", "top_over_model", ">", 1.5, "neither launches nor bytes at copy speed set the time",
                        "within 1.5x of the model")),
           explains="the model assumes each kernel moves its bytes at copy speed; the kernels' own speed on "

@@ -17,7 +17,8 @@ SOLUTION_VARIANTS), then times them over the sweep (the largest task's elements;
   theoretical occupancy at each block) and the recorded Nsight Compute rows.
 - `host_launch`: the host's cost of one launch in the same run, from which `predicted_time_us`
   predicts each call (its launches' submit time or its bytes, whichever is slower) and where
-  merging stops paying.
+  merging stops paying. The model, the claims and the figure read it, and `launcher_prep`, as the
+  median of the recorded repeats (`model_inputs`), as they read the times.
 `separate_sliced` is the launch path the first version of this lab used (four device-array
 views of `out` built per call), measured on its own: the cost of slicing in Python.
 `kernellab tour 03` validates the versions on this device and draws the figure;
@@ -48,7 +49,7 @@ from experiments.lab03_measure import (
     versions)
 
 # Read on the experiment (`protocol.experiment("03")`) by notebook 03.
-from experiments.lab03_measure import ALPHA, INPUTS
+from experiments.lab03_measure import ALPHA, INPUTS, host_launch_each, model_inputs
 
 TOUR_SIZES = [2**10, 2**16, 2**22]
 SIM_SIZES = [301]                          # tasks of 301, 150, 75 and 37 elements

@@ -8,6 +8,8 @@ times) and the benchmarks that time these calls.
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 
 from kernellab.course import bench as harness
@@ -15,7 +17,8 @@ from kernellab.course import reference, registers
 from kernellab.course.claims import Missing, need, typical_ms
 from kernellab.gpu import checks, device, launches, timing
 
-from experiments.lab03_constants import BLOCK, GAIN_THAT_PAYS, KERNELS, LAUNCHES, SCALE_ARRAYS, SIZES
+from experiments.lab01_measure import in_each_repeat
+from experiments.lab03_constants import BLOCK, GAIN_THAT_PAYS, KERNELS, LAUNCHES, NUMBER, SCALE_ARRAYS, SIZES
 
 ALPHA = 2.5
 INPUTS = ("x0", "x1", "z1", "x2", "x3")
@@ -158,12 +161,27 @@ def launches_record(records: dict) -> dict:
     return tasks
 
 
+def host_launch_each(records: dict) -> list[float]:
+    """The host's cost of one launch (`host_launch`, us) in each recorded repeat."""
+    need(records, "host_launch", "us")
+    return in_each_repeat(records, "host_launch", "us", lab=NUMBER)
+
+
+def model_inputs(records: dict) -> tuple[float, float]:
+    """(the host's cost of one launch in us, the copy ceiling in GB/s) that fill the crossover
+    model: each the median of the recorded repeats, as the times it is compared with are."""
+    need(records, "tasks", "copy_gbps")
+    return (statistics.median(host_launch_each(records)),
+            statistics.median(in_each_repeat(records, "tasks", "copy_gbps", lab=NUMBER)))
+
+
 def crossover(lab, records: dict, suffix: str = LAUNCHES) -> dict:
     """Speed-up per size of `separate<suffix>` over `horizontal<suffix>` (the launches alone by
     default; "" for the whole calls), measured and predicted from the host's cost of one launch
-    and the copy bandwidth of the same run, and the first size where merging stops paying; each row's time is the median of its repeats."""
+    and the copy ceiling of the same runs (`model_inputs`), and the first size where merging stops
+    paying; each row's time, and each of the model's inputs, is the median of the repeats."""
     tasks = records["tasks"]
-    launch_us, gbps = records["host_launch"]["us"], tasks["copy_gbps"]
+    launch_us, gbps = model_inputs(records)
     rows = []
     for n in tasks["sizes"]:
         separate = harness.row(tasks, f"separate{suffix}", n)
@@ -174,7 +192,8 @@ def crossover(lab, records: dict, suffix: str = LAUNCHES) -> dict:
                      / lab.predicted_time_us(1, merged["bytes"], launch_us, gbps))
         separate_ms, merged_ms = typical_ms(separate), typical_ms(merged)
         rows.append({"n": n, "separate_ms": separate_ms, "horizontal_ms": merged_ms,
-                     "measured_speedup": separate_ms / merged_ms, "predicted_speedup": predicted})
+                     "measured_speedup": separate_ms / merged_ms, "predicted_speedup": predicted,
+                     "predicted_merged_us": lab.predicted_time_us(1, merged["bytes"], launch_us, gbps)})
 
     def first_below(key):
         return next((r["n"] for r in rows if r[key] < GAIN_THAT_PAYS), None)

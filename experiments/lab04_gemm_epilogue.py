@@ -23,7 +23,7 @@ from kernellab.course import protocol, reference, registers
 from kernellab.gpu import checks, device
 from kernellab.gpu.launches import record_launches
 from kernellab.show import plots
-from kernellab.course.claims import Claim, Missing, need, row, says, states, target, typical_ms
+from kernellab.course.claims import Claim, Missing, need, repeats_ms, row, says, states, target, typical_ms
 
 P = 0.1                                   # dropout probability in every measurement
 HEADLINE_N = 4096                         # the size the targets are stated at
@@ -314,9 +314,17 @@ def headline(result: dict) -> int:
     return HEADLINE_N if HEADLINE_N in result["sizes"] else max(result["sizes"])
 
 
+def worst_fraction_of_cublas(matmul: dict, best: str, n: int) -> tuple[float, int]:
+    """(the least of `best`'s TFLOP/s over cuBLAS's, each repeat against its own cuBLAS; the
+    repeats): the fraction of cuBLAS a target judges."""
+    ratios = [c / b for b, c in zip(repeats_ms(harness.row(matmul, best, n)), repeats_ms(harness.row(matmul, "cublas", n)))]
+    return min(ratios), len(ratios)
+
+
 def key_figure(lab, records) -> str:
     goals = targets_at(records["matmul"], records["epilogue"], headline(records["matmul"]))
-    cublas = f", {goals['fraction_of_cublas']:.0%} of cuBLAS" if "fraction_of_cublas" in goals else ""
+    cublas = (f", {worst_fraction_of_cublas(records['matmul'], goals['best_numba'], goals['n'])[0]:.0%} of "
+              f"cuBLAS (worst repeat)" if "fraction_of_cublas" in goals else "")
     pairs = goals["epilogue"]       # the fastest like-for-like pair recorded (a recording may lack one)
     pair = pairs[next(f for f in ("register_tiled_capped", "double_buffered", "tiled") if f in pairs)]
     return (f"best GEMM {goals['best_numba']} {goals['best_numba_tflops']:.1f} TFLOP/s{cublas}; fused "
@@ -347,8 +355,9 @@ def _tflops_values(records):
     best = max(numba, key=numba.get)
     if "cublas" not in tflops:   # a live tour times no baselines: the claim reads the reference
         raise Missing("matmul has no cublas row (no torch baseline timed in this run)")
-    return {"n": n, **tflops, "best": best, "best_tflops": numba[best],
-            "fraction": numba[best] / tflops["cublas"], "target": TARGET_FRACTION_OF_CUBLAS}
+    fraction, repeats = worst_fraction_of_cublas(matmul, best, n)
+    return {"n": n, **tflops, "best": best, "best_tflops": numba[best], "fraction": fraction,
+            "repeats": repeats, "target": TARGET_FRACTION_OF_CUBLAS}
 
 
 def _steps_values(records):
@@ -422,10 +431,11 @@ CLAIMS = [
     Claim("gemm_ladder",
           "At n = {n}: naive {naive:.1f}, 16 x 16 tiled {tiled:.1f}, 4 x 4 per thread {register_tiled_2d:.1f}, "
           "8 x 8 per thread {register_tiled:.1f}, double-buffered {double_buffered:.1f} (capped at 128 "
-          "registers: {double_buffered_capped:.1f}) TFLOP/s; cuBLAS {cublas:.1f}. The best Numba GEMM "
-          "({best}) reaches {fraction:.0%} of cuBLAS (target: at least {target:.0%}, {met}).",
-          headline="best Numba float32 GEMM ({best}) at {n}^3: {fraction:.0%} of cuBLAS's {cublas:.1f} TFLOP/s "
-                   "(target {target:.0%})",
+          "registers: {double_buffered_capped:.1f}) TFLOP/s; cuBLAS {cublas:.1f} (each its slowest of {repeats} "
+          "repeats). The best Numba GEMM ({best}) reaches {fraction:.0%} of cuBLAS in the worst repeat, each "
+          "repeat against its own cuBLAS (target: at least {target:.0%}, {met}).",
+          headline="best Numba float32 GEMM ({best}) at {n}^3: {fraction:.0%} of cuBLAS in the worst of {repeats} "
+                   "repeats (target {target:.0%})",
           values=_tflops_values, checks=(target("met", "fraction", ">=", "target"),)),
     Claim("gemm_steps",
           "From the 8 x 8 kernel ({register_tiled:.1f} TFLOP/s at n = {n}), one step at a time: no bounds "

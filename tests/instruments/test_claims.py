@@ -288,3 +288,20 @@ def test_lab01s_launch_costs_are_the_median_of_the_repeats_with_their_range():
     assert replayed["replay"] == pytest.approx(max(replay))
     argument = next(c for c in claims.claims_of("01") if c.name == "per_argument").values(records)   # a line per repeat
     assert argument["per_array_lo"] <= argument["per_array"] <= argument["per_array_hi"] < argument["per_array_lo"] * 2
+
+
+def test_lab03s_host_records_are_the_median_of_the_repeats_with_their_range():
+    """`host_launch` and `launcher_prep` are read through every repeat: the launch cost that fills
+    the model, and the stop it predicts, are the median repeat's (review 4-a, C1)."""
+    records = claims.sources("03", live=False)
+    repeats = reference.load("03")["repeats"]
+    launch = sorted(r["host_launch"]["us"] for r in repeats)
+    prep = sorted(r["launcher_prep"]["variants"]["horizontal"]["prep_us_median"] for r in repeats)
+    named = {c.name: c for c in claims.claims_of("03")}
+    cost = named["merged_call_cost"].values(records)
+    assert (cost["launch_lo"], cost["launch_us"], cost["launch_hi"]) == pytest.approx((launch[0], launch[1], launch[-1]))
+    assert (cost["prep_merged_lo"], cost["prep_merged_us"], cost["prep_merged_hi"]) == pytest.approx(
+        (prep[0], prep[1], prep[-1]))
+    stops = named["stops_paying"].values(records)
+    assert stops["launch_us"] == pytest.approx(launch[1])
+    assert stops["stop_model_us"] >= launch[1]      # the model's one launch costs at least the median launch

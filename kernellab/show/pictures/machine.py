@@ -1,5 +1,5 @@
 """Pictures of the machine a kernel runs on: work on streams, queues and engines over time; one
-SM's resources filled by a launch; the bytes that cross between memory and the chip.
+SM's resources filled by a launch; the bytes that cross between global memory and the SMs.
 
 Each `draw_*` takes the plain data `kernellab.course.pictures` works out (the Picture's `.data`).
 """
@@ -101,14 +101,14 @@ def draw_sm_fill(data: dict, title: str, source: str):
 
 
 def draw_bytes_moved(data: dict, title: str, source: str):
-    """Per traced run, memory below and the chip above, one arrow per array and direction: up for
+    """Per traced run, global memory below and the SMs above, one arrow per array and direction: up for
     bytes read, down for bytes written, as thick as the bytes; each array labelled with how many
     times per element it crossed, and its budget where that differs (in vermillion)."""
     fig, axes = stacked(title, source, len(data["panels"]), 4.6, share=False)
     most = max((entry["bytes"] for panel in data["panels"] for entry in panel["arrows"]), default=0) or 1
     columns = max(len({e["array"] for e in panel["arrows"]}) for panel in data["panels"]) or 1
     for ax, panel in zip(axes, data["panels"]):
-        for y, label in ((0.0, "global memory: the bytes requested"), (3.2, "the chip: SMs, registers")):
+        for y, label in ((0.0, "global memory: the bytes requested"), (3.2, "the SMs: their registers")):
             ax.add_patch(FancyBboxPatch((0.05, y), columns - 0.1, 0.8, boxstyle="round,pad=0.02",
                                         facecolor="white", edgecolor=BLACK, linewidth=2))
             ax.text(columns / 2, y + 0.4, label, ha="center", va="center", fontsize=16)
@@ -140,8 +140,8 @@ def draw_bytes_moved(data: dict, title: str, source: str):
         budget = panel["budget_total"]
         ax.set_title(f"{panel['name']}: {per_element:.3g} B per element"
                      + (f" (budget {budget / panel['n']:.3g})" if budget is not None else ""))
-    axes[-1].legend(handles=[Patch(facecolor=ORANGE, label="read: memory to chip"),
-                             Patch(facecolor=BLUE, label="written: chip to memory")],
+    axes[-1].legend(handles=[Patch(facecolor=ORANGE, label="read: memory to the SMs"),
+                             Patch(facecolor=BLUE, label="written: the SMs to memory")],
                     loc="upper left", bbox_to_anchor=(0.0, 0.0), ncols=2, frameon=False)
     notes = ["times per element of out"]
     if any(e["temporary"] for panel in data["panels"] for e in panel["arrows"]):
