@@ -463,7 +463,7 @@ def test_bytes_moved_counts_what_the_chains_did_against_their_budgets(labs):
     assert {(a["array"], a["direction"]): a["per_element"] for a in unfused["arrows"] if a["temporary"]} == {
         (name, way): 1 for name in ("t_affine", "t_relu", "t_dropout") for way in ("read", "written")}
     assert picture.caption == ("fused_chain moves 2.14x fewer bytes than unfused_chain, as budgeted: the "
-                               "intermediates never leave the chip.")
+                               "intermediates stay in the SMs' registers.")
 
 
 def test_a_fused_chain_that_rereads_x_shows_2_reads_against_a_budget_of_1(labs, monkeypatch):

@@ -516,8 +516,8 @@ def bytes_moved(*runs: KernelRun, budgets=()) -> Picture:
     if len(panels) == 2 and panels[1]["total"]:
         data["ratio"] = panels[0]["total"] / panels[1]["total"]
     caption = _moved_caption(data)
-    return canvas.picture(machine.draw_bytes_moved, data, f"Lab {runs[0].lab}: bytes between memory and the chip, "
-                          f"as the meter counted them" if runs[0].lab else "Bytes between memory and the chip",
+    return canvas.picture(machine.draw_bytes_moved, data, f"Lab {runs[0].lab}: bytes between global memory and the SMs, "
+                          f"as the meter counted them" if runs[0].lab else "Bytes between global memory and the SMs",
                           caption, runs[0].source)
 
 
@@ -573,8 +573,8 @@ def _moved_caption(data: dict) -> str:
         return (f"{d['function']} {did}: {d['measured']:g} {noun}{'s' * (d['measured'] != 1)} per element "
                 f"against a budget of {d['budget']:g}{more}.")
     if "ratio" in data:
-        kept = ("the intermediates never leave the chip" if not any(a["temporary"] for a in panels[1]["arrows"])
+        kept = ("the intermediates stay in the SMs' registers" if not any(a["temporary"] for a in panels[1]["arrows"])
                 else "fewer intermediates cross to memory")
         budgeted = ", as budgeted" if panels[1]["budget_total"] is not None else ""
         return f"{panels[1]['name']} moves {data['ratio']:.3g}x fewer bytes than {panels[0]['name']}{budgeted}: {kept}."
-    return "Every arrow is bytes crossing between memory and the chip: fewer, thinner arrows are faster."
+    return "Every arrow is bytes crossing between global memory and the SMs: fewer, thinner arrows are faster."
