@@ -394,8 +394,9 @@ GemmSteps.__doc__ = """The optional steps of the register-tiled GEMM, each a com
   rolled (64 multiply-adds per step are past its unrolling threshold), and each step then pays
   ~17 instructions of 64-bit loop and address arithmetic; unrolled, the offsets are constants.
 - warp_rows: 0, or the rows of threads a warp covers (4: a warp owns 4 x 8 threads' outputs, a
-  compact 32 x 64 piece of C in runs of 4), so its shared loads touch 4 + 8 words of the tiles
-  per k instead of 2 + 16 (a warp across two whole rows of threads)."""
+  compact 32 x 64 piece of C in runs of 4), so its shared loads touch 8 + 16 distinct 16-byte
+  vectors of the tiles per k instead of 4 + 32 (24 against 36, a warp across two whole rows of
+  threads)."""
 PLAIN = GemmSteps()
 WARP = 32
 
