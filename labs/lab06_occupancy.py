@@ -50,7 +50,7 @@ def blocks_limited_by_warps(arch, block_size):
     """Blocks per SM the warp slots allow (0 when the block is larger than a block may be)."""
     # 06.1: how many blocks of block_size threads the SM's warp slots hold. Contract: 0 for a
     # block larger than a block may be (arch.max_threads_per_block); a partial warp takes a whole
-    # warp slot. Budget: about 4 lines. Stuck? Hint 06.1 in notebook 06.
+    # warp slot. Hint 06.1 in notebook 06 (about 4 lines).
     raise NotImplementedError("Lab 06.1: blocks_limited_by_warps")
 
 
@@ -61,7 +61,7 @@ def blocks_limited_by_registers(arch, block_size, registers_per_thread):
     # 06.2: how many blocks the register file holds, by the rules of notebook 06's section 2
     # (registers granted per warp in units; each warp's registers in one sub-partition). Contract:
     # 0 above arch.max_registers_per_thread or when one block does not fit; UNLIMITED when the
-    # kernel uses no registers. Budget: about 11 lines. Stuck? Hints 06.2 in notebook 06.
+    # kernel uses no registers. Hints 06.2 in notebook 06 (about 11 lines).
     raise NotImplementedError("Lab 06.2: blocks_limited_by_registers")
 
 
@@ -75,7 +75,7 @@ def blocks_limited_by_shared_memory(arch, shared_bytes_per_block, carveout=-1):
     """
     # 06.3: how many blocks the SM's shared memory holds, counting what the hardware adds to each
     # block (notebook 06, section 2). Contract: UNLIMITED when a block takes no shared memory at
-    # all. Budget: about 5 lines. Stuck? Hint 06.3 in notebook 06.
+    # all. Hint 06.3 in notebook 06 (about 5 lines).
     raise NotImplementedError("Lab 06.3: blocks_limited_by_shared_memory")
 
 
@@ -100,7 +100,7 @@ def occupancy(cc, block_size, registers_per_thread, static_shared=0, dynamic_sha
     # unknown cc; an argument out of range (block_size 1..1024, registers 0..255, static 0..48 KiB,
     # dynamic >= 0, carveout -1..100, max_dynamic_shared up to arch.shared_per_block_optin - static)
     # raises ValueError naming it; a launch asking for more dynamic shared memory than
-    # max_dynamic_shared gets 0 blocks. Budget: about 25 lines. Stuck? Hint 06.4 in notebook 06.
+    # max_dynamic_shared gets 0 blocks. Hint 06.4 in notebook 06 (about 25 lines).
     raise NotImplementedError("Lab 06.4: occupancy")
 
 
@@ -134,8 +134,8 @@ class LinearReluConfig(NamedTuple):
 AS_WRITTEN = LinearReluConfig(block_size=128, tile_k=64, max_registers=None)
 
 # 06.5: a configuration (block size, register cap, tile depth) that gives linear_relu_kernel at
-# least 75% occupancy on an H200 (cc 9.0); it must still compute relu(x @ w + b). Budget: 1 line,
-# found by changing one knob at a time. Stuck? Hint 06.5 in notebook 06.
+# least 75% occupancy on an H200 (cc 9.0); it must still compute relu(x @ w + b). Hint 06.5 in
+# notebook 06 (1 line, found by changing one knob at a time).
 TUNED = AS_WRITTEN
 
 

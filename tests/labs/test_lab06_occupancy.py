@@ -11,6 +11,7 @@ import pytest
 
 from kernellab.gpu import checks, device
 from kernellab import occupancy as calculator
+from kernellab.grading.contract import clause
 from kernellab.grading.tape import kernel_resources, record_launches
 
 cuda = device.cuda()
@@ -45,6 +46,8 @@ def test_warps_limit(lab, rng):
     cases = [((HOPPER, 33), "a partial warp takes a whole warp's slot: 33 threads are 2 warps"),
              ((HOPPER, 1), "1 thread is 1 warp"),
              ((HOPPER, 1025), "a block larger than 1024 threads cannot run: 0"),
+             ((HOPPER, 1024), "a block of exactly 1024 threads is not larger than a block may be: 2"),
+             ((HOPPER, 64), "a whole number of warps takes no extra slot: 64 threads are 2 warps"),
              ((calculator.ARCHITECTURES[(8, 6)], 640), "cc 8.6 holds 48 warps, not 64")]
     for arch in ARCHS:
         for block in rng.integers(1, arch.max_threads_per_block + 1, RANDOM_PER_ARCH):
@@ -59,7 +62,9 @@ def test_register_limit(lab, rng):
              ((HOPPER, 256, 33), "registers go to a warp in units of 256: 33 * 32 = 1056 takes 1280"),
              ((HOPPER, 1024, 65), "a 1024-thread block with 65 registers does not fit at all: 0"),
              ((HOPPER, 256, 0), "a kernel that uses no registers is not limited by them: UNLIMITED"),
-             ((HOPPER, 128, 256), "more than 255 registers per thread cannot run: 0")]
+             ((HOPPER, 128, 256), "more than 255 registers per thread cannot run: 0"),
+             ((HOPPER, 32, 255), "exactly 255 registers per thread is allowed: 255 * 32 takes 8192, 8 warps"),
+             ((HOPPER, 1024, 64), "a block that exactly fills the register file fits: 32 warps * 2048 = 65536, 1")]
     for arch in ARCHS:
         blocks = rng.integers(1, arch.max_threads_per_block + 1, RANDOM_PER_ARCH)
         registers = rng.integers(1, arch.max_registers_per_thread + 1, RANDOM_PER_ARCH)
@@ -75,7 +80,8 @@ def test_shared_memory_limit(lab, rng):
              ((HOPPER, 16 * 1024 + 129, -1), "round to the 128 B allocation unit, after adding 1 KiB"),
              ((VOLTA, 0, -1), "cc 7.x reserves nothing: no shared memory, no limit (UNLIMITED)"),
              ((VOLTA, 1000, -1), "cc 7.x allocates in 256 B units"),
-             ((HOPPER, 40_000, 10), "a carveout too small for one block is bumped up (shared_per_sm)")]
+             ((HOPPER, 40_000, 10), "a carveout too small for one block is bumped up (shared_per_sm)"),
+             ((HOPPER, HOPPER.shared_per_block_optin, -1), "the largest block (227 KiB + 1 KiB reserved) fits once")]
     for arch in ARCHS:
         sizes = rng.integers(0, arch.shared_per_block_optin + 1, RANDOM_PER_ARCH)
         small = rng.integers(0, 4096, RANDOM_PER_ARCH)
@@ -84,6 +90,10 @@ def test_shared_memory_limit(lab, rng):
         cases += [((arch, int(s), int(c)), "random, small") for s, c in zip(small, carveouts)]
     assert_all_match(lab.blocks_limited_by_shared_memory, calculator.blocks_limited_by_shared_memory,
                      cases)
+    for arch, shared in ((HOPPER, 5000), (VOLTA, 20_000)):
+        got, expected = lab.blocks_limited_by_shared_memory(arch, shared), calculator.blocks_limited_by_shared_memory(arch, shared)
+        assert got == expected, (f"blocks_limited_by_shared_memory({arch.label}, {shared}) returned {got!r}, "
+                                 f"expected {expected!r}: carveout's default is -1 (the driver's preference)")
 
 
 def random_configuration(rng, arch):
@@ -116,7 +126,13 @@ def test_occupancy_matches_calculator(lab, rng):
              (((9, 0), 128, 20, 0, 50_000, None, -1), "dynamic shared above the 48 KiB default: 0 blocks"),
              (((9, 0), 128, 20, 0, 50_000, 100_000, -1), "...unless the kernel raised its max-dynamic"),
              (("8.6", 96, 30, 2048, 0, None, 0), "carveout 0 is bumped to a size that fits a block"),
-             (((7, 5), 32, 16, 0, 0, None, -1), "cc 7.5: the 16-block cap binds")]
+             (((7, 5), 32, 16, 0, 0, None, -1), "cc 7.5: the 16-block cap binds"),
+             (((9, 0), 128, 20, 0, 50_000, 50_000, -1), "dynamic exactly at max_dynamic_shared is not more: it runs"),
+             (((9, 0), 128, 20, 1024, 48 * 1024 - 1024, None, -1),
+              "dynamic exactly at the default (48 KiB - static) is not more: it runs"),
+             (((9, 0), 1024, 255, 48 * 1024, 0, None, 100), "every argument at its upper limit is accepted"),
+             (((9, 0), 1, 0, 0, 0, 0, -1), "every argument at its lower limit is accepted"),
+             (((9, 0), 64, 32, 1024, 0, 232_448 - 1024, -1), "max_dynamic_shared at 227 KiB - static is accepted")]
     for arch in ARCHS:
         cases += [(random_configuration(rng, arch), "random") for _ in range(RANDOM_PER_ARCH)]
 
@@ -128,18 +144,30 @@ def test_occupancy_matches_calculator(lab, rng):
 
     student.__name__ = "occupancy"
     assert_all_match(student, expected, cases, explain=limits_text)
+    for defaults in (((9, 0), 256, 32), ((8, 6), 96, 40, 4096)):   # static, dynamic, max_dynamic, carveout
+        assert summary(lab.occupancy(*defaults)) == summary(calculator.occupancy(*defaults)), (
+            f"occupancy{defaults} with the other arguments at their defaults returned "
+            f"{lab.occupancy(*defaults)}; expected {calculator.occupancy(*defaults)}")
 
 
 @pytest.mark.points(1)
 def test_occupancy_rejects_bad_input(lab):
-    """06.4: impossible configurations raise ValueError, not a wrong number."""
-    bad = [dict(block_size=0), dict(block_size=1025), dict(registers_per_thread=256),
-           dict(registers_per_thread=-1), dict(static_shared=48 * 1024 + 1), dict(dynamic_shared=-1),
-           dict(carveout=101), dict(max_dynamic_shared=227 * 1024 + 1), dict(cc=(6, 1))]
+    """06.4: impossible configurations raise ValueError naming the argument (in the docstring's
+    words: block_size, registers, static, dynamic, carveout, max_dynamic_shared), one past each
+    limit, not a wrong number (static above 48 KiB also takes the default max_dynamic_shared below 0:
+    naming either will do); an unknown cc raises ValueError."""
+    bad = [(dict(block_size=0), "block_size"), (dict(block_size=1025), "block_size"),
+           (dict(registers_per_thread=256), "registers"), (dict(registers_per_thread=-1), "registers"),
+           (dict(static_shared=48 * 1024 + 1), "static|max_dynamic"), (dict(static_shared=-1), "static"),
+           (dict(dynamic_shared=-1), "dynamic"), (dict(carveout=101), "carveout"),
+           (dict(carveout=-2), "carveout"), (dict(max_dynamic_shared=227 * 1024 + 1), "max_dynamic_shared"),
+           (dict(static_shared=1024, max_dynamic_shared=227 * 1024 - 1024 + 1), "max_dynamic_shared")]
     base = dict(cc=(9, 0), block_size=256, registers_per_thread=32)
-    for override in bad:
-        with pytest.raises(ValueError):
+    for override, name in bad:
+        with pytest.raises(ValueError, match=name):
             lab.occupancy(**{**base, **override})
+    with pytest.raises(ValueError):
+        lab.occupancy(**{**base, "cc": (6, 1)})
 
 
 @pytest.mark.points(4)
@@ -168,3 +196,49 @@ def test_tuned_linear_relu(lab, rng):
     checks.assert_launched(launches, "linear_relu_kernel", count=1)
     assert launches[0].block == (config.block_size, 1, 1), f"launched with block {launches[0].block}"
     checks.assert_matches(out, expected, rtol=1e-5, what=f"linear_relu with {config}")
+
+
+# --- The contract: each clause the stubs state, and the graded checks that exercise it -----------
+
+CONTRACT = [
+    clause("blocks_limited_by_warps", "Blocks per SM the warp slots allow (0 when the block is larger than a block "
+           "may be).", "test_warps_limit"),
+    clause("blocks_limited_by_warps", "06.1: how many blocks of block_size threads the SM's warp slots hold.",
+           "test_warps_limit"),
+    clause("blocks_limited_by_warps", "0 for a block larger than a block may be (arch.max_threads_per_block)",
+           "test_warps_limit"),
+    clause("blocks_limited_by_warps", "a partial warp takes a whole warp slot.", "test_warps_limit"),
+    clause("blocks_limited_by_registers", "Blocks per SM the register file allows", "test_register_limit"),
+    clause("blocks_limited_by_registers", "UNLIMITED for a kernel that uses no registers.", "test_register_limit"),
+    clause("blocks_limited_by_registers", "06.2: how many blocks the register file holds, by the rules of notebook "
+           "06's section 2 (registers granted per warp in units; each warp's registers in one sub-partition).",
+           "test_register_limit"),
+    clause("blocks_limited_by_registers", "0 above arch.max_registers_per_thread or when one block does not fit",
+           "test_register_limit"),
+    clause("blocks_limited_by_registers", "UNLIMITED when the kernel uses no registers.", "test_register_limit"),
+    clause("blocks_limited_by_shared_memory", "Blocks per SM shared memory allows, for static + dynamic bytes per "
+           "block.", "test_shared_memory_limit", "test_occupancy_matches_calculator"),
+    clause("blocks_limited_by_shared_memory", "`shared_per_sm(arch, carveout, allocated)` (given) is the shared "
+           "memory the driver configures on the SM: the carveout rounded up to a supported size, bumped up when "
+           "one block would not fit.", "test_shared_memory_limit"),
+    clause("blocks_limited_by_shared_memory", "06.3: how many blocks the SM's shared memory holds, counting what the "
+           "hardware adds to each block (notebook 06, section 2).", "test_shared_memory_limit"),
+    clause("blocks_limited_by_shared_memory", "UNLIMITED when a block takes no shared memory at all.",
+           "test_shared_memory_limit"),
+    clause("occupancy", "Blocks, warps and occupancy of one SM for a kernel, and which limits set them.",
+           "test_occupancy_matches_calculator"),
+    clause("occupancy", "max_dynamic_shared is the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES attribute (None: the "
+           "default, 48 KiB - static); a launch asking for more dynamic shared memory gets 0 blocks.",
+           "test_occupancy_matches_calculator"),
+    clause("occupancy", "06.4: the SM's resident blocks, warps and occupancy for this kernel, and every limit that "
+           "sets them (in the order of LIMITERS).", "test_occupancy_matches_calculator"),
+    clause("occupancy", "architecture(cc) raises ValueError for an unknown cc", "test_occupancy_rejects_bad_input"),
+    clause("occupancy", "an argument out of range (block_size 1..1024, registers 0..255, static 0..48 KiB, dynamic "
+           ">= 0, carveout -1..100, max_dynamic_shared up to arch.shared_per_block_optin - static) raises "
+           "ValueError naming it", "test_occupancy_rejects_bad_input", "test_occupancy_matches_calculator"),
+    clause("occupancy", "a launch asking for more dynamic shared memory than max_dynamic_shared gets 0 blocks.",
+           "test_occupancy_matches_calculator"),
+    clause("TUNED", "06.5: a configuration (block size, register cap, tile depth) that gives linear_relu_kernel at "
+           "least 75% occupancy on an H200 (cc 9.0);", "test_tuned_linear_relu"),
+    clause("TUNED", "it must still compute relu(x @ w + b).", "test_tuned_linear_relu"),
+]

@@ -1,4 +1,5 @@
-"""Planted bugs in Lab 06's solution: the graded tests must catch every one.
+"""Planted bugs in Lab 06's solution, which the graded tests must catch, and valid alternatives,
+which must score full marks.
 
 (what the bug is, text in solutions/lab06_occupancy.py, its replacement)
 """
@@ -34,4 +35,47 @@ MUTANTS = [
     ("off-by-one in the x-tile guard",
      "inside = row0 + r < m and k0 + c < k",
      "inside = row0 + r < m and k0 + c <= k"),
+    ("a block of exactly max_threads_per_block counted as too large",
+     "    if block_size > arch.max_threads_per_block:", "    if block_size >= arch.max_threads_per_block:"),
+    ("exactly 255 registers per thread refused",
+     "    if registers_per_thread > arch.max_registers_per_thread:",
+     "    if registers_per_thread >= arch.max_registers_per_thread:"),
+    ("a block that exactly fills the register file refused",
+     "    if per_warp * (-(-warps // parts) * parts) > arch.registers_per_block:",
+     "    if per_warp * (-(-warps // parts) * parts) >= arch.registers_per_block:"),
+    ("dynamic shared memory exactly at max_dynamic_shared gets 0 blocks",
+     "(0 if dynamic_shared > max_dynamic_shared", "(0 if dynamic_shared >= max_dynamic_shared"),
+    ("static_shared's limit one short: 48 KiB itself rejected",
+     '"static_shared": (static_shared, 0, arch.shared_per_block),',
+     '"static_shared": (static_shared, 0, arch.shared_per_block - 1),'),
+    ("max_dynamic_shared's limit forgets the static shared memory",
+     '"max_dynamic_shared": (max_dynamic_shared, 0, arch.shared_per_block_optin - static_shared),',
+     '"max_dynamic_shared": (max_dynamic_shared, 0, arch.shared_per_block_optin),'),
+    ("an out-of-range argument's error does not name it",
+     'raise ValueError(f"{name} must be in {low}..', 'raise ValueError(f"out of range: must be in {low}..'),
+    ("blocks_limited_by_shared_memory's carveout defaults to 0, not -1",
+     "def blocks_limited_by_shared_memory(arch, shared_bytes_per_block, carveout=-1):",
+     "def blocks_limited_by_shared_memory(arch, shared_bytes_per_block, carveout=0):"),
+    ("occupancy's carveout defaults to 0, not -1", "              max_dynamic_shared=None, carveout=-1):",
+     "              max_dynamic_shared=None, carveout=0):"),
+]
+
+ALTERNATIVES = [
+    ("warps rounded up with (n + 31) // 32",
+     "    warps = -(-block_size // arch.warp_size)        # a partial warp",
+     "    warps = (block_size + arch.warp_size - 1) // arch.warp_size  # a partial warp"),
+    ("errors name arguments in the docstring's words (registers, static, dynamic)",
+     '              "registers_per_thread": (registers_per_thread, 0, arch.max_registers_per_thread),\n'
+     '              "static_shared": (static_shared, 0, arch.shared_per_block),\n'
+     '              "dynamic_shared": (dynamic_shared, 0, None),',
+     '              "registers": (registers_per_thread, 0, arch.max_registers_per_thread),\n'
+     '              "static": (static_shared, 0, arch.shared_per_block),\n'
+     '              "dynamic": (dynamic_shared, 0, None),'),
+    ("max_dynamic_shared checked before static_shared (a static above 48 KiB names max_dynamic_shared)",
+     '              "static_shared": (static_shared, 0, arch.shared_per_block),\n'
+     '              "dynamic_shared": (dynamic_shared, 0, None),\n'
+     '              "max_dynamic_shared": (max_dynamic_shared, 0, arch.shared_per_block_optin - static_shared),',
+     '              "max_dynamic_shared": (max_dynamic_shared, 0, arch.shared_per_block_optin - static_shared),\n'
+     '              "static_shared": (static_shared, 0, arch.shared_per_block),\n'
+     '              "dynamic_shared": (dynamic_shared, 0, None),'),
 ]
