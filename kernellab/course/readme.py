@@ -29,9 +29,11 @@ class Stale(ValueError):
 
 
 def row(number: str) -> str:
-    """One lab's row: its claims' headlines on the recorded reference data."""
+    """One lab's row: its claims' headlines on the recorded reference data (a claim about the
+    course's own instruments is the instructors', on docs/measuring.md, not here)."""
     records = claims.sources(number, live=False)
-    verdicts = [claims.evaluate(claim, records) for claim in claims.claims_of(number) if claim.headline]
+    verdicts = [claims.evaluate(claim, records) for claim in claims.claims_of(number)
+                if claim.headline and not claim.for_instructors]
     figures = [v.headline if v.true is not None else f"{v.claim.name} awaits data ({v.missing})"
                for v in verdicts]
     dates = sorted({v.source for v in verdicts if v.true is not None})
