@@ -28,4 +28,33 @@ MUTANTS = [
     ("launcher passes alpha as a Python float (the launch compiles a float64 kernel)",
      "        horizontal_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out)",
      "        horizontal_kernel[grid, block](block_starts, out_starts, float(alpha), x0, x1, z1, x2, x3, out)"),
+    ("starts as a list of ints, not an np.int64 array",
+     "    return np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)",
+     "    return [0] + [int(s) for s in np.cumsum(blocks)]"),
+    ("starts accept a negative block", "    if block <= 0 or any(size < 0 for size in sizes):",
+     "    if block == 0 or any(size < 0 for size in sizes):"),
+    ("launcher passes the block table as NumPy ints",
+     "    block_starts = tuple(int(s) for s in task_block_starts(sizes, block))",
+     "    block_starts = tuple(task_block_starts(sizes, block))"),
+    ("launcher passes a slice of out", "        horizontal_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out)\n    return out",
+     "        horizontal_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out[:])\n    return out"),
+    ("launcher returns a copy of out", "        horizontal_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out)\n    return out",
+     "        horizontal_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out)\n    return cuda.to_device(out.copy_to_host())"),
+    ("launcher returns nothing when there is no block",
+     "    if grid:                                   # nothing to do for four empty tasks\n"
+     "        horizontal_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out)\n    return out",
+     "    if not grid:\n        return None\n"
+     "    horizontal_kernel[grid, block](block_starts, out_starts, alpha, x0, x1, z1, x2, x3, out)\n    return out"),
+    ("launcher launches even with no block", "    if grid:                                   # nothing to do for four empty tasks",
+     "    if grid >= 0:"),
+    ("model floor-divides the bytes", "    return max(launches * launch_us, nbytes / (gbps * 1e3))",
+     "    return max(launches * launch_us, nbytes // (gbps * 1e3))"),
 ]
+
+ALTERNATIVES = [
+    ("starts by a Python loop, as np.int64", "    blocks = [blocks_for(int(size), block) for size in sizes]\n"
+     "    return np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)",
+     "    starts = [0]\n    for size in sizes:\n        starts.append(starts[-1] + -(-int(size) // block))\n"
+     "    return np.array(starts, dtype=np.int64)"),
+]
+
