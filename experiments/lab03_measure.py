@@ -193,7 +193,8 @@ def crossover(lab, records: dict, suffix: str = LAUNCHES) -> dict:
         separate_ms, merged_ms = typical_ms(separate), typical_ms(merged)
         rows.append({"n": n, "separate_ms": separate_ms, "horizontal_ms": merged_ms,
                      "measured_speedup": separate_ms / merged_ms, "predicted_speedup": predicted,
-                     "predicted_merged_us": lab.predicted_time_us(1, merged["bytes"], launch_us, gbps)})
+                     "predicted_merged_us": lab.predicted_time_us(1, merged["bytes"], launch_us, gbps),
+                     "predicted_separate_us": lab.predicted_time_us(4, separate["bytes"], launch_us, gbps)})
 
     def first_below(key):
         return next((r["n"] for r in rows if r[key] < GAIN_THAT_PAYS), None)

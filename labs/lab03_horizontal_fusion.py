@@ -46,7 +46,7 @@ import numpy as np
 
 
 DEFAULT_BLOCK = 128
-WIDE_BLOCK = 256             # the variants in longer blocks: a 1-element-per-thread block of 128
+WIDE_BLOCK = 256             # the variants in larger blocks: a 1-element-per-thread block of 128
                              # retires fast, so the rate at which SMs start blocks can bound it
 TASKS = ("scale", "add", "relu", "square")
 ZERO = np.float32(0.0)       # float32: max(v, 0.0), or a sum started at 0.0, is float64

@@ -97,7 +97,7 @@ def check_epilogue_inputs(bias, mask, m, n):
     if tuple(bias.shape) != (n,):
         raise ValueError(f"bias has shape {tuple(bias.shape)}; it needs one value per column, ({n},)")
     if tuple(mask.shape) != (m, n) or mask.dtype != np.uint8:
-        raise ValueError(f"mask must be a ({m}, {n}) uint8 array (1 = keep), got "
+        raise ValueError(f"mask must be a ({m}, {n}) uint8 array (nonzero = keep), got "
                          f"{tuple(mask.shape)} {mask.dtype}")
 
 
