@@ -7,9 +7,12 @@ tests count, in the simulator, every global load and store the kernels make.
 
 import numpy as np
 import pytest
+from hypothesis import example
 
 from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect, expect_coalesced, expect_only
+from kernellab.grading.contract import clause
+from kernellab.grading.drawn import drawn, one_of, sizes
 from kernellab.grading.tape import meter, record_launches
 from kernellab.gpu.traffic import Ledger
 
@@ -27,7 +30,8 @@ def chain_case(lab, rng, block=None, with_mask=False, n=None):
     host = {name: checks.nonzero(rng, n) for name in INPUTS}
     p = float(rng.uniform(0.2, 0.5))
     seed = int(rng.integers(0, 2**32))
-    mask = (rng.random(n) >= p).astype(np.uint8) if with_mask else None
+    # a mask keeps where its byte is not 0 (dropout_keep): kept bytes are any of 1 to 255
+    mask = np.where(rng.random(n) >= p, rng.integers(1, 256, n), 0).astype(np.uint8) if with_mask else None
     if with_mask:
         host["mask"] = mask
     ref = lab.reference_chain(*(host[k] for k in INPUTS), p, seed, mask)
@@ -66,23 +70,26 @@ def metered_chain(lab, rng, launcher, with_mask, n=None, trace=(), **kwargs):
 
 @simulator_only   # on a GPU too: reads past the end raise IndexError here only
 @pytest.mark.points(2)
-def test_fused_chain_matches_numpy(lab, rng):
-    """fused_chain computes dropout(relu(x*w + b)) + r with the generator, in one launch; also on
-    1 element and on one more than a block."""
-    for n in (None, 1, lab.DEFAULT_BLOCK + 1):
-        dev, p, seed, ref = chain_case(lab, rng, n=n)
-        out = checks.poisoned(ref.shape)
-        with record_launches() as launches:
-            run_chain(lab.fused_chain, dev, p, seed, out)
-        checks.assert_launched(launches, "fused_chain_kernel", count=1)
-        assert launches.count() == 1, f"the fused chain launched {launches.names()}"
-        checks.assert_matches(out, ref, rtol=1e-5, scale=magnitudes(dev, p),
-                              what=f"fused_chain of {ref.size} elements")
+@drawn(examples=4, n=sizes(block=128, most=400), block=one_of(32, None, 96, 256))
+@example(n=1, block=None)
+def test_fused_chain_matches_numpy(lab, rng, n, block):
+    """fused_chain computes dropout(relu(x*w + b)) + r with the generator, in one launch, for any
+    size and block (drawn: awkward sizes, 1, exact multiples of the block, the default block)."""
+    dev, p, seed, ref = chain_case(lab, rng, n=n)
+    out = checks.poisoned(ref.shape)
+    kwargs = {} if block is None else {"block": block}
+    with record_launches() as launches:
+        run_chain(lab.fused_chain, dev, p, seed, out, **kwargs)
+    checks.assert_launched(launches, "fused_chain_kernel", count=1)
+    assert launches.count() == 1, f"the fused chain launched {launches.names()}"
+    checks.assert_matches(out, ref, rtol=1e-5, scale=magnitudes(dev, p),
+                          what=f"fused_chain of {ref.size} elements in blocks of {block or lab.DEFAULT_BLOCK}")
 
 
 @pytest.mark.points(1)
 def test_fused_chain_with_a_given_mask(lab, rng):
-    """With a mask, fused_chain keeps exactly the elements the mask keeps."""
+    """With a mask, fused_chain keeps exactly the elements the mask keeps: those whose byte is not
+    0 (dropout_keep's rule; the kept bytes are any of 1 to 255)."""
     dev, p, seed, ref = chain_case(lab, rng, with_mask=True)
     out = checks.poisoned(ref.shape)
     with record_launches() as launches:
@@ -127,15 +134,18 @@ def test_fused_memory_budget(lab, rng, with_mask):
 @simulator_only   # on a GPU too: reads past the end raise IndexError here only
 @pytest.mark.points(2)
 @pytest.mark.parametrize("blocks", [2, 9])
-def test_grid_stride_covers_any_grid(lab, rng, blocks):
-    """The grid-stride chain is right with fewer threads than elements, and with more."""
-    dev, p, seed, ref = chain_case(lab, rng, block=32)
+@drawn(examples=3, n=sizes(block=32, most=200), block=one_of(32, 64))
+def test_grid_stride_covers_any_grid(lab, rng, blocks, n, block):
+    """The grid-stride chain is right with fewer threads than elements, and with more (drawn:
+    sizes, exact multiples of the block among them, and blocks of 32 or 64 threads)."""
+    dev, p, seed, ref = chain_case(lab, rng, n=n)
     out = checks.poisoned(ref.shape)
     with record_launches() as launches:
-        run_chain(lab.fused_chain_grid_stride, dev, p, seed, out, blocks=blocks, block=32)
+        run_chain(lab.fused_chain_grid_stride, dev, p, seed, out, blocks=blocks, block=block)
     checks.assert_launched(launches, "fused_chain_grid_stride_kernel", count=1)
     assert launches[0].grid == (blocks, 1, 1), f"launched grid {launches[0].grid}, asked for {blocks}"
-    checks.assert_matches(out, ref, rtol=1e-5, what=f"fused_chain_grid_stride with {blocks} blocks")
+    checks.assert_matches(out, ref, rtol=1e-5, scale=magnitudes(dev, p),
+                          what=f"fused_chain_grid_stride of {n} elements with {blocks} blocks of {block}")
 
 
 @simulator_only
@@ -228,3 +238,49 @@ def test_bad_input_is_a_clear_error(lab):
         lab.unfused_chain(x, x, x, x, p=1.0)
     with pytest.raises(ValueError, match="shape"):
         lab.unfused_chain(x, x, cuda.to_device(np.ones(9, dtype=np.float32)), x)
+
+
+# --- The contract: each clause the stubs state, and the graded checks that exercise it -----------
+
+MATCHES = ("test_fused_chain_matches_numpy",)
+MASK = ("test_fused_chain_with_a_given_mask",)
+FUSED_BUDGET = ("test_fused_memory_budget",)
+LEDGER = ("test_fused_ledger_is_right",)
+
+CONTRACT = [
+    clause("chain_element", "dropout(relu(x*w + b)) + r for one element whose inputs are already in registers.",
+           *MATCHES, "test_four_per_thread_version_uses_your_chain_element"),
+    clause("chain_element", "The inputs are finite: relu as a ternary (`v if v > ZERO else ZERO`, as relu_kernel, "
+           "sends NaN to 0) or as a comparison (`if v < ZERO`, keeps NaN, as reference_chain's np.maximum) both "
+           "pass.", *MATCHES),
+    clause("chain_element", "relu(xv * wv + bv), then dropout (times scale when keep, else zero), plus rv;",
+           *MATCHES, *MASK),
+    # the grader compiles every kernel a graded test launched for a real GPU and fails the test on
+    # float64 arithmetic in a float32 kernel
+    clause("chain_element", "float32 throughout (ZERO, not 0.0: a Python float makes it float64).",
+           *MATCHES, *MASK),
+    clause("chain_element", "no memory traffic at all.", *FUSED_BUDGET),
+    clause("fused_chain_kernel", "out = the whole chain (chain_element), one thread per element;",
+           *MATCHES, "test_fused_is_one_launch_where_unfused_is_four"),
+    clause("fused_chain_kernel", "dropout's decision from dropout_keep.", *MATCHES, *MASK),
+    clause("fused_chain_kernel", "Budget per element, exactly: 4 float32 reads, the mask byte when one is given, "
+           "1 write, and no intermediate in global memory;", *FUSED_BUDGET,
+           "test_fused_ledger_agrees_with_the_meter"),
+    clause("fused_chain_kernel", "neighbouring threads on neighbouring elements (coalesced: the tests count the "
+           "sectors per warp request).", *FUSED_BUDGET),
+    clause("fused_chain_grid_stride_kernel", "The same work as 02.2 over every element, whatever the size of the "
+           "grid (a grid-stride loop).", "test_grid_stride_covers_any_grid"),
+    clause("fused_chain_grid_stride_kernel", "Budget per element: the same as 02.2 (no element twice), every "
+           "pass coalesced.", "test_grid_stride_memory_budget"),
+    clause("fused_chain_ledger", "The bytes the fused kernel moves: each input read once, the output written once.",
+           *LEDGER),
+    clause("fused_chain_ledger", 'A Ledger("fused") whose one op, "fused_chain", declares every array '
+           "fused_chain_kernel reads and writes, n elements each (the mask only when with_mask, at MASK bytes "
+           "each).", *LEDGER),
+    clause("fused_chain_ledger", "unfused_chain_ledger above shows the form; the tests compare yours with the "
+           "truth and with the meter's count of what fused_chain_kernel really did.", *LEDGER,
+           "test_fused_ledger_agrees_with_the_meter"),
+    clause("predicted_speedup", "Unfused time / fused time when both are memory-bound: the ratio of the bytes "
+           "they move.", "test_predicted_speedup_is_the_byte_ratio"),
+    clause("predicted_speedup", "From the two ledgers alone.", "test_predicted_speedup_is_the_byte_ratio"),
+]

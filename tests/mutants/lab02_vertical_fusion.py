@@ -47,6 +47,11 @@ MUTANTS = [
      "    v = v * scale if keep else 0.0   # dropout"),
     ("speed-up upside down", "    return unfused.total_bytes / fused.total_bytes", "    return fused.total_bytes / unfused.total_bytes"),
     ("speed-up hard-coded", "    return unfused.total_bytes / fused.total_bytes", "    return 2.2"),
+    ("fused kernel keeps only mask bytes equal to 1 (dropout_keep keeps any byte but 0)",
+     "        keep = dropout_keep(i, mask, seed, threshold)  # 1 byte read with a mask, none without",
+     "        keep = mask[i] == 1 if mask.size > 0 else hash32(i, seed) >= threshold"),
+    ("fused kernel assumes blocks of 128 threads", "    i = cuda.grid(1)\n    if i < out.size:\n        xv, wv, bv, rv",
+     "    i = cuda.blockIdx.x * 128 + cuda.threadIdx.x\n    if i < out.size:\n        xv, wv, bv, rv"),
 ]
 
 ALTERNATIVES = [
