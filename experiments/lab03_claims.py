@@ -388,14 +388,14 @@ CLAIMS = [
           "theirs ({separate_outside_lo:.0f}-{separate_outside_hi:.0f} us): {outside}. The merged call's launches "
           "alone, without the launcher's Python, took {launches_merged_ms:.2f} ms against the whole call's "
           "{paced_merged_ms:.2f} ms: {launches}.",
-          headline="at {prof_n:,}: the kernels {kernel_verdict}; the merged call spent {merged_outside_us:.0f} us "
-                   "outside its kernel, the four {separate_outside_us:.0f} us (medians of the repeats; {outside})",
+          headline="at {prof_n:,}: the kernels {kernel_verdict}; outside its kernel the merged call spent "
+                   "{merged_outside_us:.0f} us, the four {separate_outside_us:.0f} us (medians; {outside})",
           values=_profiled_kernels_values,
           checks=(says("kernel_verdict", "kernel_ratio", ">=", KERNEL_PACE, "as fast, within 2%",
                        "slower by more than 2%"),
                   says("outside", "merged_outside_lo", ">", "separate_outside_hi",
                        "the merged call's is the longer in every repeat",
-                       "the repeats' ranges overlap, so this record does not show the merged call's as the longer"),
+                       "the repeats' ranges overlap: not shown to be longer"),
                   says("launches", "launches_merged_ms", "<", "paced_merged_ms", "less, as the launcher's Python "
                        "would make it", "no less, so the launcher's Python does not account for the difference")),
           explains="a host-paced call's window opens before the launcher's first line: the launcher's Python "

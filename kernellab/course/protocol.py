@@ -36,8 +36,10 @@ a GPU, recorded otherwise) or `tour_records`, and the figure functions, never th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import io
 import sys
 import time
 from pathlib import Path
@@ -151,7 +153,8 @@ def measured(declared: Lab, name: str) -> dict | None:
         raise ValueError(f"lab {declared.number} declares no measurement or benchmark {name!r}")
     if device.is_simulator():
         return recorded(declared).get(name)
-    return measure_live(declared, declared.module(), name)
+    with contextlib.redirect_stdout(io.StringIO()):   # its progress lines are bench's, not the lesson's
+        return measure_live(declared, declared.module(), name)
 
 
 def solution_side_absent(declared: Lab, lab: ModuleType) -> list[str]:

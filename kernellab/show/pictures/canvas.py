@@ -24,13 +24,16 @@ BLOCK_COLOURS = (BLUE, ORANGE, GREEN, PURPLE, SKY, YELLOW)   # one per block, st
 PROBLEM = VERMILLION       # what costs: a conflict, a wasted sector, the limiter
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class Picture:
     """A drawn picture: `figure` (matplotlib), `data` (what the tests check), `caption`."""
 
     figure: object
     data: dict
     caption: str
+
+    def __repr__(self) -> str:   # what a notebook shows beside the image as text: the caption, not the data
+        return f"Picture: {self.caption}"
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()
