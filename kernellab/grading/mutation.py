@@ -83,7 +83,7 @@ def config_text(module: str, command: str) -> str:
 
 
 def prepare(lab: str, shard: int, shards: int, seed: int, limit: int | None, scratch: Path) -> Path:
-    """A copy of the course holding a cosmic-ray session for one shard of the lab's stub mutants;
+    """A copy of the course holding a cosmic-ray work database for one shard of the lab's stub mutants;
     the others' and those outside the stubs marked skipped."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
@@ -95,10 +95,10 @@ def prepare(lab: str, shard: int, shards: int, seed: int, limit: int | None, scr
     tests = next((copy / "tests" / "labs").glob(f"test_lab{lab}_*.py")).relative_to(copy)
     command = f"{sys.executable} -m pytest {tests} --target solutions -x -q -p no:cacheprovider --seed {seed}"
     (copy / "cosmic-ray.toml").write_text(config_text(f"solutions/{name}.py", command))
-    subprocess.run([COSMIC_RAY, "init", "cosmic-ray.toml", "session.sqlite"], cwd=copy, check=True,
+    subprocess.run([COSMIC_RAY, "init", "cosmic-ray.toml", "mutants.sqlite"], cwd=copy, check=True,
                    capture_output=True)
     inside = stub_lines(copy / "solutions" / f"{name}.py", copy / "labs" / f"{name}.py")
-    with use_db(str(copy / "session.sqlite"), WorkDB.Mode.open) as db:
+    with use_db(str(copy / "mutants.sqlite"), WorkDB.Mode.open) as db:
         kept = 0
         for item in db.pending_work_items:
             line = item.mutations[0].start_pos[0]
@@ -112,7 +112,7 @@ def prepare(lab: str, shard: int, shards: int, seed: int, limit: int | None, scr
 
 
 def run_shard(copy: Path) -> Path:
-    subprocess.run([COSMIC_RAY, "exec", "cosmic-ray.toml", "session.sqlite"], cwd=copy,
+    subprocess.run([COSMIC_RAY, "exec", "cosmic-ray.toml", "mutants.sqlite"], cwd=copy,
                    capture_output=True, env={**os.environ, "KERNELLAB_DEVICE": "sim"})
     return copy
 
@@ -125,7 +125,7 @@ def survivors(copies: list[Path], lab: str) -> tuple[int, list[dict]]:
     name = target.labs()[lab]
     for copy in copies:
         lines = (copy / "solutions" / f"{name}.py").read_text().splitlines()
-        with use_db(str(copy / "session.sqlite"), WorkDB.Mode.open) as db:
+        with use_db(str(copy / "mutants.sqlite"), WorkDB.Mode.open) as db:
             for item, result in db.results:
                 if result.worker_outcome == WorkerOutcome.SKIPPED:
                     continue
