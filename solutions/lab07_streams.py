@@ -3,8 +3,9 @@
 What you will learn
 - Work on one stream runs in order. Independent work on separate streams may overlap wherever an
   SM has room: blocks of concurrent kernels share an SM whenever its warp slots, registers and
-  shared memory allow. K kernels of 8 blocks each fit side by side on a 132-SM H200; kernels that
-  each fill every SM's resources run one after another whatever the number of streams.
+  shared memory allow. Kernels of 8 small blocks fit side by side on a 132-SM H200 (this lab runs
+  up to 16 at once; a cc 9.0 device runs at most 128 kernels at once); kernels that each fill every
+  SM's resources run one after another whatever the number of streams.
 - Launching a kernel from Python costs the host tens of microseconds (Lab 01 measures it). Many
   short kernels on many streams are then spaced out by the host, not by the GPU. Holding the
   streams behind one event (`hold`) takes the host's pace out of a measurement; submitting less
