@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernellab import scheduler
 from kernellab.course.claims import Claim, Missing, need, repeats_of, says, target
 
 from experiments.lab07_constants import (
     CONCURRENCY_RECORD, MAIN_CONNECTIONS, MODEL_AGREES_PCT, NUMBER, ONE_STREAM_OVERLAP_PCT, PIPELINE_STEPS,
     PIPELINE_STEPS_MAIN, PIPELINE_STREAMS, TARGETS)
-from experiments.lab07_measure import model_errors, modelled_pipeline_ms
+from experiments.lab07_measure import model_errors, speedups
 
 
 def _spread(name: str, values) -> dict:
@@ -29,7 +30,7 @@ def _sweep(records, connections: int) -> dict:
         if int(record.get("max_connections", 0)) != connections:
             raise Missing(f"{name} was measured at {record.get('max_connections')} connections, not {connections}")
     errors = [(error, key) for record in repeats for key, error in model_errors(record).items()]
-    rows = [{r["streams"]: r["speedup"] for r in rec["shapes"]["few_sms"]["modes"]["gated"]} for rec in repeats]
+    rows = [speedups(record) for record in repeats]
     worst, where = max(errors)
     return {"s16": min(r[16] for r in rows), "s8": min(r[8] for r in rows), "error": 100 * worst, "where": where,
             "repeats": len(repeats), "target": TARGETS["speedup_16_streams"]}
@@ -45,8 +46,8 @@ def _model_values(records):
 
 
 def _queues_values(records):
-    at_8, at_32 = ([{r["streams"]: r["speedup"] for r in rec["shapes"]["few_sms"]["modes"]["gated"]}
-                    for rec in repeats_of(records, CONCURRENCY_RECORD[c], NUMBER)] for c in (8, MAIN_CONNECTIONS))
+    at_8, at_32 = ([speedups(rec) for rec in repeats_of(records, CONCURRENCY_RECORD[c], NUMBER)]
+                   for c in (8, MAIN_CONNECTIONS))
     return {**_spread("s16_8", [r[16] for r in at_8]), **_spread("s8_8", [r[8] for r in at_8]),
             **_spread("s16_32", [r[16] for r in at_32]), "repeats": len(at_8),
             "past_8": max(r[16] / r[8] for r in at_8)}
@@ -55,17 +56,16 @@ def _queues_values(records):
 def _filling_values(records):
     """16 streams over 1 for kernels that fill every SM (pre-enqueued, 32 queues): the median over
     the repeats, with their range."""
-    shapes = [rec["shapes"]["fills_gpu"] for rec in repeats_of(records, CONCURRENCY_RECORD[MAIN_CONNECTIONS], NUMBER)]
-    gains = [next(r["speedup"] for r in shape["modes"]["gated"] if r["streams"] == 16) for shape in shapes]
-    return {**_spread("fill", gains), "repeats": len(shapes)}
+    repeats = repeats_of(records, CONCURRENCY_RECORD[MAIN_CONNECTIONS], NUMBER)
+    return {**_spread("fill", [speedups(rec, "fills_gpu")[16] for rec in repeats]), "repeats": len(repeats)}
 
 
 def _pacing_values(records):
     """Plain launches against pre-enqueued ones (small kernels, 16 streams, 32 queues), with the
     host's time per plain launch inside the recorder and one kernel's time alone."""
-    shapes = [rec["shapes"]["few_sms"] for rec in repeats_of(records, CONCURRENCY_RECORD[MAIN_CONNECTIONS], NUMBER)]
-    at_16 = {mode: [next(r["speedup"] for r in shape["modes"][mode] if r["streams"] == 16) for shape in shapes]
-             for mode in ("plain", "gated")}
+    repeats = repeats_of(records, CONCURRENCY_RECORD[MAIN_CONNECTIONS], NUMBER)
+    shapes = [rec["shapes"]["few_sms"] for rec in repeats]
+    at_16 = {mode: [speedups(rec, "few_sms", mode)[16] for rec in repeats] for mode in ("plain", "gated")}
     launches = [1e3 * float(np.median(shape["model"]["plain"]["host_launch_ms"])) for shape in shapes]
     return {**_spread("plain", at_16["plain"]), **_spread("gated", at_16["gated"]), **_spread("launch_us", launches),
             "kernel_ms": float(np.median([shape["kernel_alone"]["median_ms"] for shape in shapes])),
@@ -131,7 +131,7 @@ def _issue_order_values(records):
     sm_count = need(records, "pipeline", "provenance", "sm_count")
 
     def model(order, streams):
-        return modelled_pipeline_ms(order, streams, chunks, copy_ms, kernel_ms, sm_count)
+        return scheduler.pipeline_ms(order, streams, chunks, copy_ms, kernel_ms, sm_count)
     breadth = model("breadth_first", PIPELINE_STREAMS)
     return {**values, "copy_ms": copy_ms, "kernel_ms": kernel_ms, "chunks": chunks,
             "model_depth": model("depth_first", PIPELINE_STREAMS), "model_breadth": breadth,

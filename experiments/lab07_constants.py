@@ -25,7 +25,6 @@ PIPELINE_STEPS = {
                                              "chunks and runs in order, so its first kernel waits for its "
                                              "second copy in"),
 }
-ISSUE_ORDERS = ("depth_first", "breadth_first")
 ONE_STREAM_OVERLAP_PCT = 10.0          # one stream hides at most this (%): what noise can leave of nothing
 MODEL_AGREES_PCT = 15.0               # the model's pipeline time within this (%) of the measured agrees
 PIPELINE_STEPS_MAIN = "chunks_8"       # the step that is the lab's own pipeline

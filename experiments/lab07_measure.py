@@ -24,7 +24,7 @@ from kernellab.kernels import resources
 from kernellab.show.progress import progress_bar
 
 from experiments.lab07_constants import (
-    CONCURRENCY_RECORD, CONNECTIONS_OF, FEW_BLOCKS, ISSUE_ORDERS, KERNEL_MS, KERNELS, MAIN_CONNECTIONS,
+    CONCURRENCY_RECORD, CONNECTIONS_OF, FEW_BLOCKS, KERNEL_MS, KERNELS, MAIN_CONNECTIONS,
     PIPELINE_CHUNKS, PIPELINE_N, PIPELINE_STEPS, PIPELINE_STREAMS, REPS, SIGNATURE, STREAM_COUNTS)
 
 
@@ -41,9 +41,8 @@ def predict_sweep(blocks, block_ms, bps, sm_count, host_launch_ms=0.0, latency_m
     hardware queues (None: one per stream)."""
     machine = scheduler.Machine(sm_count, host_launch_ms=host_launch_ms, launch_latency_ms=latency_ms,
                                 hardware_queues=queues)
-    return {s: scheduler.simulate(scheduler.round_robin(KERNELS, s, blocks=blocks, block_ms=block_ms,
-                                                        blocks_per_sm=bps), machine)
-            for s in counts}
+    return {s: scheduler.simulate(scheduler.round_robin(KERNELS, s, blocks=blocks, block_ms=block_ms, blocks_per_sm=bps),
+                                  machine) for s in counts}
 
 
 # --- measurements (GPU only) ---------------------------------------------------------------------
@@ -65,11 +64,6 @@ def median_run(run, reps: int, before=None) -> tuple[list[Timeline], Timeline]:
 def spread(values) -> dict:
     return {"median": float(np.median(values)), "p10": float(np.percentile(values, 10)),
             "p90": float(np.percentile(values, 90)), "reps": len(values)}
-
-
-def paired_ratio(numerators, denominators) -> dict:
-    """The spread of numerator / denominator - 1 over the reps, each pair from one rep."""
-    return spread([a / b - 1 for a, b in zip(numerators, denominators)])
 
 
 def calibrate_iters(lab, blocks: int, target_ms: float, stream) -> int:
@@ -119,14 +113,6 @@ def measure_concurrency(lab, bps: int, reps: int = REPS) -> dict:
     return record
 
 
-def stream_gap_ms(data: TimelineData) -> float:
-    """Median idle time between consecutive spans of one stream: the GPU's per-launch gap (signed:
-    a negative one means the events overlap, a measurement problem the record keeps)."""
-    spans = sorted(data.spans, key=lambda s: s.start_ms)
-    gaps = [b.start_ms - a.end_ms for a, b in zip(spans, spans[1:])]
-    return float(np.median(gaps)) if gaps else 0.0
-
-
 def add_predictions(record: dict):
     """Predict every measured configuration; calibration: one kernel alone, the 1-stream gaps of
     the gated run, and (plain runs) the host time between launches measured in that same
@@ -135,7 +121,7 @@ def add_predictions(record: dict):
     for shape in record["shapes"].values():
         slots = record["sm_count"] * record["blocks_per_sm"]
         block_ms = shape["kernel_alone"]["median_ms"] / -(-shape["blocks"] // slots)
-        measured_gap = stream_gap_ms(TimelineData.from_dict(shape["modes"]["gated"][0]["timeline"]))
+        measured_gap = scheduler.stream_gap_ms(TimelineData.from_dict(shape["modes"]["gated"][0]["timeline"]))
         latency = max(0.0, measured_gap)       # the model's input; the measured value is kept below
         for mode, rows in shape["modes"].items():
             hosts = [0.0 if mode == "gated" else r["host_ms_per_launch"] for r in rows]
@@ -239,42 +225,17 @@ def saved_too_much(shares) -> list[str]:
     return [f"without the recorder: hidden share above 1 in 9 of 10 reps (p10 {low:.3f})"] if low > 1.0 else []
 
 
-def issue_in_order(order: str, bounds, streams, *submits) -> None:
-    """Each of `submits` (lo, hi, stream) for every chunk, chunk c on streams[c % S]: depth first, chunk
-    after chunk; breadth first, the first submit for every chunk, then the second, and so on."""
-    chunks = [(lo, hi, streams[c % len(streams)]) for c, (lo, hi) in enumerate(bounds)]
-    if order not in ISSUE_ORDERS:
-        raise ValueError(f"no issue order {order!r} (orders: {', '.join(ISSUE_ORDERS)})")
-    for submit, chunk in ([(f, c) for c in chunks for f in submits] if order == "depth_first"
-                          else [(f, c) for f in submits for c in chunks]):
-        submit(*chunk)
-
-
-def breadth_first_pipeline(lab, host_x, iters, streams, chunks, host_out, device_buffers):
-    """The lab's pipeline issued breadth first: every copy in, then every kernel, then every copy out."""
+def issued_pipeline(lab, order, host_x, iters, streams, chunks, host_out, device_buffers, kernels=True):
+    """The lab's pipeline issued in `order` (PIPELINE_STEPS); without `kernels`, its copies alone."""
     d_in, d_out = device_buffers
-    issue_in_order("breadth_first", lab.chunk_bounds(host_x.size, chunks), streams,
-                   lambda lo, hi, stream: d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=stream),
-                   lambda lo, hi, stream: lab.busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream),
-                   lambda lo, hi, stream: d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=stream))
+    submits = [lambda lo, hi, stream: d_in[lo:hi].copy_to_device(host_x[lo:hi], stream=stream),
+               lambda lo, hi, stream: lab.busy(d_in[lo:hi], iters, out=d_out[lo:hi], stream=stream),
+               lambda lo, hi, stream: d_out[lo:hi].copy_to_host(host_out[lo:hi], stream=stream)]
+    scheduler.issue_in_order(order, lab.chunk_bounds(host_x.size, chunks), streams,
+                             *(submits if kernels else submits[::2]))
     for stream in streams:
         stream.synchronize()
     return host_out
-
-
-def modelled_pipeline_ms(order: str, streams: int, chunks: int, copy_ms: float, kernel_ms: float,
-                         sm_count: int) -> float:
-    """The scheduler model's time for the pipeline issued in `order` (issue_in_order, as measured)
-    with a host that costs nothing: each copy `copy_ms` on its direction's one engine, each kernel
-    `kernel_ms` on every SM, so only each stream's order and the engines decide."""
-    work = []
-    rows = [f"stream {s + 1}" for s in range(streams)]
-    issue_in_order(order, [(c, c + 1) for c in range(chunks)], rows,
-                   lambda c, _, row: work.append(scheduler.Work(f"copy in {c}", row, "h2d", block_ms=copy_ms)),
-                   lambda c, _, row: work.append(scheduler.Work(f"kernel {c}", row, blocks=sm_count,
-                                                                block_ms=kernel_ms)),
-                   lambda c, _, row: work.append(scheduler.Work(f"copy out {c}", row, "d2h", block_ms=copy_ms)))
-    return scheduler.simulate(work, scheduler.Machine(sm_count)).makespan_ms
 
 
 def measure_pipeline(lab) -> dict:
@@ -292,31 +253,24 @@ def measure_pipeline(lab) -> dict:
     buffers = tuple(cuda.device_array(PIPELINE_N, dtype=np.float32) for _ in range(2))   # (d_in, d_out)
     streams = [cuda.stream() for _ in range(PIPELINE_STREAMS)]
 
-    def copies_only(host_x, host_out, chunks, used=streams, order="depth_first"):
-        """The pipeline's copies in its order, on its streams, without its kernels."""
-        issue_in_order(order, lab.chunk_bounds(PIPELINE_N, chunks), used,
-                       lambda lo, hi, stream: buffers[0][lo:hi].copy_to_device(host_x[lo:hi], stream=stream),
-                       lambda lo, hi, stream: buffers[1][lo:hi].copy_to_host(host_out[lo:hi], stream=stream))
-        for stream in used:
-            stream.synchronize()
-
     def kernels_only(iters, chunks, used=streams):
         for c, (lo, hi) in enumerate(lab.chunk_bounds(PIPELINE_N, chunks)):
             lab.busy(buffers[0][lo:hi], iters, out=buffers[1][lo:hi], stream=used[c % len(used)])
 
     copies, probed = (timing.time_gpu(fn, warmup=2, reps=REPS, hide_host=False).median_ms for fn in (
-        lambda: copies_only(pinned_x, pinned_out, PIPELINE_CHUNKS), lambda: kernels_only(1024, PIPELINE_CHUNKS)))
+        lambda: issued_pipeline(lab, "depth_first", pinned_x, None, streams, PIPELINE_CHUNKS, pinned_out, buffers,
+                                kernels=False), lambda: kernels_only(1024, PIPELINE_CHUNKS)))
     iters = max(1, round(1024 * 0.5 * copies / probed))   # the kernels take about half the copies' time
 
     def without_recorder(host_x, host_out, chunks, used=streams, order="depth_first") -> dict:
         """The three ways with no recorder open, each in a Makespan, `chunks` on the streams `used`,
         issued in `order`: name -> (context, call)."""
-        pipeline = lab.pipeline if order == "depth_first" else functools.partial(breadth_first_pipeline, lab)
-        return {"copies": (functools.partial(Makespan, streams=used),
-                           lambda: copies_only(host_x, host_out, chunks, used, order)),
-                "kernels": (functools.partial(Makespan, streams=used), lambda: kernels_only(iters, chunks, used)),
-                "pipeline": (functools.partial(Makespan, streams=used),
-                             lambda: pipeline(host_x, iters, used, chunks, host_out, buffers))}
+        pipeline = lab.pipeline if order == "depth_first" else functools.partial(issued_pipeline, lab, order)
+        timed = functools.partial(Makespan, streams=used)
+        return {"copies": (timed, lambda: issued_pipeline(lab, order, host_x, None, used, chunks, host_out, buffers,
+                                                          kernels=False)),
+                "kernels": (timed, lambda: kernels_only(iters, chunks, used)),
+                "pipeline": (timed, lambda: pipeline(host_x, iters, used, chunks, host_out, buffers))}
 
     def overlap_without_recorder(figures) -> dict:
         """Makespans and the hidden share (OVERLAP_METHOD): each rep's share from that rep's three
@@ -347,7 +301,7 @@ def measure_pipeline(lab) -> dict:
         bare = overlap_without_recorder(figures)
         runs = timelines[-PIPELINE_REPS:]                   # the warm-ups' timelines dropped
         middle = sorted(zip(windows["recorded"], range(len(runs)), runs))[len(runs) // 2][2]
-        slowdown = paired_ratio(windows["recorded"], windows["bare"])
+        slowdown = spread([a / b - 1 for a, b in zip(windows["recorded"], windows["bare"])])   # each pair one rep's
         cases[memory] = {"bare": bare, "pipeline_ms": spread(windows["recorded"]), "slowdown_method": SLOWDOWN_METHOD,
                          "bare_window_ms": spread(windows["bare"]), "recorder_slowdown": slowdown["median"],
                          "recorder_slowdowns": slowdown, "events": middle.events,
@@ -402,9 +356,9 @@ def in_fresh_process(name: str):
 
 # --- what the concurrency records say: read by the targets, the key figure and the claims ---------
 
-def speedup_at_16(concurrency: dict) -> float:
-    rows = concurrency["shapes"]["few_sms"]["modes"]["gated"]
-    return next(r for r in rows if r["streams"] == 16)["speedup"]
+def speedups(concurrency: dict, shape: str = "few_sms", mode: str = "gated") -> dict[int, float]:
+    """Speed-up over one stream by stream count, for one kernel shape and launch mode."""
+    return {r["streams"]: r["speedup"] for r in concurrency["shapes"][shape]["modes"][mode]}
 
 
 def model_errors(concurrency: dict) -> dict[str, float]:

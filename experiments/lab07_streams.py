@@ -31,10 +31,9 @@ from experiments.lab07_constants import (
     SIM_ITERS, TARGETS)
 from experiments.lab07_figures import draw_overlap, draw_pipeline_steps, draw_speedups, draw_timelines
 from experiments.lab07_measure import (
-    OVERLAP_METHOD, SLOWDOWN_METHOD, in_fresh_process, measure_in_process, model_errors, speedup_at_16)
+    OVERLAP_METHOD, SLOWDOWN_METHOD, in_fresh_process, measure_in_process, model_errors, speedups)
 
 # Read on the experiment (`protocol.experiment("07")`) by tests/instruments and notebook 07.
-from experiments.lab07_claims import _sweep  # noqa: F401
 from experiments.lab07_constants import KERNEL_MS, NOMINAL, STREAM_COUNTS  # noqa: F401
 from experiments.lab07_figures import predicted_pipeline  # noqa: F401
 from experiments.lab07_measure import busy_blocks_per_sm, calibrate_iters, predict_sweep  # noqa: F401
@@ -47,9 +46,6 @@ BENCH_ITERS = 64     # dependent FMAs per element in the busy benchmark
 
 def kernel_benchmarks(lab) -> list[harness.Benchmark]:
     """busy_kernel and add_kernel alone, over one pipeline chunk and the whole buffer (8x the L2)."""
-    def busy_ledger(n):
-        return Ledger("busy").add("busy", "x", reads=n).add("busy", "out", writes=n)
-
     def add_ledger(n):
         return Ledger("add").add("add", "p", reads=n).add("add", "q", reads=n).add("add", "out", writes=n)
 
@@ -62,7 +58,7 @@ def kernel_benchmarks(lab) -> list[harness.Benchmark]:
             variants=[harness.Variant(
                 "busy", lambda inputs, out: lab.busy(inputs["x"], BENCH_ITERS, out=out),
                 f"one read and one write per element, {BENCH_ITERS} dependent FMAs between",
-                ledger=busy_ledger)]),
+                ledger=lambda n: Ledger("busy").add("busy", "x", reads=n).add("busy", "out", writes=n))]),
         harness.Benchmark(
             name="add", axis="n", sizes=sizes, sim_sizes=[301], profile_size=PIPELINE_N,
             make_inputs=lambda rng, n: {"p": checks.nonzero(rng, n), "q": checks.nonzero(rng, n)},
@@ -120,8 +116,8 @@ def targets(lab, records: dict) -> dict:
     recorder = recorder_figures(pipeline)
     return {
         "speedup_16_streams": {
-            "value": speedup_at_16(main), "target": TARGETS["speedup_16_streams"],
-            "met": speedup_at_16(main) >= TARGETS["speedup_16_streams"], "at_8_connections": speedup_at_16(default),
+            "value": speedups(main)[16], "target": TARGETS["speedup_16_streams"],
+            "met": speedups(main)[16] >= TARGETS["speedup_16_streams"], "at_8_connections": speedups(default)[16],
             "method": f"16 busy kernels x 8 blocks x 256 threads, pre-enqueued behind a gate event; median "
                       f"makespan of timelines on 1 stream / on 16 streams, CUDA_DEVICE_MAX_CONNECTIONS={MAIN_CONNECTIONS}"},
         "model_error": {
@@ -150,8 +146,8 @@ def key_figure(lab, records: dict) -> str:
     """16 streams over 1 and the model's worst error."""
     conc = records["concurrency"]
     default = records.get(CONCURRENCY_RECORD[8])
-    at_8 = f"{speedup_at_16(default):.1f}x at the default 8" if default else "not measured at 8 yet"
-    return (f"16 x 8-block kernels: 16 streams {speedup_at_16(conc):.1f}x over 1 (pre-enqueued, "
+    at_8 = f"{speedups(default)[16]:.1f}x at the default 8" if default else "not measured at 8 yet"
+    return (f"16 x 8-block kernels: 16 streams {speedups(conc)[16]:.1f}x over 1 (pre-enqueued, "
             f"{conc['max_connections']} hardware queues; {at_8}); model error <= "
             f"{max(model_errors(conc).values()):.0%} at {conc['max_connections']}")
 

@@ -34,6 +34,7 @@ import collections
 import dataclasses
 import heapq
 import math
+import statistics
 
 from kernellab.gpu import device
 from kernellab import occupancy
@@ -212,3 +213,41 @@ def simulate(work, machine: Machine, source: str = "block-scheduler model") -> T
     spans = tuple(Span(w.name, w.row, w.kind, start[i], end[i], first_block_ms=first[i],
                        submit_ms=submit[i]) for i, w in enumerate(work))
     return TimelineData(spans, tuple(dict.fromkeys(w.row for w in work)), source)
+
+
+def stream_gap_ms(data: TimelineData) -> float:
+    """Median idle time between consecutive spans of one stream: the GPU's per-launch gap, the
+    model's `launch_latency_ms` (signed: a negative one means the events overlap, a measurement
+    problem the record keeps)."""
+    spans = sorted(data.spans, key=lambda s: s.start_ms)
+    gaps = [b.start_ms - a.end_ms for a, b in zip(spans, spans[1:])]
+    return float(statistics.median(gaps)) if gaps else 0.0
+
+
+# --- a chunked copy/compute pipeline, issued in an order -------------------------------------------
+
+ISSUE_ORDERS = ("depth_first", "breadth_first")
+
+
+def issue_in_order(order: str, bounds, streams, *submits) -> None:
+    """Each of `submits` (lo, hi, stream) for every chunk, chunk c on streams[c % S]: depth first, chunk
+    after chunk; breadth first, the first submit for every chunk, then the second, and so on."""
+    chunks = [(lo, hi, streams[c % len(streams)]) for c, (lo, hi) in enumerate(bounds)]
+    if order not in ISSUE_ORDERS:
+        raise ValueError(f"no issue order {order!r} (orders: {', '.join(ISSUE_ORDERS)})")
+    for submit, chunk in ([(f, c) for c in chunks for f in submits] if order == "depth_first"
+                          else [(f, c) for f in submits for c in chunks]):
+        submit(*chunk)
+
+
+def pipeline_ms(order: str, streams: int, chunks: int, copy_ms: float, kernel_ms: float, sm_count: int) -> float:
+    """The model's time for a chunked pipeline (each chunk's copy in, kernel and copy out) issued in
+    `order` (issue_in_order) with a host that costs nothing: each copy `copy_ms` on its direction's
+    one engine, each kernel `kernel_ms` on every SM, so only each stream's order and the engines decide."""
+    work = []
+    rows = [f"stream {s + 1}" for s in range(streams)]
+    issue_in_order(order, [(c, c + 1) for c in range(chunks)], rows,
+                   lambda c, _, row: work.append(Work(f"copy in {c}", row, "h2d", block_ms=copy_ms)),
+                   lambda c, _, row: work.append(Work(f"kernel {c}", row, blocks=sm_count, block_ms=kernel_ms)),
+                   lambda c, _, row: work.append(Work(f"copy out {c}", row, "d2h", block_ms=copy_ms)))
+    return simulate(work, Machine(sm_count)).makespan_ms

@@ -137,3 +137,15 @@ def test_the_occupancy_model_is_pure():
     """The published calculator imports nothing from kernellab and no Numba: it runs anywhere."""
     imported = top_level_imports(ast.parse((PACKAGE / "occupancy.py").read_text()))
     assert not {name for name in imported if name.split(".")[0] in ("kernellab", "numba")}
+
+
+LAB07_EXPERIMENT_LINES = 1000
+"""Issue 54: Lab 07's experiments stay readable in one sitting; generic code belongs in its room."""
+
+
+def test_lab07s_experiments_stay_within_their_line_budget():
+    files = sorted((PACKAGE.parent / "experiments").glob("lab07_*.py"))
+    lines = sum(len(path.read_text().splitlines()) for path in files)
+    assert files and lines <= LAB07_EXPERIMENT_LINES, (
+        f"experiments/lab07_*.py: {lines} lines in all, over the budget of {LAB07_EXPERIMENT_LINES} (issue 54): "
+        "move generic code to its kernellab room, fold near-copies")

@@ -29,10 +29,11 @@ def _concurrency(connections, speedups_16=16.0) -> dict:
 def test_a_stream_sweep_is_read_only_at_the_connections_it_was_measured_at():
     """A record says its CUDA_DEVICE_MAX_CONNECTIONS; a claim about 8 queues never reads a 32 one."""
     from kernellab.course import claims
+    from experiments import lab07_claims
     at_32 = {"concurrency": _concurrency(32), "concurrency_8_connections": _concurrency(32, 7.9)}
     with pytest.raises(claims.Missing, match="measured at 32 connections, not 8"):
-        LAB07._sweep(at_32, 8)
-    sweep = LAB07._sweep({"concurrency": _concurrency(32)}, 32)
+        lab07_claims._sweep(at_32, 8)
+    sweep = lab07_claims._sweep({"concurrency": _concurrency(32)}, 32)
     assert (sweep["s16"], sweep["s8"], sweep["error"], sweep["where"]) == (16.0, 8, pytest.approx(16.0),
                                                                           "few_sms/gated")
 
@@ -343,35 +344,8 @@ def test_lab02s_vectorised_chain_moves_each_input_in_16_byte_loads():
     assert len(re.findall(r"\bst\.global\.v4\.f32", text)) == 1, text
 
 
-def test_an_issue_order_submits_depth_first_or_breadth_first_and_names_a_bad_one():
-    from experiments.lab07_measure import issue_in_order
-    seen = []
-    submits = [lambda lo, hi, s, what=what: seen.append((what, lo, s)) for what in ("in", "kernel", "out")]
-    issue_in_order("depth_first", [(0, 2), (2, 4), (4, 5)], ["a", "b"], *submits)
-    assert seen == [("in", 0, "a"), ("kernel", 0, "a"), ("out", 0, "a"), ("in", 2, "b"), ("kernel", 2, "b"),
-                    ("out", 2, "b"), ("in", 4, "a"), ("kernel", 4, "a"), ("out", 4, "a")]
-    seen.clear()
-    issue_in_order("breadth_first", [(0, 2), (2, 4), (4, 5)], ["a", "b"], *submits)
-    assert seen == [("in", 0, "a"), ("in", 2, "b"), ("in", 4, "a"), ("kernel", 0, "a"), ("kernel", 2, "b"),
-                    ("kernel", 4, "a"), ("out", 0, "a"), ("out", 2, "b"), ("out", 4, "a")]
-    with pytest.raises(ValueError, match="no issue order 'sideways'"):
-        issue_in_order("sideways", [(0, 1)], ["a"], *submits)
-
-
-def test_breadth_first_loses_in_the_model_only_where_a_stream_holds_two_chunks():
-    """Lab 07's pipeline_issue_order: with a host that costs nothing, 8 chunks (a copy 1, a kernel 1
-    on every SM) on 4 streams take 10 depth first (one engine per direction: 8 copies in, the last
-    kernel, its copy out); breadth first, stream s's first kernel waits for its second copy in and
-    its first copy out for its second kernel, so the copies out start late: 16. On 8 streams, one
-    chunk each, the order costs nothing."""
-    from experiments.lab07_measure import modelled_pipeline_ms
-    assert modelled_pipeline_ms("depth_first", 4, 8, 1.0, 1.0, 4) == pytest.approx(10.0)
-    assert modelled_pipeline_ms("breadth_first", 4, 8, 1.0, 1.0, 4) == pytest.approx(16.0)
-    assert modelled_pipeline_ms("breadth_first", 8, 8, 1.0, 1.0, 4) == pytest.approx(10.0)
-
-
-@pytest.mark.parametrize("given", ["breadth_first_pipeline"])
-def test_the_tuning_steps_given_pipelines_give_the_labs_result(given):
+@pytest.mark.parametrize("order", ["depth_first", "breadth_first"])
+def test_the_tuning_steps_given_pipelines_give_the_labs_result(order):
     """A tuning step's given pipeline computes what the lab's does (the simulator, 37 elements)."""
     from numba import cuda
     import numpy as np
@@ -385,7 +359,7 @@ def test_the_tuning_steps_given_pipelines_give_the_labs_result(given):
     depth = lab.pipeline(host_x, 2, streams, 5, cuda.pinned_array_like(host_x), buffers).copy()
     out = cuda.pinned_array_like(host_x)
     out[:] = np.nan
-    assert getattr(lab07_measure, given)(lab, host_x, 2, streams, 5, out, buffers) is out
+    assert lab07_measure.issued_pipeline(lab, order, host_x, 2, streams, 5, out, buffers) is out
     np.testing.assert_array_equal(out, depth)
     np.testing.assert_allclose(out, lab.busy_reference(host_x, 2), rtol=1e-6)
 

@@ -4,8 +4,9 @@ import time
 
 import pytest
 
-from kernellab.scheduler import Machine, Work, blocks_per_sm, from_trace, round_robin, simulate
-from kernellab.gpu.timeline import Op, Trace
+from kernellab.scheduler import (
+    Machine, Work, blocks_per_sm, from_trace, issue_in_order, pipeline_ms, round_robin, simulate, stream_gap_ms)
+from kernellab.gpu.timeline import Op, Span, TimelineData, Trace
 
 H200 = Machine(sm_count=132)
 
@@ -110,3 +111,35 @@ def test_streams_beyond_the_hardware_queues_share_them():
     assert makespan(work, Machine(132)) == 1.0
     with pytest.raises(ValueError, match="hardware_queues"):
         simulate(work, Machine(132, hardware_queues=0))
+
+
+def test_an_issue_order_submits_depth_first_or_breadth_first_and_names_a_bad_one():
+    seen = []
+    submits = [lambda lo, hi, s, what=what: seen.append((what, lo, s)) for what in ("in", "kernel", "out")]
+    issue_in_order("depth_first", [(0, 2), (2, 4), (4, 5)], ["a", "b"], *submits)
+    assert seen == [("in", 0, "a"), ("kernel", 0, "a"), ("out", 0, "a"), ("in", 2, "b"), ("kernel", 2, "b"),
+                    ("out", 2, "b"), ("in", 4, "a"), ("kernel", 4, "a"), ("out", 4, "a")]
+    seen.clear()
+    issue_in_order("breadth_first", [(0, 2), (2, 4), (4, 5)], ["a", "b"], *submits)
+    assert seen == [("in", 0, "a"), ("in", 2, "b"), ("in", 4, "a"), ("kernel", 0, "a"), ("kernel", 2, "b"),
+                    ("kernel", 4, "a"), ("out", 0, "a"), ("out", 2, "b"), ("out", 4, "a")]
+    with pytest.raises(ValueError, match="no issue order 'sideways'"):
+        issue_in_order("sideways", [(0, 1)], ["a"], *submits)
+
+
+def test_breadth_first_loses_in_the_model_only_where_a_stream_holds_two_chunks():
+    """Lab 07's pipeline_issue_order: with a host that costs nothing, 8 chunks (a copy 1, a kernel 1
+    on every SM) on 4 streams take 10 depth first (one engine per direction: 8 copies in, the last
+    kernel, its copy out); breadth first, stream s's first kernel waits for its second copy in and
+    its first copy out for its second kernel, so the copies out start late: 16. On 8 streams, one
+    chunk each, the order costs nothing."""
+    assert pipeline_ms("depth_first", 4, 8, 1.0, 1.0, 4) == pytest.approx(10.0)
+    assert pipeline_ms("breadth_first", 4, 8, 1.0, 1.0, 4) == pytest.approx(16.0)
+    assert pipeline_ms("breadth_first", 8, 8, 1.0, 1.0, 4) == pytest.approx(10.0)
+
+
+def test_a_streams_gap_is_the_median_idle_time_between_its_spans():
+    """The model's launch latency, read from a timeline: signed (overlapping events read negative)."""
+    spans = [Span("k", "s1", "kernel", start, end) for start, end in ((0.0, 1.0), (1.5, 2.0), (2.1, 3.0), (2.9, 4.0))]
+    assert stream_gap_ms(TimelineData(tuple(spans), ("s1",), "test")) == pytest.approx(0.1)
+    assert stream_gap_ms(TimelineData(tuple(spans[:1]), ("s1",), "test")) == 0.0
