@@ -245,7 +245,7 @@ def softmax_unfused(x, out=None, block=None, statistics=None):
 
 @cuda.jit
 def softmax_online_kernel(x, out):
-    # FILL ME IN. Contract: out[row] = softmax(x[row]), one block per row; max and sum in one pass
+    # Contract: out[row] = softmax(x[row]), one block per row; max and sum in one pass
     # over the row (a running max, the running sum rescaled when the max grows), then a second pass
     # writes out; coalesced loads (the tests count the sectors per request); float32 throughout.
     # Budget: 2 reads of x and 1 write of out per element.
@@ -368,7 +368,7 @@ def fused_kernels(items, max_registers=None):
 
     @kernel
     def softmax_fused_kernel(x, out):
-        # FILL ME IN. Contract: out[row] = softmax(x[row]), one block per row; each thread keeps its
+        # Contract: out[row] = softmax(x[row]), one block per row; each thread keeps its
         # ITEMS values of the row in registers (loops over range(ITEMS) only), reads them coalesced
         # (the tests count the sectors per request), and the block combines max and sum.
         # Budget: 1 read of x and 1 write of out per element, nothing else.
@@ -376,7 +376,7 @@ def fused_kernels(items, max_registers=None):
 
     @kernel
     def layernorm_fused_kernel(x, gamma, beta, eps, out):
-        # FILL ME IN. Contract: out = (x - mean) / sqrt(variance + eps) * gamma + beta per row, the row
+        # Contract: out = (x - mean) / sqrt(variance + eps) * gamma + beta per row, the row
         # cached as in softmax_fused_kernel; the variance about the mean, from the cache (not
         # E[x^2] - mean^2, which loses the digits when the mean is large: the tests take rows
         # whose mean is up to 300, to a relative error of 1e-4); float32 throughout.
@@ -441,7 +441,7 @@ def softmax_ledger(rows, cols, form, block):
     """The elements each form of softmax loads and stores, per array (x, out; row_max and row_sum
     are the unfused form's temporaries), with `block` threads per row. The tests compare each
     array's reads, writes, itemsize and which are temporary; `distinct=` is not compared."""
-    # FILL ME IN: a Ledger (kernellab.lab) per form, in elements: fused reads x once and writes out
+    # Contract: a Ledger (kernellab.lab) per form, in elements: fused reads x once and writes out
     # once; online reads x twice. Unfused: each kernel reads x once, row_max and row_sum are written
     # once per row, and every thread of a later kernel reads its row's statistics once (rows * block
     # reads per kernel that uses one), marked temporary=True. ValueError for any other form.
@@ -453,7 +453,7 @@ def layernorm_ledger(rows, cols, form, block):
     and rstd are the unfused form's temporaries), with `block` threads per row. gamma's and
     beta's reads touch only cols distinct elements: declaring `distinct=cols` or leaving it out
     both pass (the tests compare reads, writes, itemsize and temporaries, as softmax_ledger)."""
-    # FILL ME IN: as softmax_ledger, plus gamma and beta read once per element; the unfused form's
+    # Contract: as softmax_ledger, plus gamma and beta read once per element; the unfused form's
     # temporaries are mean and rstd.
     raise NotImplementedError("Lab 05.4: layernorm_ledger")
 

@@ -1,4 +1,5 @@
-"""Planted bugs in Lab 05's solution: the graded tests must catch every one.
+"""Planted bugs in Lab 05's solution, which the graded tests must catch, and valid alternatives,
+which must score full marks.
 
 (what the bug is, text in solutions/lab05_reduction_fusion.py, its replacement)
 
@@ -81,6 +82,20 @@ MUTANTS = [
     ("fused layernorm: the default eps, not the one given",
      "math.sqrt(block_sum(local_squares, scratch) / float32(cols) + eps)",
      "math.sqrt(block_sum(local_squares, scratch) / float32(cols) + float32(DEFAULT_EPS))"),
+    ("fused softmax: the caching loop runs ITEMS_PER_THREAD times, not the kernel's ITEMS",
+     "        local_max = NEG_INF\n        for item in range(ITEMS):",
+     "        local_max = NEG_INF\n        for item in range(ITEMS_PER_THREAD):"),
+    ("fused softmax: the caching loop stops one short (a row that fills every slot loses values)",
+     "        local_max = NEG_INF\n        for item in range(ITEMS):",
+     "        local_max = NEG_INF\n        for item in range(ITEMS - 1):"),
+    ("fused layernorm: the caching loop stops one short (a row that fills every slot loses values)",
+     "        local_sum = ZERO\n        for item in range(ITEMS):\n            col = tid + item * block",
+     "        local_sum = ZERO\n        for item in range(ITEMS - 1):\n            col = tid + item * block"),
+    ("online softmax: the running sum starts at 0.0 (float64; the values still agree)",
+     "    running_sum = ZERO                                      # sum of exp",
+     "    running_sum = 0.0                                       # sum of exp"),
+    ("fused layernorm: the mean divided by the integer cols (float64; the values still agree)",
+     "mean = block_sum(local_sum, scratch) / float32(cols)", "mean = block_sum(local_sum, scratch) / cols"),
 ]
 
 ALTERNATIVES = [
@@ -90,4 +105,8 @@ ALTERNATIVES = [
     ("layernorm ledger (unfused) declares gamma's and beta's cols distinct elements",
      "        ledger.add(\"normalize\", name, reads=count)",
      "        ledger.add(\"normalize\", name, reads=count, distinct=cols)"),
+    ("online softmax: a thread that saw no value adds an explicit zero to the sum",
+     "    inverse = ONE / block_sum(running_sum * math.exp(running_max - row_max), scratch)",
+     "    share = running_sum * math.exp(running_max - row_max) if running_max != NEG_INF else ZERO\n"
+     "    inverse = ONE / block_sum(share, scratch)"),
 ]
