@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STUB_CALL = "NotImplementedError"
+EXERCISE = re.compile(r"^\d\d\.\d+:")                       # "06.5: a configuration ..."
 POINTERS = re.compile(r"^(Hint|Hints|See)\b|^\w+:$")      # "Hint 00.3 in the notebook.", "Budget:"
 
 
@@ -53,6 +54,24 @@ def stubs(starter: Path) -> dict[str, str]:
         body = lines[node.lineno: node.end_lineno]          # after the def line: comments are no nodes
         comments = [line.split("#", 1)[1] for line in body if line.strip().startswith("#")]
         found[node.name] = flat((ast.get_docstring(node) or "") + "\n" + "\n".join(comments))
+    found.update(stub_constants(source))
+    return found
+
+
+def stub_constants(source: str) -> dict[str, str]:
+    """Exercises that are a value, not a function (`TUNED = AS_WRITTEN` under a comment that opens
+    with its number, "# 06.5: ..."): each with what its comment states, flattened."""
+    lines = source.splitlines()
+    found = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        above = node.lineno - 1
+        while above > 0 and lines[above - 1].strip().startswith("#"):
+            above -= 1
+        comments = [line.strip()[1:] for line in lines[above: node.lineno - 1]]
+        if comments and EXERCISE.match(comments[0].strip()):
+            found[node.targets[0].id] = flat("\n".join(comments))
     return found
 
 

@@ -47,3 +47,10 @@ def test_the_audit_finds_an_unchecked_clause_and_an_unstated_check(tmp_path):
         "scale: 'returns a copy' names test_copy, not a graded test",
         "scale: states 'ValueError for an empty x.', which no clause checks",
         "test_extra: checks what no clause states"]
+
+
+def test_an_exercise_that_is_a_value_is_a_stub_with_its_comment():
+    source = ('GIVEN = 1\n\n# a note, not an exercise\nPLAIN = 2\n\n# 99.2: a block size that fills the SM;\n'
+              '# it must divide 1024. Hint 99.2 in the notebook.\nTUNED = GIVEN\n')
+    assert contract.stub_constants(source) == {
+        "TUNED": "99.2: a block size that fills the SM; it must divide 1024. Hint 99.2 in the notebook."}
