@@ -17,8 +17,9 @@ SOLUTION_VARIANTS), then times them over the sweep (the largest task's elements;
   theoretical occupancy at each block) and the recorded Nsight Compute rows.
 - `host_launch`: the host's cost of one launch in the same run, from which `predicted_time_us`
   predicts each call (its launches' submit time or its bytes, whichever is slower) and where
-  merging stops paying. The model, the claims and the figure read it, and `launcher_prep`, as the
-  median of the recorded repeats (`model_inputs`), as they read the times.
+  merging stops paying. The model and the figure read it as the median of the recorded repeats
+  (`model_inputs`), as they read the times; a claim that sets it, or `launcher_prep`, against
+  another record does so within each repeat (lab03_claims).
 `separate_sliced` is the launch path the first version of this lab used (four device-array
 views of `out` built per call), measured on its own: the cost of slicing in Python.
 `kernellab tour 03` validates the versions on this device and draws the figure;

@@ -14,7 +14,7 @@ import numpy as np
 
 from kernellab.course import bench as harness
 from kernellab.course import reference, registers
-from kernellab.course.claims import Missing, need, typical_ms
+from kernellab.course.claims import Missing, need, repeats_ms, typical_ms
 from kernellab.gpu import checks, device, launches, timing
 
 from experiments.lab01_measure import in_each_repeat
@@ -179,7 +179,8 @@ def crossover(lab, records: dict, suffix: str = LAUNCHES) -> dict:
     """Speed-up per size of `separate<suffix>` over `horizontal<suffix>` (the launches alone by
     default; "" for the whole calls), measured and predicted from the host's cost of one launch
     and the copy ceiling of the same runs (`model_inputs`), and the first size where merging stops
-    paying; each row's time, and each of the model's inputs, is the median of the repeats."""
+    paying; each row's time, and each of the model's inputs, is the median of the repeats, and the
+    measured speed-up the median of the repeats' own (each repeat's two rows divided within it)."""
     tasks = records["tasks"]
     launch_us, gbps = model_inputs(records)
     rows = []
@@ -190,9 +191,9 @@ def crossover(lab, records: dict, suffix: str = LAUNCHES) -> dict:
             continue  # a version that failed validation has no time to compare
         predicted = (lab.predicted_time_us(4, separate["bytes"], launch_us, gbps)
                      / lab.predicted_time_us(1, merged["bytes"], launch_us, gbps))
-        separate_ms, merged_ms = typical_ms(separate), typical_ms(merged)
-        rows.append({"n": n, "separate_ms": separate_ms, "horizontal_ms": merged_ms,
-                     "measured_speedup": separate_ms / merged_ms, "predicted_speedup": predicted,
+        gains = [s / m for s, m in zip(repeats_ms(separate), repeats_ms(merged))]
+        rows.append({"n": n, "separate_ms": typical_ms(separate), "horizontal_ms": typical_ms(merged),
+                     "measured_speedup": statistics.median(gains), "predicted_speedup": predicted,
                      "predicted_merged_us": lab.predicted_time_us(1, merged["bytes"], launch_us, gbps),
                      "predicted_separate_us": lab.predicted_time_us(4, separate["bytes"], launch_us, gbps)})
 

@@ -20,7 +20,7 @@ Given, for the benchmark: fused_chain_4_per_thread, the same chain with 4 elemen
 and fused_chain_vectorized, 4 neighbouring elements per thread in 16-byte loads and stores.
 
 Convention: inputs are float32 device arrays of one length n; `mask` (optional) is a uint8
-device array (1 = keep). Every launcher takes `out=None` (allocates) and returns the output.
+device array (nonzero = keep). Every launcher takes `out=None` (allocates) and returns the output.
 The tests draw finite inputs only (no NaN or inf). A budget is an exact count, not a ceiling:
 x, w, b and r are read even where dropout drops the element (the ledger of 02.4 says n reads
 whatever the mask, and the meter must agree). Tolerance: a chain's output passes within a

@@ -219,7 +219,7 @@ VARIANTS = {
                           "full with 8 of them instead of 16"),
     "horizontal_block256": (functools.partial(horizontal_tasks, block=WIDE_BLOCK),
                             "the one launch in blocks of 256: the same kernel, half as many blocks, "
-                            "each twice as long"),
+                            "each twice as large"),
 }
 
 

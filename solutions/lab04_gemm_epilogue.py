@@ -109,7 +109,7 @@ def matmul_reference(a, b):
 
 
 def linear_relu_dropout_reference(a, b, bias, mask, p):
-    """dropout(relu(a @ b + bias)) with the given keep-mask (1 = keep), in float64 (host arrays)."""
+    """dropout(relu(a @ b + bias)) with the given keep-mask (nonzero = keep), in float64 (host arrays)."""
     kept = np.asarray(mask) != 0
     return np.maximum(matmul_reference(a, b) + bias, 0.0) * kept / (1.0 - p)
 
