@@ -27,7 +27,7 @@ def test_blocks_for_rounds_up(lab, rng):
         assert lab.blocks_for(block * 3, block) == 3
     assert lab.blocks_for(0, 128) == 0
     assert lab.blocks_for(2**60 + 1, 1024) == 2**50 + 1   # exact past float precision
-    for bad in ((-1, 128), (10, 0)):
+    for bad in ((-1, 128), (10, 0), (0, 0), (0, -32)):   # block <= 0 is refused whatever n is
         with pytest.raises(ValueError):
             lab.blocks_for(*bad)
 

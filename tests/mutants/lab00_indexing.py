@@ -27,6 +27,8 @@ MUTANTS = [
      "    for i in range(start, min(start + per, out.size)):"),
     ("grid stride of half the grid: elements visited twice from the second pass on",
      "stride = cuda.gridsize(1)", "stride = cuda.gridsize(1) // 2"),
+    ("an empty input returns before the block is checked (blocks_for(0, 0) gives 0)",
+     "    if n < 0 or block <= 0:\n        raise", "    if n == 0:\n        return 0\n    if n < 0 or block <= 0:\n        raise"),
     ("computes on the host, no kernel", "    axpb_kernel[grid, block](x, a, b, out)",
      "    out.copy_to_device((a * x.copy_to_host() + b).astype(x.dtype))"),
 ]
