@@ -61,7 +61,9 @@ def test_hang_exit_crash_and_flood_cost_only_their_tests(tmp_path):
                       "    print('x' * 100_000)\n" + AXPB_LAUNCH),
     )
     console = []
-    tests = grade(root, console=console, import_policy=False)
+    # 15 s a test: the flooded test draws 9 cases, each printing 100,000 characters, on a loaded
+    # 2-core machine; the hung kernel costs one timeout
+    tests = grade(root, timeout=15.0, console=console, import_policy=False)
     assert "died" in tests["test_blocks_for_rounds_up"]["output"]          # os._exit
     assert "died" in tests["test_axpb_allocates_and_chooses_the_grid"]["output"]  # segfault
     hung = "axpb_grid_stride_kernel"
