@@ -161,6 +161,8 @@ def test_occupancy_rejects_bad_input(lab):
            (dict(static_shared=48 * 1024 + 1), "static|max_dynamic"), (dict(static_shared=-1), "static"),
            (dict(dynamic_shared=-1), "dynamic"), (dict(carveout=101), "carveout"),
            (dict(carveout=-2), "carveout"), (dict(max_dynamic_shared=227 * 1024 + 1), "max_dynamic_shared"),
+           # no shared memory on a Turing part: no given helper checks the carveout there
+           (dict(cc=(7, 5), carveout=150), "carveout"), (dict(cc=(7, 5), carveout=-2), "carveout"),
            (dict(static_shared=1024, max_dynamic_shared=227 * 1024 - 1024 + 1), "max_dynamic_shared")]
     base = dict(cc=(9, 0), block_size=256, registers_per_thread=32)
     for override, name in bad:

@@ -5,6 +5,8 @@ which must score full marks.
 """
 
 MUTANTS = [
+    ("occupancy leaves the carveout's range to the given shared_per_sm (never called without shared memory)",
+     '''              "carveout": (carveout, -1, 100)}''', '''              "carveout": (carveout, -1000, 1000)}'''),
     ("a partial warp is rounded down",
      "    warps = -(-block_size // arch.warp_size)        # a partial warp takes a whole warp's slot",
      "    warps = max(1, block_size // arch.warp_size)    # a partial warp takes a whole warp's slot"),
