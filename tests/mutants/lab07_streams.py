@@ -4,6 +4,15 @@ which must score full marks.
 (what it is, text in solutions/lab07_streams.py, its replacement)
 """
 
+# The solution's chunk_bounds body, which three planted bugs and alternatives replace whole.
+CHUNK_BOUNDS_BODY = ("    size, extra = divmod(n, chunks)\n"
+                     "    bounds, lo = [], 0\n"
+                     "    for c in range(chunks):\n"
+                     "        hi = lo + size + (c < extra)              # the first `extra` chunks take one more\n"
+                     "        bounds.append((lo, hi))\n"
+                     "        lo = hi\n"
+                     "    return bounds\n")
+
 MUTANTS = [
     ("every kernel on the first stream, no round-robin",
      "busy(x, iters, out=out, stream=streams[k % len(streams)])   # round-robin over the streams",
@@ -74,13 +83,7 @@ MUTANTS = [
      "    c_done = cuda.event()\n",
      "    b_done = cuda.event()\n    b_done.record(s1)\n    c_done = cuda.event()\n"),
     ("chunk_bounds in floats: c * n / chunks (test_chunk_bounds: integers only)",
-     "    size, extra = divmod(n, chunks)\n"
-     "    bounds, lo = [], 0\n"
-     "    for c in range(chunks):\n"
-     "        hi = lo + size + (c < extra)              # the first `extra` chunks take one more\n"
-     "        bounds.append((lo, hi))\n"
-     "        lo = hi\n"
-     "    return bounds\n",
+     CHUNK_BOUNDS_BODY,
      "    return [(c * n / chunks, (c + 1) * n / chunks) for c in range(chunks)]\n"),
     ("chunk_bounds takes a negative chunk count (test_chunk_bounds at chunks = -1)",
      "if chunks < 1 or n < chunks:", "if chunks == 0 or n < chunks:"),
@@ -138,13 +141,7 @@ ALTERNATIVES = [
      "hi = lo + size + (c < extra)",
      "hi = lo + size + (c >= chunks - extra)"),
     ("chunk_bounds spreads the extra elements: chunk c is [c n // chunks, (c + 1) n // chunks)",
-     "    size, extra = divmod(n, chunks)\n"
-     "    bounds, lo = [], 0\n"
-     "    for c in range(chunks):\n"
-     "        hi = lo + size + (c < extra)              # the first `extra` chunks take one more\n"
-     "        bounds.append((lo, hi))\n"
-     "        lo = hi\n"
-     "    return bounds\n",
+     CHUNK_BOUNDS_BODY,
      "    return [(c * n // chunks, (c + 1) * n // chunks) for c in range(chunks)]\n"),
     ("pipeline waits with one cuda.synchronize() after the last chunk is queued",
      "    for stream in streams:\n"
@@ -162,13 +159,7 @@ ALTERNATIVES = [
      "    c_done = cuda.event()\n",
      "    c_done = cuda.event(True)\n"),
     ("chunk_bounds from integer edges (c * n) // chunks, NumPy integers",
-     "    size, extra = divmod(n, chunks)\n"
-     "    bounds, lo = [], 0\n"
-     "    for c in range(chunks):\n"
-     "        hi = lo + size + (c < extra)              # the first `extra` chunks take one more\n"
-     "        bounds.append((lo, hi))\n"
-     "        lo = hi\n"
-     "    return bounds\n",
+     CHUNK_BOUNDS_BODY,
      "    edges = (np.arange(chunks + 1) * n) // chunks\n"
      "    return [(edges[c], edges[c + 1]) for c in range(chunks)]\n"),
 ]
