@@ -33,6 +33,7 @@ from pathlib import Path
 
 from kernellab import occupancy
 from kernellab.kernels import jit, ptxas
+from kernellab.course import target
 
 GPU_CHECK_CC = (8, 0)   # a real target every kernel in the course must compile for
 
@@ -225,7 +226,7 @@ def _function_at(path: str, line: int):
     Read from the file: the grader that asks has not imported the student's module."""
     try:
         source = Path(path).read_text()
-        tree = ast.parse(source)
+        tree = target.parse_source(source, path)
     except (OSError, SyntaxError, ValueError):
         return None
     lines = source.splitlines(keepends=True)

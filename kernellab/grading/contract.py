@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernellab.course import target
+
 STUB_CALL = "NotImplementedError"
 EXERCISE = re.compile(r"^\d\d\.\d+:")                       # "06.5: a configuration ..."
 POINTERS = re.compile(r"^(Hint|Hints|See)\b|^\w+:$")      # "Hint 00.3 in the notebook.", "Budget:"
@@ -44,7 +46,7 @@ def stubs(starter: Path) -> dict[str, str]:
     source = starter.read_text()
     lines = source.splitlines()
     found = {}
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(target.parse_source(source)):
         if not isinstance(node, ast.FunctionDef):
             continue
         raises = [n for n in ast.walk(node) if isinstance(n, ast.Raise) and n.exc is not None
@@ -63,7 +65,7 @@ def stub_constants(source: str) -> dict[str, str]:
     with its number, "# 06.5: ..."): each with what its comment states, flattened."""
     lines = source.splitlines()
     found = {}
-    for node in ast.parse(source).body:
+    for node in target.parse_source(source).body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
         above = node.lineno - 1

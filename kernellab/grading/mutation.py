@@ -59,7 +59,7 @@ def stub_lines(solution: Path, starter: Path) -> set[int]:
     import ast
     names = set(contract.stubs(starter))
     lines = set()
-    for node in ast.walk(ast.parse(solution.read_text())):
+    for node in ast.walk(target.parse_source(solution.read_text(), str(solution))):
         if isinstance(node, ast.FunctionDef) and node.name in names:
             body = node.body[1:] if ast.get_docstring(node) else node.body
             for statement in body:

@@ -18,6 +18,8 @@ import functools
 import pkgutil
 from pathlib import Path
 
+from kernellab.course import target
+
 BASE_MODULES = ("numpy", "numba", "numba.cuda", "math")
 STUDENT_API = "kernellab.lab"
 # The previous release's paths, which still import for one release (kernellab.lab.MOVED): `import
@@ -86,7 +88,7 @@ def course_usage(root: Path) -> tuple[frozenset, dict]:
     imports: dict[str, frozenset] = {}
     for folder in ("labs", "solutions"):
         for path in sorted((root / folder).glob("lab[0-9][0-9]_*.py")):
-            tree = ast.parse(path.read_text(), filename=str(path))
+            tree = target.parse_source(path.read_text(), str(path))
             attributes.update(_attributes_read(tree))
             if folder == "labs":
                 imports[path.name[3:5]] = frozenset(_imports(tree))
@@ -124,7 +126,7 @@ def check_source(source: str, filename: str, lab: str, root: Path) -> None:
     """Raise Violation (one line: the file, the line, the construct) if the lab file breaks the
     rule; return None if it keeps it."""
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = target.parse_source(source, filename)
     except SyntaxError:
         return          # the import probe reports a syntax error, with its line
     used_attributes, starter_imports = course_usage(Path(root))

@@ -252,7 +252,7 @@ def functions(source: str) -> dict[str, list[ast.stmt]]:
                     found[name] = body
                 visit(child, name + ".")
 
-    visit(ast.parse(source), "")
+    visit(target.parse_source(source), "")
     return found
 
 

@@ -149,3 +149,20 @@ def test_lab07s_experiments_stay_within_their_line_budget():
     assert files and lines <= LAB07_EXPERIMENT_LINES, (
         f"experiments/lab07_*.py: {lines} lines in all, over the budget of {LAB07_EXPERIMENT_LINES} (issue 54): "
         "move generic code to its kernellab room, fold near-copies")
+
+
+
+def test_kernellab_parses_python_one_thread_at_a_time():
+    """A batch grades submissions in a thread pool, and CPython 3.11's AST builder shares its
+    recursion depth between threads (gh-106905): every parse goes through target.parse_source."""
+    parsers = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if isinstance(function, (ast.FunctionDef, ast.Module)):
+                body = function.body if isinstance(function, ast.FunctionDef) else [
+                    s for s in function.body if not isinstance(s, (ast.FunctionDef, ast.ClassDef))]
+                calls = [node for statement in body for node in ast.walk(statement)
+                         if isinstance(node, ast.Call) and ast.unparse(node.func) == "ast.parse"]
+                if calls:
+                    parsers.append(f"{path.relative_to(PACKAGE.parent)}:{getattr(function, 'name', '')}")
+    assert parsers == ["kernellab/course/target.py:parse_source"]

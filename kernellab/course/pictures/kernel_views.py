@@ -291,7 +291,7 @@ def shown_by(found) -> str:
 def _launcher(site) -> str:
     """The launcher of the kernel holding `site`, by the course's naming (axpb_kernel: axpb)."""
     text = linecache.getline(site.path, 1) and "".join(linecache.getlines(site.path))
-    enclosing = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.FunctionDef)
+    enclosing = [node for node in ast.walk(target.parse_source(text)) if isinstance(node, ast.FunctionDef)
                  and node.lineno <= site.line <= (node.end_lineno or node.lineno)] if text else []
     name = min(enclosing, key=lambda node: (node.end_lineno or 0) - node.lineno).name if enclosing else "launcher"
     return name.removesuffix("_kernel")
