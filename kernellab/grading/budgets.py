@@ -80,15 +80,24 @@ def _picture_of(site) -> str:
         return ""
 
 
-def expect_coalesced(traffic: TrafficCount, *names: str, hint: str = ""):
+def expect_coalesced(traffic: TrafficCount, *names: str, hint: str = "", aligned: bool = False):
     """Assert that every global load and store of the named arrays (all when none is named) is
     coalesced: each site's sectors per warp request within COALESCED_SLACK of the fewest its
     lanes' bytes need. A failure names the array, the line, its sectors per request against the
-    ideal for its access width, and `hint` (the usual cause in this kernel)."""
+    ideal for its access width, and `hint` (the usual cause in this kernel).
+
+    `aligned`: the launch's rows all start on a sector and its warps are all full, so a coalesced
+    request touches exactly the ideal. The slack lets a row that starts mid-sector through; it also
+    lets through a warp whose lanes walk down a column of a few rows each, as a tile staged
+    transposed does (8 sectors a request where 4 do): only the aligned case tells them apart."""
     found = traffic.uncoalesced(*names)
+    if aligned:
+        found += [s for s in traffic.traced("global") if (not names or s.array in names)
+                  and s.coalesced and s.per_request > s.ideal]
     if found:
         lines = [f"{s.describe()}: neighbouring lanes (threadIdx.x) should touch neighbouring "
-                 f"elements, so that a warp's request needs {s.fewest / s.requests:.1f} sectors"
+                 f"elements, so that a warp's request needs "
+                 f"{s.ideal if aligned else s.fewest / s.requests:.1f} sectors"
                  f"{_picture_of(s)}" for s in found]
         raise AssertionError("not coalesced: " + "\n".join(lines) + (f"\n{hint}" if hint else "")
                              + "\n" + traffic.requests_table())

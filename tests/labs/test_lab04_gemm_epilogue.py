@@ -128,6 +128,12 @@ def test_tiled_matmul_memory_budget(lab, rng):
     expect(traffic, "b", elements=k * n, reads=blocks(m, TILE))   # once per block row
     expect(traffic, "out", elements=m * n, writes=1)
     expect_coalesced(traffic, hint=ALONG_ROWS)
+    m, n, k = (TILE * int(rng.integers(2, 4)) for _ in range(3))   # rows on sectors, full warps
+    d_a, d_b = to_device(checks.nonzero(rng, (m, k)), checks.nonzero(rng, (k, n)))
+    out = checks.poisoned((m, n))
+    with meter(a=d_a, b=d_b, out=out, trace=("global",)) as traffic:
+        lab.matmul_tiled(d_a, d_b, out=out, tile=TILE)
+    expect_coalesced(traffic, hint=ALONG_ROWS, aligned=True)
 
 
 @simulator_only   # on a GPU too: unwritten shared memory and races show here only
@@ -167,6 +173,12 @@ def test_fused_epilogue_memory_budget(lab, rng):
     expect(traffic, "out", elements=m * n, writes=1)
     expect_only(traffic, "a", "b", "bias", "mask", "out")
     expect_coalesced(traffic, hint=ALONG_ROWS)
+    a, b, bias, mask, p, _ = epilogue_case(lab, rng, shape=[TILE * int(rng.integers(2, 4)) for _ in range(3)])
+    arrays = dict(zip("a b bias mask".split(), to_device(a, b, bias, mask)))
+    out = checks.poisoned((a.shape[0], b.shape[1]))
+    with meter(**arrays, out=out, trace=("global",)) as traffic:   # rows of A, B, out on sectors
+        lab.linear_relu_dropout_tiled(*arrays.values(), p, out=out, tile=TILE)
+    expect_coalesced(traffic, "a", "b", "out", hint=ALONG_ROWS, aligned=True)
 
 
 def true_ledger(m, n, k, fused, rows, cols):

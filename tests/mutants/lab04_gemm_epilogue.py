@@ -20,6 +20,11 @@ MUTANTS = [
      "    acc = tiled_dot(a, b, row, col)\n    if row < c.shape[0] and col < c.shape[1]:\n        c[row, col] = acc",
      "    acc = tiled_dot(a, b, row, col)\n    if row < c.shape[0] and col < c.shape[1]:\n"
      "        c[row, (col + 1) % c.shape[1]] = acc"),
+    ("A tile staged transposed: a warp's lanes walk down a column of A (8 sectors a request, not 4)",
+     "        if row < m and k0 + tx < k_total:\n            a_tile[ty, tx] = a[row, k0 + tx]"
+     "    # a warp reads a contiguous piece of a row of A\n        else:\n            a_tile[ty, tx] = ZERO\n",
+     "        if row - ty + tx < m and k0 + ty < k_total:\n            a_tile[tx, ty] = a[row - ty + tx, k0 + ty]\n"
+     "        else:\n            a_tile[tx, ty] = ZERO\n"),
     ("grid's x and y swapped", "    return (blocks_for(n, tile), blocks_for(m, tile)), (tile, tile)",
      "    return (blocks_for(m, tile), blocks_for(n, tile)), (tile, tile)"),
     ("computes on the host, no kernel", "    matmul_tiled_kernel[grid, block](a, b, out)",
