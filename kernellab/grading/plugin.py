@@ -128,6 +128,7 @@ def pytest_testnodedown(node, error):
     """A worker's graded tests (collected there, not here) join the controller's results.json."""
     state = node.config.stash[_STATE]
     state.graded.update(node.workeroutput.get("kernellab_graded", {}))
+    state.deselected.update(node.workeroutput.get("kernellab_deselected", ()))
     for nodeid in node.workeroutput.get("kernellab_elsewhere", ()):
         entry = state.outcomes.get(nodeid)
         if entry is not None and entry["outcome"] == "skipped":
@@ -307,6 +308,7 @@ class GradeState:
         self.outcomes: dict[str, dict] = {}
         self.kernels: dict[str, list] = {}   # nodeid -> compile requests (grader runs only)
         self.elsewhere: set[str] = set()     # simulator tests skipped on this GPU (not lost)
+        self.deselected: set[str] = set()    # left out by -m or -k: not in this run's score table
         self.hung: dict[str, str] = json.loads(config.getoption("kl_hung"))
         progress = config.getoption("kl_progress")
         self.progress = open(progress, "a", buffering=1) if progress else None
@@ -518,11 +520,17 @@ def run_header(seed: int) -> str:
             f"seed={seed}")
 
 
+def pytest_deselected(items):
+    for item in items:
+        item.config.stash[_STATE].deselected.add(item.nodeid)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = config.stash[_STATE]
-    if not state.graded:
+    selected = {nodeid: info for nodeid, info in state.graded.items() if nodeid not in state.deselected}
+    if not selected:
         return
-    document = results_document(state.graded, state.outcomes, run_header(run_seed(config)))
+    document = results_document(selected, state.outcomes, run_header(run_seed(config)))
     terminalreporter.section("kernellab score")
     terminalreporter.write_line(score_table(document))
     terminalreporter.write_line(f"seed {run_seed(config)}: replay with --seed "
@@ -538,6 +546,7 @@ def pytest_sessionfinish(session, exitstatus):
         return  # the isolating grader assembles the report itself
     if hasattr(session.config, "workeroutput"):   # a pytest-xdist worker: the controller writes it
         session.config.workeroutput["kernellab_graded"] = state.graded
+        session.config.workeroutput["kernellab_deselected"] = sorted(state.deselected)
         session.config.workeroutput["kernellab_elsewhere"] = sorted(state.elsewhere)
         return
     document = results_document(state.graded, state.outcomes,

@@ -42,7 +42,7 @@ def rows(path: Path) -> list[list[str]]:
 
 
 def test_a_batch_of_3_with_a_roster_writes_what_canvas_and_moodle_import(tmp_path):
-    subs = submissions(tmp_path / "subs", alice=SOLUTION, bob=STARTER, carol=SOLUTION)
+    subs = submissions(tmp_path / "subs", alice=SOLUTION, bob=STARTER, carol=STARTER)
     (tmp_path / "roster.csv").write_text(ROSTER)
     said = []
     gradebook = batch.grade_batch(subs, jobs=2, labs=["00"], out_dir=tmp_path / "out", seed=7,

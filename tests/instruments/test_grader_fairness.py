@@ -118,6 +118,20 @@ def test_pytest_n_grades_on_one_seed_and_reports_every_workers_tests(tmp_path):
     assert (document["score"], document["max_score"]) == (21 - 4, 21)
 
 
+def test_the_score_table_counts_only_the_tests_selected(tmp_path):
+    """`make test` leaves the graded tests to `kernellab check` (`-m "not points"`): the table
+    leaves out what -m and -k deselect, on one process and across workers, not "0 / 157"."""
+    body = "".join(f"@pytest.mark.points(1)\ndef test_{k}(rng):\n    pass\n\n\n" for k in range(3))
+    path = write_test_file(tmp_path, body + "def test_plain():\n    pass\n")
+    for options in (["-k", "test_1"], ["-m", "not points"], ["-n", "2", "-k", "test_1 or test_plain"]):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", str(path), "-p", "no:cacheprovider",
+                               *options], capture_output=True, text=True, cwd=tmp_path,
+                              env={**os.environ, "KERNELLAB_DEVICE": "sim"})
+        score = re.search(r"total\s+(\d+) / (\d+)", proc.stdout)
+        assert (score and score.groups()) == (("1", "1") if "test_1" in options[-1] else None), (
+            options, proc.stdout)
+
+
 def test_pytest_n_auto_keeps_a_gpu_to_one_process(monkeypatch, pytestconfig):
     """The timing tests must have the GPU to themselves: `-n auto` runs no worker there. Asked as
     xdist asks, through the hook (the first answer wins: xdist's own counted 16 cores on a GPU)."""
