@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernellab.course.claims import Claim, need, repeats_of, row, says, states, target, typical_ms
+from kernellab.course.claims import Claim, course_solution, need, repeats_of, row, says, states, target, typical_ms
 
 from experiments.lab01_constants import INSTRUMENT_BUDGET_US
-from experiments.lab01_measure import INSTRUMENTS, in_each_repeat, one_launch_us, typical_record
+from experiments.lab01_measure import INSTRUMENTS, floor_model, in_each_repeat, one_launch_us, typical_record
 
 
 def _median(values) -> float:
@@ -74,13 +74,17 @@ def _profile_values(records):
 
 
 def _host_array_values(records):
-    """The fitted cost per array argument (median and range of the repeats), and the smallest host
-    array against a device array (medians)."""
+    """The fitted cost per array argument (median and range of the repeats), its line's intercept
+    against the launches with no array (their range over the repeats), and the smallest host array
+    against a device array (medians)."""
     fits = per_array_fits(records)
     slope, none = per_array_us(records)
+    measured_none = [r["us"] for arguments in repeats_of(records, "arguments", "01")
+                     for r in arguments["by_count"] if r["arrays"] == 0]
     smallest = min(typical_record(records, "arguments")["host_arrays"], key=lambda r: r["bytes"])
     return {"per_array": slope, "none": none, "per_array_lo": min(f[0] for f in fits),
             "per_array_hi": max(f[0] for f in fits), "repeats": len(fits), "bytes": int(smallest["bytes"]),
+            "none_lo": min(measured_none), "none_hi": max(measured_none),
             "host": smallest["host"]["us"], "device": smallest["device"]["us"],
             "host_over_device": smallest["host"]["us"] / smallest["device"]["us"]}
 
@@ -113,11 +117,18 @@ def _rows_values(records):
 
 
 def _merged_values(records):
+    """How far, from the smallest size on, one launch of the batch stays within 2x of its fastest
+    size, against the floor model's crossover per row (the figure's, from the course's solution)."""
     rows = need(records, "merge_rows")
     one = one_launch_us(rows, "merged")
-    on_floor = [size for size in rows["sizes"] if 1e3 * typical_ms(row(rows, "merged", size)) <= 2 * one]
-    return {"rows": row(rows, "separate", min(rows["sizes"]))["launches"], "one": one,
-            "upto": max(on_floor, default=0)}
+    count = row(rows, "separate", min(rows["sizes"]))["launches"]
+    upto = 0
+    for size in sorted(rows["sizes"]):
+        if 1e3 * typical_ms(row(rows, "merged", size)) > 2 * one:
+            break
+        upto = size
+    crossover = floor_model(course_solution("01"), rows, "merged")[2]
+    return {"rows": count, "one": one, "upto": upto, "crossover_row": -(-crossover // count)}
 
 
 def _around_values(records):
@@ -128,6 +139,7 @@ def _around_values(records):
     each_sliced = in_each_repeat(records, "python_around_launch", "steps", "launch on slices", "us")
     return {"launch": launch, "slice": steps["slice x[row]"]["us"], "repeats": len(each_sliced),
             "alloc": steps["allocate a row"]["us"], "sliced": sliced, "ratio": sliced / launch,
+            "around": steps["slice x[row]"]["us"] + steps["allocate a row"]["us"], "sliced_extra": sliced - launch,
             "sliced_lo": min(each_sliced), "sliced_hi": max(each_sliced),
             "parts": launch + 2 * steps["slice x[row]"]["us"]}
 
@@ -216,15 +228,18 @@ CLAIMS = [
           explains="cProfile runs a hook at every Python call and return, and a Numba launch is dozens of "
                    "small Python calls (the profile's functions_seen)"),
     Claim("per_argument",
-          "Each array argument adds {per_array:.1f} us to the host submit ({none:.1f} us with none: the "
-          "fitted line of the repeat with the median slope, of {repeats}; slopes {per_array_lo:.1f}-"
-          "{per_array_hi:.1f}), "
+          "Each array argument adds {per_array:.1f} us to the host submit (the fitted line of the repeat with "
+          "the median slope, of {repeats}; slopes {per_array_lo:.1f}-{per_array_hi:.1f}), "
           "{size}: a 1-D array is seven values (5 + 2 per dimension: data, shape and strides among them), "
-          "marshalled in Python at every launch.",
+          "marshalled in Python at every launch. The line's intercept, {none:.1f} us, is {above} the "
+          "{none_lo:.1f}-{none_hi:.1f} us a launch with no array took: {line}.",
           headline="each array argument adds {per_array:.1f} us to a launch ({per_array_lo:.1f}-{per_array_hi:.1f} "
                    "over {repeats} repeats; {size})",
           values=_host_array_values,
-          checks=(says("size", "per_array", ">", 1, "more than a microsecond each", "under a microsecond each"),)),
+          checks=(says("size", "per_array", ">", 1, "more than a microsecond each", "under a microsecond each"),
+                  says("above", "none", ">", "none_hi", "above", "no higher than the top of"),
+                  says("line", "none", ">", "none_hi", "the points do not lie on one line, so read the slope, "
+                       "not the intercept", "the line meets the launch with no array"))),
     Claim("host_array_trap",
           "A {bytes}-byte NumPy host array as an argument costs {host:.0f} us per launch against {device:.0f} us "
           "for a device array ({host_over_device:.1f}x; medians of the repeats): {why}.",
@@ -256,36 +271,43 @@ CLAIMS = [
           "{sep_lo:.3f}-{sep_hi:.3f}). The model, {rows} times one launch of the whole batch in the same run "
           "(its fastest size, {one:.1f} us), predicts "
           "{model:.3f} ms, {fit} ({model_off:.2f}x apart). Launched on slices (`x[row]`, `out[row]`) "
-          "instead, the rows take {sliced:.3f} ms: {slice_us:.0f} us more per row.",
+          "instead, the rows take {sliced:.3f} ms: {slice_us:.0f} us more per row in this run.",
           headline="{rows} one-row launches: {sep:.3f} ms, the model {model:.3f} ms ({fit})",
           values=_rows_values,
           checks=(says("fit", "model_off", "<=", 1.5, "within 1.5x of the measurement", "more than 1.5x off"),
                   states("sliced", ">", "sep"))),
     Claim("rows_merged_floor",
-          "One 2D launch for all {rows} rows stays within 2x of its fastest size ({one:.1f} us) up to "
-          "{upto:,} elements per row ({reach} 4,096): below the crossover, a batch costs one launch.",
-          headline="one launch for all {rows} rows stays on its floor up to {upto:,} elements per row",
+          "One 2D launch for all {rows} rows stays within 2x of its fastest size ({one:.1f} us) from the "
+          "smallest size up to {upto:,} elements per row, {reach} the floor model's crossover "
+          "({crossover_row:,} per row): {so}.",
+          headline="one launch for all {rows} rows stays on its floor up to {upto:,} elements per row ({so})",
           values=_merged_values,
-          checks=(says("reach", "upto", ">=", 4096, "at least", "short of"),)),
+          checks=(says("reach", "upto", ">=", "crossover_row", "at or past", "short of"),
+                  says("so", "upto", ">=", "crossover_row", "below the crossover, a batch costs one launch",
+                       "the batch leaves its floor before the model's crossover"))),
     Claim("python_around_launch",
           "Around a launch that costs the host {launch:.1f} us, slicing a device array costs {slice:.1f} us "
-          "and allocating a row-sized output {alloc:.1f} us (medians of {repeats} repeats). A launch on two "
-          "fresh slices costs {sliced:.1f} us ({sliced_lo:.0f}-{sliced_hi:.0f}), {ratio:.1f}x the launch with a "
-          "row index: {more} the launch and two slices add up to "
+          "and allocating a row-sized output {alloc:.1f} us (medians of {repeats} repeats), {around:.1f} us "
+          "together, {than} the launch: {advice}. A launch on two fresh slices costs {sliced:.1f} us "
+          "({sliced_lo:.0f}-{sliced_hi:.0f}), {ratio:.1f}x the launch with a row index, {sliced_extra:.0f} us more "
+          "per launch in this run: {more} the launch and two slices add up to "
           "({parts:.0f} us). A launch on new array objects also types and packs them afresh, which a launch "
           "on the same objects skips; this record does not time that part alone.",
           headline="one slice {slice:.1f} us, one allocation {alloc:.1f} us, around a launch of {launch:.1f} us: "
-                   "pass offsets and preallocate",
+                   "{advice}",
           values=_around_values,
-          checks=(says("more", "sliced", ">", "parts", "more than", "no more than"),)),
+          checks=(says("than", "around", ">", "launch", "more than", "no more than"),
+                  says("advice", "around", ">", "launch", "pass offsets and preallocate",
+                       "slicing and allocating cost little beside the launch"),
+                  says("more", "sliced", ">", "parts", "more than", "no more than"))),
     Claim("instruments_while_on",
           "While open, record_launches adds {record_launches:+.1f} us to a plain launch, a "
           "Timeline {timeline:+.1f} us and the grader's poisoned allocations {poisoned_allocations:+.1f} us "
           "(worst of {repeats} repeat(s), each against a bare launch in the same round{opening}; the traffic "
-          "meter runs only in the simulator): the costliest adds {largest:+.1f} us, {verdict} the {budget:.0f} us an "
-          "open instrument may add.",
+          "meter runs only in the simulator): the costliest adds {largest:+.1f} us (target: at most the {budget:.0f} us an "
+          "open instrument may add, {verdict}).",
           values=_while_on_values,
-          checks=(says("verdict", "largest", "<=", "budget", "within", "more than"),),
+          checks=(target("verdict", "largest", "<=", "budget"),),
           explains="each instrument wraps numba-cuda's launch entry point while it is open and notes the "
                    "launch (a Timeline also records two CUDA events on its stream), so a launch inside it "
                    "does more host work; none of them synchronizes"),
