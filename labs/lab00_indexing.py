@@ -18,6 +18,11 @@ output on the device, and the launcher returns the output (still on the device).
 scalars as float32 (`np.float32(1.5)`), as the tests and the notebook do, and a launcher passes them
 on as given: a Python float is a float64 argument, the launch then compiles a float64 kernel, and FP64 runs at 1:2 of FP32 on an H200 (1:64 on a GeForce RTX 4090).
 
+Tolerance: a kernel's output passes within a relative error of 1e-6 of the float64 reference
+(the norm of the difference over the norm of the reference): one float32 multiply and one add
+round to under 1.2e-7 of each element, and the tests draw |b| > |a x| so that none cancels.
+blocks_for is checked exactly.
+
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
 the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
 __import__, exec, eval, open, dunder attributes, getattr with a computed name).

@@ -25,6 +25,12 @@ Exercises (each stub says `Lab 08.M`):
 Convention: `pipeline` works in place (the chain needs no second buffer) and, like every
 function a graph captures, takes the `stream` to launch on.
 
+Tolerance: x after pipeline, a replay or BatchedPipeline within a relative error of 1e-5 (one
+step: 1e-6) of chain_reference (float64), measured against |a| |x| + |b| carried through every
+step: each step's float32 multiply and add round to under 1.2e-7 of those magnitudes, and the
+tests chain at most 8 steps. idle_gap_fraction and reconstructed_timeline within 1e-9 relative
+(float64 arithmetic on the host).
+
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
 the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
 __import__, exec, eval, open, dunder attributes, getattr with a computed name).

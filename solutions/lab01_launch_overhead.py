@@ -22,6 +22,12 @@ kernels against them).
 Convention for every launcher in this course: inputs are device arrays, `out=None` allocates the
 output on the device, and the launcher returns the output (still on the device).
 
+Tolerance: sum8 and scale_rows pass within a relative error of 1e-6 of the float64 reference
+(the norm of the difference over the norm of the reference): 7 float32 adds of positive inputs,
+in any order, round to under 5e-7, one multiply to 6e-8. per_launch_cost within 1e-9 relative
+of the least-squares fit (float64 on the host); predicted_time_us within 1e-6 relative
+(pytest.approx); crossover_size (an int) and the counter exactly.
+
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
 the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
 __import__, exec, eval, open, dunder attributes, getattr with a computed name).

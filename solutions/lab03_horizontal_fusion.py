@@ -31,6 +31,11 @@ returns the output. The kernels write into the one flat `out` at each task's off
 slice is a new array object built in Python on every call (the lab's benchmark measures what
 that costs, on its own).
 
+Tolerance: each task's output within a relative error of 1e-6 of reference_tasks (float64; the
+norm of the difference over the norm of the reference), merged against separate 1e-6: each
+element is one float32 operation, rounded to under 6e-8. task_block_starts and the ledger
+exactly; predicted_time_us within 1e-6 relative (pytest.approx).
+
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;
 the grader scores 0 for a lab whose file imports anything else or reaches around imports (importlib,
 __import__, exec, eval, open, dunder attributes, getattr with a computed name).
