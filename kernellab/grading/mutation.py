@@ -34,7 +34,8 @@ from kernellab.course import target
 from kernellab.grading import contract
 
 COPIED = ("labs", "solutions", "tests", "experiments", "pyproject.toml")
-COSMIC_RAY = str(Path(sys.executable).with_name("cosmic-ray"))   # installed beside this Python
+COSMIC_RAY = [sys.executable, "-c", "import sys; from cosmic_ray.cli import main; sys.exit(main())"]
+"""cosmic-ray's command line, run by this Python (a `pip install --target` puts no script on PATH)."""
 TIMEOUT_S = 300
 # The operators that model a student's slip: a neighbouring operator or bound (+ for -, < for <=,
 # / for //), a changed constant, a negated or emptied condition or loop. cosmic-ray also swaps each
@@ -82,37 +83,41 @@ def config_text(module: str, command: str) -> str:
             f'test-command = "{command}"\n\n[cosmic-ray.distributor]\nname = "local"\n')
 
 
-def prepare(lab: str, shard: int, shards: int, seed: int, limit: int | None, scratch: Path) -> Path:
-    """A copy of the course holding a cosmic-ray work database for one shard of the lab's stub mutants;
-    the others' and those outside the stubs marked skipped."""
+def prepare(lab: str, shards: int, seed: int, limit: int | None, scratch: Path) -> list[Path]:
+    """One copy of the course per shard, each holding cosmic-ray's work database for the lab (made
+    once, then copied) with the other shards' mutants and those outside the stubs marked skipped."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
     name = target.labs()[lab]
-    copy = scratch / f"lab{lab}-{shard}"
+    first = scratch / f"lab{lab}-0"
     for part in COPIED:
         source = target.ROOT / part
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / part)
-    tests = next((copy / "tests" / "labs").glob(f"test_lab{lab}_*.py")).relative_to(copy)
-    command = f"{sys.executable} -m pytest {tests} --target solutions -x -q -p no:cacheprovider --seed {seed}"
-    (copy / "cosmic-ray.toml").write_text(config_text(f"solutions/{name}.py", command))
-    subprocess.run([COSMIC_RAY, "init", "cosmic-ray.toml", "mutants.sqlite"], cwd=copy, check=True,
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, first / part)
+    tests = next((first / "tests" / "labs").glob(f"test_lab{lab}_*.py")).relative_to(first)
+    command = (f"{sys.executable} -m pytest {tests} --target solutions -m points -x -q "
+               f"-p no:cacheprovider --seed {seed}")                      # the graded tests: the grade
+    (first / "cosmic-ray.toml").write_text(config_text(f"solutions/{name}.py", command))
+    subprocess.run([*COSMIC_RAY, "init", "cosmic-ray.toml", "mutants.sqlite"], cwd=first, check=True,
                    capture_output=True)
-    inside = stub_lines(copy / "solutions" / f"{name}.py", copy / "labs" / f"{name}.py")
-    with use_db(str(copy / "mutants.sqlite"), WorkDB.Mode.open) as db:
-        kept = 0
-        for item in db.pending_work_items:
-            line = item.mutations[0].start_pos[0]
-            counted = line in inside and item.mutations[0].operator_name in SLIPS
-            mine = counted and kept % shards == shard and (limit is None or kept < limit * shards)
-            kept += counted
-            if not mine:
-                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
-                                                      output="not this shard's, or outside the stub bodies, or not a slip"))
-    return copy
+    copies = [first] + [shutil.copytree(first, scratch / f"lab{lab}-{shard}") for shard in range(1, shards)]
+    inside = stub_lines(first / "solutions" / f"{name}.py", first / "labs" / f"{name}.py")
+    for shard, copy in enumerate(copies):
+        with use_db(str(copy / "mutants.sqlite"), WorkDB.Mode.open) as db:
+            kept = 0
+            for item in db.pending_work_items:
+                line = item.mutations[0].start_pos[0]
+                counted = line in inside and item.mutations[0].operator_name in SLIPS
+                mine = counted and kept % shards == shard and (limit is None or kept < limit * shards)
+                kept += counted
+                if not mine:
+                    db.set_result(item.job_id, WorkResult(
+                        worker_outcome=WorkerOutcome.SKIPPED,
+                        output="not this shard's, or outside the stub bodies, or not a slip"))
+    return copies
 
 
 def run_shard(copy: Path) -> Path:
-    subprocess.run([COSMIC_RAY, "exec", "cosmic-ray.toml", "mutants.sqlite"], cwd=copy,
+    subprocess.run([*COSMIC_RAY, "exec", "cosmic-ray.toml", "mutants.sqlite"], cwd=copy,
                    capture_output=True, env={**os.environ, "KERNELLAB_DEVICE": "sim"})
     return copy
 
@@ -142,7 +147,7 @@ def report(lab: str, graded: int, found: list[dict], seconds: float, seed: int) 
     recorded = equivalents(lab)
     lines = [f"# Lab {lab}: mutation testing of the stubs' solutions (cosmic-ray)", "",
              f"Graded {graded} mutants inside the stub bodies of solutions/{target.labs()[lab]}.py on seed "
-             f"{seed} ({seconds:.0f} s for the whole run); {len(found)} survived, "
+             f"{seed} (done {seconds:.0f} s into the run); {len(found)} survived, "
              f"{sum((s['operator'], s['text']) in recorded for s in found)} of them recorded as equivalent.", ""]
     for s in found:
         why = recorded.get((s["operator"], s["text"]))
@@ -161,7 +166,7 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="at most this many mutants per shard")
     parser.add_argument("--out", type=Path, default=target.ROOT / "docs" / "mutation")
     args = parser.parse_args(argv)
-    if not Path(COSMIC_RAY).exists():
+    if importlib.util.find_spec("cosmic_ray") is None:
         print("kernellab mutation: cosmic-ray is not installed (`make mutation` installs it)", file=sys.stderr)
         return 2
     unknown = [lab for lab in args.labs if lab not in target.labs()]
@@ -173,15 +178,15 @@ def main(argv=None) -> int:
     labs = args.labs or sorted(target.labs())
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kernellab-mutation-") as tmp:
-        copies = {lab: [prepare(lab, shard, args.shards, args.seed, args.limit, Path(tmp))
-                        for shard in range(args.shards)] for lab in labs}
+        copies = {lab: prepare(lab, args.shards, args.seed, args.limit, Path(tmp)) for lab in labs}
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:   # every lab's shards in one pool
-            list(pool.map(run_shard, [copy for shards in copies.values() for copy in shards]))
-        for lab in labs:
-            graded, found = survivors(copies[lab], lab)
-            text = report(lab, graded, found, time.monotonic() - started, args.seed)
-            (args.out / f"lab{lab}.md").write_text(text)
-            print(text.splitlines()[2])
+            running = {lab: [pool.submit(run_shard, copy) for copy in shards] for lab, shards in copies.items()}
+            for lab in labs:       # each lab's report as soon as its shards are done
+                concurrent.futures.wait(running[lab])
+                graded, found = survivors(copies[lab], lab)
+                text = report(lab, graded, found, time.monotonic() - started, args.seed)
+                (args.out / f"lab{lab}.md").write_text(text)
+                print(text.splitlines()[2], flush=True)
     return 0
 
 if __name__ == "__main__":
