@@ -39,7 +39,8 @@ def shapes_figure(record: dict, figures_dir: Path) -> Path:
                                   record, width=9.0)
     bars = ax.bar([r["shape"] for r in rows], [r["pct_of_copy"] or 0 for r in rows])
     for bar, r in zip(bars, rows):
-        ax.annotate(f"{r['registers']} regs\n{r['active_blocks']} rows/SM\n{r['occupancy']:.0%} occ.",
+        rows_per_sm = f"{r['active_blocks']} row{'' if r['active_blocks'] == 1 else 's'}/SM"
+        ax.annotate(f"{r['registers']} regs\n{rows_per_sm}\n{r['occupancy']:.0%} occ.",
                     (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize="x-small")
     ax.tick_params(axis="x", labelsize="x-small", labelrotation=30)
     ax.axhline(TARGET_PCT_OF_COPY, color="k", linestyle=":", label="target: 80% of copy")

@@ -16,7 +16,7 @@ This module is the declaration, with the benchmarks, the validation, the targets
 figure; the register measurements (and the shapes' names, which the benchmarks share) live in
 lab05_measure, the figures in lab05_figures, the claims and the fastest fused form the targets
 judge in lab05_claims, and the constants all of them share in lab05_constants (re-exported here;
-tests and notebook 05 read only `LAB` on the experiment).
+tests and notebook 05 read `LAB` and `cached_rereads` on the experiment).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from kernellab.gpu.launches import record_launches
 
 from experiments.lab05_claims import CLAIMS, targets_of
 from experiments.lab05_constants import (
-    HEADLINE_COLS, KERNELS, ROWS, SHAPES, SOLUTION_SIDE_KERNELS, STAGED_SHAPES, TARGET_PCT_OF_COPY, VECTOR_BLOCKS)
+    HEADLINE_COLS, KERNELS, ROWS, SHAPES, SOLUTION_SIDE_KERNELS, STAGED_SHAPES, TARGET_PCT_OF_COPY, VECTOR_BLOCKS,
+    cached_rereads)
 from experiments.lab05_figures import FIGURES
 from experiments.lab05_measure import measure_registers, measure_shape_registers, shape_name, staged_name, vector_name
 
@@ -67,22 +68,6 @@ def with_statistics(lab):
 def statistics_of(d) -> dict:
     """The launcher keyword for the statistics a setup made ({} for the forms that need none)."""
     return {"statistics": d["statistics"]} if "statistics" in d else {}
-
-
-ROW_STATISTICS = ("row_max", "row_sum", "mean", "rstd")   # the unfused forms' per-row temporaries
-
-
-def cached_rereads(ledger, rows: int, cols: int):
-    """The ledger with the re-reads a cache serves marked (`Ledger.with_distinct`): gamma and beta,
-    `cols` values that every row reads again, and the unfused forms' row statistics, `rows` values
-    that each thread of a row reads again. The bench rates a row on the bytes left (the
-    compulsory bytes): in requested bytes torch's layernorm ran above the DRAM ceiling, its
-    re-reads of gamma and beta served by L2."""
-    for name in ("gamma", "beta"):
-        ledger = ledger.with_distinct(name, cols)
-    for name in ROW_STATISTICS:
-        ledger = ledger.with_distinct(name, rows)
-    return ledger
 
 
 def softmax_benchmark(lab, torch=None) -> harness.Benchmark:
