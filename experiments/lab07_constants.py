@@ -34,6 +34,3 @@ MAIN_CONNECTIONS = 32                   # the targets are judged here; the rest 
 CONCURRENCY_RECORD = {32: "concurrency", 8: "concurrency_8_connections"}
 CONNECTIONS_OF = {"concurrency_8_connections": 8}   # every other record: MAIN_CONNECTIONS
 SIM_ITERS = 3
-# Nominal H200-like figures for model-only pictures (no measurement): 50 GB/s copies of a 16 MB
-# chunk, a chunk's kernel half as long, ~15 us of host time per Numba launch.
-NOMINAL = {"copy_ms": 0.32, "chunk_kernel_ms": 0.16, "host_launch_ms": 0.015}

@@ -1,5 +1,5 @@
 """Lab 07's figures: the measured timelines and speed-ups against the model, and the model's
-own pictures with nominal H200 costs (no measurement: they are drawn in the simulator too)."""
+own picture of the pipeline, costed from the record (drawn in the simulator too)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ from kernellab.gpu.timeline import Timeline, TimelineData, plot_gantts
 from kernellab.show import plots
 
 from experiments.lab07_constants import (
-    CONCURRENCY_RECORD, CONNECTIONS, NOMINAL, NUMBER, PIPELINE_CHUNKS, PIPELINE_N, PIPELINE_STEPS, PIPELINE_STREAMS,
+    CONCURRENCY_RECORD, CONNECTIONS, NUMBER, PIPELINE_CHUNKS, PIPELINE_N, PIPELINE_STEPS, PIPELINE_STREAMS,
     SIM_ITERS, STREAM_COUNTS)
 
 
-def predicted_pipeline(lab, bps: int, sm_count: int, streams: int = PIPELINE_STREAMS) -> TimelineData:
+def predicted_pipeline(lab, bps: int, sm_count: int, copy_ms: float, kernel_ms: float,
+                       streams: int = PIPELINE_STREAMS) -> TimelineData:
     """The model's picture of the lab's own pipeline: its trace, recorded here at a tiny size (it
-    runs in the simulator too), costed with NOMINAL H200-like figures for 16 MB chunks."""
+    runs in the simulator too), each copy costed `copy_ms` and each chunk's kernel `kernel_ms` (the
+    recorded one-stream run's, as pipeline_issue_order's model), with a host that costs nothing."""
     cuda = device.cuda()
     host_x = cuda.pinned_array(PIPELINE_CHUNKS * 4, dtype=np.float32)
     host_x[:] = 2.0
@@ -31,11 +33,11 @@ def predicted_pipeline(lab, bps: int, sm_count: int, streams: int = PIPELINE_STR
 
     def cost(op):
         if op.kind == "kernel":
-            return {"blocks": chunk_blocks, "block_ms": NOMINAL["chunk_kernel_ms"] / waves, "blocks_per_sm": bps}
-        return {"block_ms": NOMINAL["copy_ms"]}
+            return {"blocks": chunk_blocks, "block_ms": kernel_ms / waves, "blocks_per_sm": bps}
+        return {"block_ms": copy_ms}
 
-    machine = scheduler.Machine(sm_count, host_launch_ms=NOMINAL["host_launch_ms"])
-    return scheduler.simulate(scheduler.from_trace(tl.trace, cost), machine, source="model, nominal H200 costs")
+    return scheduler.simulate(scheduler.from_trace(tl.trace, cost), scheduler.Machine(sm_count),
+                              source="model, recorded costs, free host")
 
 
 def plot_timelines(one: TimelineData, many: TimelineData, record, title: str, name: str, figures_dir: Path,

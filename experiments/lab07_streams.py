@@ -34,7 +34,7 @@ from experiments.lab07_measure import (
     OVERLAP_METHOD, SLOWDOWN_METHOD, in_fresh_process, measure_in_process, model_errors, speedups)
 
 # Read on the experiment (`protocol.experiment("07")`) by tests/instruments and notebook 07.
-from experiments.lab07_constants import KERNEL_MS, NOMINAL, STREAM_COUNTS  # noqa: F401
+from experiments.lab07_constants import KERNEL_MS, STREAM_COUNTS  # noqa: F401
 from experiments.lab07_figures import predicted_pipeline  # noqa: F401
 from experiments.lab07_measure import busy_blocks_per_sm, calibrate_iters, predict_sweep  # noqa: F401
 

@@ -273,13 +273,33 @@ def first_clause(text: str) -> str:
     return text.rstrip(".")
 
 
+def words_of(claim: Claim, values: dict) -> dict:
+    """Each comparison's words, as its outcome on `values` chooses them, by slot."""
+    return {c.slot: (c.words[0] if c.outcome(values) else c.words[1]).format(**values)
+            for c in claim.checks if c.words}
+
+
 def render(claim: Claim, values: dict, form: str | None = None) -> tuple[str, tuple[str, ...]]:
     """The sentence (or `form`, its headline) filled from `values` with each comparison's words,
     and the stated comparisons that fail (empty: the sentence is true)."""
-    words = {c.slot: (c.words[0] if c.outcome(values) else c.words[1]).format(**values)
-             for c in claim.checks if c.words}
     failed = tuple(c.described(values) for c in claim.checks if c.words is None and not c.outcome(values))
-    return (form or claim.sentence).format(**values, **words), failed
+    return (form or claim.sentence).format(**values, **words_of(claim, values)), failed
+
+
+def take_away(lab: str, lines) -> str:
+    """A notebook's last cell: "What to take away", then `lines`, format strings of the lab's claims'
+    values and words ("{claim[value]}", "{claim[slot]}"), from the records they read (live where this
+    process measured them, the reference otherwise); awaiting data where one awaits it."""
+    said, sources = {}, set()
+    for claim in claims_of(lab):
+        if any(f"{{{claim.name}[" in line for line in lines):
+            verdict = judge(claim, lab)[0]
+            if verdict.true is None:
+                return f"What to take away: awaiting data ({verdict.missing})"
+            said[claim.name] = {**verdict.values, **words_of(claim, verdict.values)}
+            sources.update(verdict.source.split("; "))
+    return "\n".join(("What to take away", *(f"  {k}. {line.format(**said)}" for k, line in enumerate(lines, 1)),
+                      f"  ({recorded_between(sorted(sources))})"))
 
 
 def need(records: dict, name: str, *keys) -> Any:
