@@ -27,7 +27,7 @@ Exercises (each stub says `Lab 04.M`; the notebook has a hint for each, collapse
                                             chain's extra round trips of C are the bytes saved
 
 The operation: out = dropout(relu(a @ b + bias)) with a given keep-mask, i.e.
-out[r, c] = max(a[r, :] @ b[:, c] + bias[c], 0) * mask[r, c] / (1 - p).
+out[r, c] = max(a[r, :] @ b[:, c] + bias[c], 0) * (mask[r, c] != 0) / (1 - p).
 a is (M, K), b is (K, N), bias (N,) float32; mask is (M, N) uint8 (nonzero = keep).
 Every launcher takes device arrays, `out=None` (allocates) and returns the output.
 
@@ -132,9 +132,10 @@ def matmul_naive_kernel(a, b, c):
     # per thread: 2K reads + 1 write. In all, A is read N times and B M times: 2MNK loads for
     # MNK multiply-adds, 4 bytes per flop. FP32 without tensor cores, an H200 does ~14 flops per
     # byte of DRAM bandwidth (~67 TFLOP/s over 4.8 TB/s, datasheet figures; A100 and B200 ~10), so
-    # from DRAM this loop would run ~56x below its flop rate. The caches serve almost all of these
-    # loads, so DRAM is not what holds it back: its profile finds the SMs, not DRAM, the busy unit,
-    # issuing two load instructions for every multiply-add and waiting on them.
+    # from DRAM this loop would run ~56x below its flop rate. The load units merge a warp's repeated
+    # addresses and the caches serve almost all the rest, so DRAM is not what holds it back: its
+    # profile finds the SMs, not DRAM, the busy unit, issuing two load instructions for every
+    # multiply-add and waiting on them.
 
 
 def matmul_naive(a, b, out=None, block=(16, 16)):
