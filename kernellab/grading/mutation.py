@@ -148,7 +148,9 @@ def report(lab: str, graded: int, found: list[dict], seconds: float, seed: int) 
     lines = [f"# Lab {lab}: mutation testing of the stubs' solutions (cosmic-ray)", "",
              f"Graded {graded} mutants inside the stub bodies of solutions/{target.labs()[lab]}.py on seed "
              f"{seed} (done {seconds:.0f} s into the run); {len(found)} survived, "
-             f"{sum((s['operator'], s['text']) in recorded for s in found)} of them recorded as equivalent.", ""]
+             f"{sum((s['operator'], s['text']) in recorded for s in found)} of them recorded as equivalent.", "",
+             f"Each mutant was judged by the lab's graded tests in the simulator (`pytest -m points -x "
+             f"--seed {seed}`): it is killed when one of them fails.", ""]
     for s in found:
         why = recorded.get((s["operator"], s["text"]))
         lines += [f"- line {s['line']}, {s['operator']} #{s['occurrence']}: "
