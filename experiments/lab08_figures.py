@@ -7,16 +7,18 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import numpy as np
 from matplotlib.ticker import NullFormatter
 
+from kernellab.course.claims import repeats_of
 from kernellab.show import plots
 
-from experiments.lab08_constants import GAP_LINEAR_PCT, GAP_TARGET, LONG_KERNEL_MS
+from experiments.lab08_constants import GAP_LINEAR_PCT, GAP_TARGET, LONG_KERNEL_MS, NUMBER
 from experiments.lab08_measure import below_resolution, duration_used, resolved
 
 
 # The cost bars' labels, in words (the record's keys name its instruments).
-COST_LABELS = {"eager_gpu_events": "eager: GPU clock\n(mostly waiting for the host)",
+COST_LABELS = {"eager_gpu_events": "eager: GPU clock",
                "eager_host_submit": "eager: host's submit",
                "graph_gpu_events": "replayed: GPU time", "graph_host_submit": "replayed: host's submit",
                "kernel_gpu_queue_full": "eager, queue kept full: GPU time"}
@@ -78,12 +80,16 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
     ax_gap.set_xlabel("kernel's own GPU time (us)")
     ax_gap.set_ylabel("idle gaps, % of kernel time\n(signed, not clamped)")
     ax_gap.legend(loc="lower left")                 # below the points: the negative gaps are few
-    names = list(tiny["rows"])
-    ax_cost.barh([COST_LABELS.get(n, n) for n in names], [tiny["rows"][n]["us_per_kernel"] for n in names],
+    names, repeats = list(tiny["rows"]), repeats_of(records, "tiny_kernels", NUMBER)
+    per_repeat = [[rep["rows"][n]["us_per_kernel"] for rep in repeats if n in rep["rows"]] for n in names]
+    ax_cost.barh([COST_LABELS.get(n, n) for n in names], [float(np.median(us)) for us in per_repeat],
                  color=["C0" if n.startswith("eager") else "C1" if n.startswith("graph") else "grey"
                         for n in names])
+    for y, us in enumerate(per_repeat):
+        ax_cost.plot(us, [y] * len(us), "o", color="black", markersize=3)
     ax_cost.set_xscale("log")
-    ax_cost.set_xlabel(f"us per kernel\n({tiny['kernels']} kernels of {tiny['n']} elements)")
+    ax_cost.set_xlabel(f"us per kernel ({tiny['kernels']} kernels of {tiny['n']} elements)\neach bar its own "
+                       f"timed run: median of {len(repeats)} repeat(s),\na dot each repeat")
     return plots.save(fig, "lab08_idle_gaps", figures_dir)
 
 

@@ -124,27 +124,24 @@ def targets(lab, records: dict) -> dict:
     }
 
 
+# Notebook 08's last cell (claims.take_away): each line filled from its claims' values and words.
+TAKE_AWAY = (
+    "A graph replays a whole pipeline with one submission: {replay_cost[replay]:.2f} us of GPU time per kernel, "
+    "against {replay_cost[eager_lo]:.0f}-{replay_cost[eager_hi]:.0f} us eager on the GPU's clock, where "
+    "{replay_cost[waiting]}.",
+    "Eager, gaps fall under 5% for kernels somewhere between {gaps_below_5pct[eager_below_us]:.0f} and "
+    "{gaps_below_5pct[eager_from_us]:.0f} us; replayed, the {gaps_below_5pct[long_us]} us kernels stay at or below "
+    "{gaps_below_5pct[worst]:.2f}%.",
+    "Each kernel still costs the GPU its dispatch: a {replayed_short_kernels[short_us]:.2f} us kernel replayed "
+    "leaves the GPU idle {replayed_short_kernels[gap]:.0f}% of its time ({replayed_short_kernels[gap_lo]:.0f}-"
+    "{replayed_short_kernels[gap_hi]:.0f}% over {replayed_short_kernels[repeats]} repeats).",
+)
+
+
 def take_away() -> str:
-    """Notebook 08's last cell: the lesson in three lines, each figure from the records its claims
-    read (live where this process measured them, the H200 reference otherwise)."""
-    try:
-        figures, sources = claims.figures_of(
-            NUMBER, ("replay_cost", "gaps_below_5pct", "replayed_short_kernels"), prefixed=True)
-    except claims.Missing as missing:
-        return f"What to take away: awaiting data ({missing})"
-    return "\n".join((
-        "What to take away",
-        f"  1. A graph replays a whole pipeline with one submission: {figures['replay_cost.replay']:.2f} us of "
-        f"GPU time per kernel, against {figures['replay_cost.eager']:.1f} us eager (on the GPU's clock, mostly "
-        f"waiting for the host).",
-        f"  2. Eager, gaps fall under 5% for kernels somewhere between "
-        f"{figures['gaps_below_5pct.eager_below_us']:.0f} and {figures['gaps_below_5pct.eager_from_us']:.0f} us; "
-        f"replayed, the {figures['gaps_below_5pct.long_us']} us kernels stay at or below "
-        f"{figures['gaps_below_5pct.worst']:.2f}%.",
-        f"  3. Each kernel still costs the GPU its dispatch: a {figures['replayed_short_kernels.short_us']:.2f} us "
-        f"kernel replayed leaves the GPU idle {figures['replayed_short_kernels.gap']:.0f}% of its time "
-        f"({figures['replayed_short_kernels.spread']}).",
-        f"  ({'; '.join(sources)})"))
+    """Notebook 08's last cell: TAKE_AWAY, from the records its claims read (live where this process
+    measured them, the H200 reference otherwise)."""
+    return claims.take_away(NUMBER, TAKE_AWAY)
 
 
 def key_figure(lab, records: dict) -> str:
