@@ -131,7 +131,7 @@ def survivors(copies: list[Path], lab: str) -> tuple[int, list[dict]]:
     for copy in copies:
         lines = (copy / "solutions" / f"{name}.py").read_text().splitlines()
         with use_db(str(copy / "mutants.sqlite"), WorkDB.Mode.open) as db:
-            for item, result in db.results:
+            for item, result in db.completed_work_items:
                 if result.worker_outcome == WorkerOutcome.SKIPPED:
                     continue
                 graded += 1

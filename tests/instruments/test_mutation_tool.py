@@ -2,6 +2,8 @@
 the stubs' bodies, and its report says which survivors are recorded as equivalent. cosmic-ray
 itself is not installed by `make install`: these check the parts that do not run it."""
 
+import pytest
+
 from kernellab.course import target
 from kernellab.grading import mutation
 
@@ -29,3 +31,24 @@ def test_every_recorded_equivalent_names_a_lab_and_a_reason():
     for lab in target.labs():
         for (operator, line), why in mutation.equivalents(lab).items():
             assert operator in mutation.SLIPS and line and why, (lab, operator, line)
+
+
+def test_survivors_reads_the_work_database_cosmic_ray_writes(tmp_path):
+    """The killed, the skipped and the survivor of a real WorkDB: only the survivor is listed,
+    with its line's text and diff."""
+    pytest.importorskip("cosmic_ray")
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import MutationSpec, TestOutcome, WorkItem, WorkResult, WorkerOutcome
+    name = target.labs()["00"]
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / f"{name}.py").write_text("x = 1\nif a < b:\n    pass\n")
+    outcomes = {"killed": (WorkerOutcome.NORMAL, TestOutcome.KILLED, 1),
+                "skipped": (WorkerOutcome.SKIPPED, None, 1),
+                "survived": (WorkerOutcome.NORMAL, TestOutcome.SURVIVED, 2)}
+    with use_db(str(tmp_path / "mutants.sqlite"), WorkDB.Mode.create) as db:
+        for job, (worker, test, line) in outcomes.items():
+            db.add_work_item(WorkItem.single(job, MutationSpec(f"solutions/{name}.py", "core/X", 0, (line, 0), (line, 1))))
+            db.set_result(job, WorkResult(worker_outcome=worker, test_outcome=test, diff=f"diff {job}"))
+    graded, found = mutation.survivors([tmp_path], "00")
+    assert graded == 2
+    assert [(s["line"], s["text"], s["diff"]) for s in found] == [(2, "if a < b:", "diff survived")]
