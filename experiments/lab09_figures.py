@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 from matplotlib import colormaps
 
+from kernellab.course import claims
 from kernellab.show import plots
 
+from experiments.lab09_claims import CLAIMS
+from experiments.lab09_constants import NUMBER
 from experiments.lab09_points import (
-    DRAM_BYTES, awaiting, bytes_line, points_table, recorded, roofline_points, small_size_rows)
+    DRAM_BYTES, awaiting, bytes_line, points_table, roofline_points, small_size_rows)
 
 
 def measures_both(ceilings: dict) -> bool:
@@ -69,14 +72,14 @@ def point_ids(points: list[dict]) -> list[str]:
     return ids
 
 
-def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> Path:
+def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path, source: str) -> Path:
     """Left: every main kernel under the roof, labelled by its lab; middle: the table of what each
-    label is and its % of roof, with the roofs and bytes it was rated on; right: small sizes."""
-    reference_record = recorded("02")["chain"]
+    label is and its % of roof, with the roofs and bytes it was rated on; right: small sizes.
+    `source`: where the records came from, with their dates."""
     live = [p["source"] for p in points if p["source"].startswith("measured live")]
     title = "The roofline of the course's main kernels" + (
         f" (lab 09 points {live[0]}; the others recorded)" if live else "")
-    fig, (ax, ax_table, ax_small) = plots.new_figure(title, reference_record, ncols=3, width=7.0, height=8.0,
+    fig, (ax, ax_table, ax_small) = plots.new_figure(title, None, ncols=3, width=7.0, height=8.0, source=source,
                                                      width_ratios=(1.25, 0.85, 0.9))
     fig.get_layout_engine().set(wspace=0.03)
     roofs = measured_roofs(points)
@@ -91,7 +94,9 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
                 color=colour[p["lab"]])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(f"FLOP per byte\n(circles: {DRAM_BYTES} bytes; squares: ledger bytes, compulsory where it declares re-reads)")
+    squares = any(p["bytes_kind"] != DRAM_BYTES for p in points)
+    ax.set_xlabel(f"FLOP per byte\n(circles: {DRAM_BYTES} bytes" + (
+        "; squares: ledger bytes, compulsory where it declares re-reads)" if squares else ")"))
     ax.set_ylabel("TFLOP/s attained")
     ax.set_title("each point labelled by its lab: the table names it")
 
@@ -119,7 +124,7 @@ def plot_roofline(points: list[dict], small: list[dict], figures_dir: Path) -> P
         ax_small.plot([r["bytes"] for r in rows], [r["ms"] * 1e3 for r in rows], "o-", label=kernel)
     floor = small[0]["launch_floor_ms"] * 1e3
     moved = np.logspace(3, 9, 50)
-    ax_small.axhline(floor, color="k", ls=":", label=f"GPU launch floor {floor:.1f} us (same run)")
+    ax_small.axhline(floor, color="k", ls=":", label=f"GPU launch floor {floor:.2f} us\n(Lab {small[0]['lab']}'s run)")
     ax_small.plot(moved, moved / (small[0]["copy_gbps"] * 1e9) * 1e6, "k--", lw=0.8,
                   label="bytes at copy bandwidth")
     ax_small.set_xscale("log")
@@ -150,5 +155,6 @@ def draw_roofline(lab, records: dict, figures_dir: Path, table: bool = True) -> 
     print(bytes_line(points))
     for line in awaiting():
         print(line)
-    return plot_roofline(points, small_size_rows(), figures_dir)
+    drawn_from = claims.judge(next(c for c in CLAIMS if c.name == "roofline_bounds"), NUMBER)[0].source
+    return plot_roofline(points, small_size_rows(), figures_dir, claims.recorded_between(drawn_from.split("; ")))
 

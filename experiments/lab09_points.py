@@ -264,7 +264,8 @@ def small_size_rows() -> list[dict]:
     for lab_number, name, variant in SMALL_SIZES:
         record = recorded(lab_number)[name]
         for r in harness.rows_for(record, variant):
-            rows.append({"kernel": f"{lab_number} {variant}", "size": r["size"], "bytes": r["bytes"],
+            rows.append({"kernel": f"{lab_number} {variant}", "lab": lab_number, "size": r["size"],
+                         "bytes": r["bytes"],
                          "ms": r["median_ms"], "launch_floor_ms": record["launch_floor_ms"],
                          "host_paced": bool(record.get("host_paced")),
                          "copy_gbps": record["copy_gbps"]})

@@ -147,25 +147,23 @@ def key_figure(lab, records: dict) -> str:
 
 
 
+# Notebook 09's last cell (claims.take_away): each line filled from its claims' values and words.
+TAKE_AWAY = (
+    "Coalesced, scale_rows reaches {tuned_at_the_ceiling[scale_rows]:.0f}% of the copy ceiling; strided, "
+    "{tuned_at_the_ceiling[scale_rows_strided]:.0f}%.",
+    "The coalesced kernel's SM is {coalesced_issues_instructions[sm]:.0f}% busy against DRAM's "
+    "{coalesced_issues_instructions[dram]:.0f}%: {coalesced_issues_instructions[sm_verdict]}; with "
+    "{coalesced_issues_instructions[tuned]:.2f}x its instructions and several loads in flight per thread, the tuned "
+    "kernel reaches {tuned_at_the_ceiling[scale_rows_wide]:.0f}%.",
+    "Under the memory roof, fusion gained up to {fusion_on_compute_bound[memory]:.2f}x; under the compute roof, "
+    "GEMM epilogues gained at most {fusion_on_compute_bound[compute]:.2f}x: {fusion_on_compute_bound[compute_verdict]}.",
+)
+
+
 def take_away() -> str:
-    """Notebook 09's last cell: the lesson in three lines, each figure from the records its claims
-    read (live where this process measured them, the H200 reference otherwise)."""
-    try:
-        figures, sources = claims.figures_of(
-            NUMBER, ("tuned_at_the_ceiling", "coalesced_issues_instructions", "fusion_on_compute_bound"))
-    except claims.Missing as missing:
-        return f"What to take away: awaiting data ({missing})"
-    return "\n".join((
-        "What to take away",
-        f"  1. Coalesced, scale_rows reaches {figures['scale_rows']:.0f}% of the copy ceiling; strided, "
-        f"{figures['scale_rows_strided']:.0f}%.",
-        f"  2. {'Coalesced is not enough: ' if figures['sm'] >= figures['busy'] else ''}its SM is "
-        f"{figures['sm']:.0f}% busy against DRAM's {figures['dram']:.0f}%; with {figures['tuned']:.2f}x its "
-        f"instructions and several loads in flight per thread, the tuned kernel reaches "
-        f"{figures['scale_rows_wide']:.0f}%.",
-        f"  3. Under the memory roof, fusion gained up to {figures['memory']:.2f}x; under the compute roof, "
-        f"GEMM epilogues gained at most {figures['compute']:.2f}x, small by construction.",
-        f"  ({claims.recorded_between(sources)})"))
+    """Notebook 09's last cell: TAKE_AWAY, from the records its claims read (live where this process
+    measured them, the H200 reference otherwise)."""
+    return claims.take_away(NUMBER, TAKE_AWAY)
 
 
 LAB = protocol.Lab(
