@@ -188,6 +188,7 @@ CLAIMS = [
     Claim("filling_kernels_gain_nothing",
           "Kernels that fill every SM gain {fill:.2f}x on 16 streams over one ({fill_lo:.2f}-{fill_hi:.2f}x over "
           "{repeats} repeats, pre-enqueued, 32 queues): {verdict}.",
+          headline="GPU-filling kernels on 16 streams: {fill:.2f}x over one",
           values=_filling_values,
           checks=(says("verdict", "fill_hi", "<", 1.1, "with no room left on the GPU, streams gain nothing",
                        "streams still gain"),)),
@@ -266,7 +267,7 @@ CLAIMS = [
           "first, {hidden_breadth_first:.0f}% ({ms_breadth_first:.2f} ms): {order} (medians of {repeats} repeats). "
           "The scheduler model, with a host that costs nothing and the one-stream run's costs (a copy "
           "{copy_ms:.2f} ms, a kernel {kernel_ms:.2f} ms), puts breadth first at {model_breadth:.2f} ms, "
-          "{model_gap:.0f}% from the measured (within {agree:.0f}% counts as agreeing): {cause}. Depth first it "
+          "{model_gap:.0f}% from the measured (within {agree:.0f}% counts as agreeing). {cause}. Depth first it "
           "gives {model_depth:.2f} ms, and breadth first on {chunks} streams, one chunk each, {model_breadth_own:.2f} ms.",
           headline="breadth first hides {hidden_breadth_first:.0f}%, depth first {hidden_chunks_8:.0f}% "
                    "({hidden_chunks_8_lo:.0f}-{hidden_chunks_8_hi:.0f}%); model, free host: {model_breadth:.1f} ms, "
@@ -275,9 +276,9 @@ CLAIMS = [
           checks=(says("serial", "hidden_one_stream", "<=", "floor", "nothing overlaps", "something overlaps"),
                   says("order", "hidden_breadth_first", "<", "hidden_chunks_8", "the issue order matters",
                        "the issue order makes no difference"),
-                  says("cause", "model_gap", "<=", "agree", "each stream runs its two chunks in order, so its first "
+                  says("cause", "model_gap", "<=", "agree", "Each stream runs its two chunks in order, so its first "
                        "kernel waits for its second copy in, and its first copy out for its second kernel, however "
-                       "fast the host submits", "the streams' order alone does not explain the measured time"))),
+                       "fast the host submits", "The streams' order alone does not explain the measured time"))),
     Claim("recorder_over_floor",
           "The pipeline's recorder costs the host {recorder_launch:+.2f} us per launch and {recorder_copy:+.2f} "
           "us per copy over the bare call (a bare launch: {bare_launch:.0f} us, a copy {bare_copy:.0f} us); one "

@@ -174,7 +174,7 @@ CLAIMS = [
           values=_batch_values,
           checks=(says("soon", "even_hi", "<", 100, "under 100 calls", "100 calls or more"),)),
     Claim("one_graph_per_batch_size",
-          "With many batch sizes, padding to buckets {many_verdict}: over {calls} calls of random sizes 1-512 "
+          "With many batch sizes, padding to buckets {many_verdict}. Over {calls} calls of random sizes 1-512 "
           "({many_graphs} distinct, so as many graphs to build), one graph per size costs {many_per:.3f} ms a "
           "call, padding {many_pad:.3f} ms ({bucket_graphs} bucket graphs), one graph re-captured and updated "
           "at each size change {many_upd:.3f} ms. Cycling through 4 sizes, one graph per size {few_verdict} "
