@@ -210,6 +210,17 @@ def test_a_claim_the_live_run_did_not_measure_falls_back_to_the_reference(monkey
     assert (verdict.text, verdict.source) == ("n = 7, positive", "live")
 
 
+def test_a_take_away_line_prints_its_claims_values_and_the_words_their_comparisons_chose():
+    line = "{events_not_barriers[ratio]:.1f}x later: {events_not_barriers[verdict]}."
+    verdict = claims.report("07", ["events_not_barriers"], out=lambda line: None)[0]
+    words = claims.words_of(verdict.claim, verdict.values)["verdict"]
+    title, first, source = claims.take_away("07", (line,)).splitlines()
+    assert (title, first) == ("What to take away", f"  1. {verdict.values['ratio']:.1f}x later: {words}.")
+    assert "reference, recorded" in source
+    flipped = {**verdict.values, "ratio": 1.0}
+    assert claims.words_of(verdict.claim, flipped)["verdict"] != words
+
+
 MEASURED_LOOKING = re.compile(r"\d[\d.,]*\s*(?:TB/s|GB/s|TFLOP/s|GFLOP/s|us\b|µs|ms\b)")
 
 
