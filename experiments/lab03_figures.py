@@ -16,7 +16,7 @@ from experiments.lab03_measure import crossover, model_inputs
 
 
 def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
-    """Time per call against size (host-paced), and the gain of one launch over four: the whole
+    """Time per call against size (whole calls and launches alone), and the gain of one launch over four: the whole
     calls, the launches alone and the GPU alone, where recorded, against the model."""
     tasks = records["tasks"]
     fig, (ax_time, ax_gain) = plots.new_figure("Four tasks: four launches or one", tasks, ncols=2)
@@ -25,17 +25,17 @@ def speedup_figure(lab, records: dict, figures_dir: Path) -> Path:
     plots.time_vs_size(ax_time, {**typical_times(tasks), "variants": {name: tasks["variants"][name] for name in shown}})
     launch_us, _ = model_inputs(records)
     ax_time.axhline(launch_us / 1e3, color="k", linestyle="--",
-                    label=f"one launch, host-paced ({launch_us:.1f} us, median of the repeats)")
+                    label=f"one launch's host cost ({launch_us:.1f} us, median of the repeats)")
     ax_time.legend()
     suffix = LAUNCHES if f"horizontal{LAUNCHES}" in tasks["variants"] else ""
     summary = crossover(lab, records, suffix)
     x = [r["n"] for r in summary["rows"]]
     ax_gain.plot(x, [r["measured_speedup"] for r in summary["rows"]], marker="o",
-                 label="host-paced, launches alone" if suffix else "host-paced, whole calls")
+                 label="launches alone" if suffix else "whole calls")
     if suffix:
         whole = crossover(lab, records, "")["rows"]
         ax_gain.plot([r["n"] for r in whole], [r["measured_speedup"] for r in whole], marker=".",
-                     label="host-paced, whole calls (with the launchers' Python)")
+                     label="whole calls (with the launchers' Python)")
     if "tasks_gpu" in records:
         gpu = records["tasks_gpu"]
         sizes = [n for n in gpu["sizes"] if all(harness.row(gpu, v, n)["ok"] for v in ("separate", "horizontal"))]

@@ -4,7 +4,7 @@ Declared once, in `LAB` at the end (kernellab.course.protocol): `kernellab bench
 validates every version (the lab's VARIANTS, in blocks of 128 and 256, and the solution side's
 SOLUTION_VARIANTS), then times them over the sweep (the largest task's elements; the others are
 1/2, 1/4, 1/8 of it). Which part of a call each record times:
-- `tasks`, paced by the host as an eager caller runs them (`host_paced`): each version's whole
+- `tasks`, timed as an eager caller runs them, no hold kernel (`host_paced`): each version's whole
   call (the launcher's Python, then its launches) and, as `<version>_launches`, its launches
   alone: taken from one call outside the window and replayed with the same kernels and
   arguments (kernellab.gpu.launches.replayable), so the window holds launch submits and kernels
