@@ -10,7 +10,7 @@ import pytest
 from kernellab.gpu import checks, device
 from kernellab.grading.budgets import expect, expect_coalesced
 from kernellab.grading.contract import clause
-from kernellab.grading.drawn import drawn, one_of, sizes
+from kernellab.grading.drawn import drawn, integers, one_of, sizes
 from kernellab.grading.tape import meter, record_launches
 
 cuda = device.cuda()
@@ -18,15 +18,17 @@ simulator_only = pytest.mark.simulator  # on a GPU, kernellab grade runs these i
 
 
 @pytest.mark.points(1)
-def test_blocks_for_rounds_up(lab, rng):
-    """blocks_for covers n with the fewest blocks and rejects bad input."""
-    for block in (32, 128, 96):
-        n = checks.awkward_size(rng, block)
-        blocks = lab.blocks_for(n, block)
-        assert blocks * block >= n > (blocks - 1) * block, (n, block, blocks)
-        assert lab.blocks_for(block * 3, block) == 3
-    assert lab.blocks_for(0, 128) == 0
-    assert lab.blocks_for(2**60 + 1, 1024) == 2**50 + 1   # exact past float precision
+@drawn(examples=40, n=integers(0, 2**62), block=integers(1, 1024),
+       always=({"n": 7, "block": 1},                  # block 1: one thread a block, n blocks
+               {"n": 384, "block": 128},              # an exact multiple: no spare block
+               {"n": 0, "block": 128},
+               {"n": 2**60 + 1, "block": 1024}))      # exact past float precision
+def test_blocks_for_rounds_up(lab, rng, n, block):
+    """blocks_for covers n with the fewest blocks and rejects bad input (drawn: any n >= 0 and
+    block > 0, host arithmetic only)."""
+    blocks = lab.blocks_for(n, block)
+    assert blocks * block >= n > (blocks - 1) * block or n == blocks == 0, (
+        f"blocks_for({n}, {block}) returned {blocks!r}")
     for bad in ((-1, 128), (10, 0), (0, 0), (0, -32)):   # block <= 0 is refused whatever n is
         with pytest.raises(ValueError):
             lab.blocks_for(*bad)
