@@ -192,7 +192,7 @@ def relu(x, out=None):
 
 
 def dropout(x, mask, p, out=None):
-    """out = x * mask / (1 - p) (in place when out is x)."""
+    """out = x * (mask != 0) / (1 - p) (in place when out is x)."""
     out = cuda.device_array_like(x) if out is None else out
     dropout_kernel[elementwise_grid(x.shape), ELEMENTWISE_BLOCK](x, mask, keep_scale(p), out)
     return out
