@@ -35,7 +35,7 @@ def shapes_figure(record: dict, figures_dir: Path) -> Path:
     rows per SM and occupancy."""
     rows = record["rows"]
     fig, (ax,) = plots.new_figure(f"Fused softmax, {ROWS} x {HEADLINE_COLS}, by how a row is held:\n"
-                                  "fused_ in registers, staged_ in shared memory, vector_ in 16-byte vectors",
+                                  "fused_ in registers, staged_ in shared memory, vector_ in registers by 16-byte loads",
                                   record, width=9.0)
     bars = ax.bar([r["shape"] for r in rows], [r["pct_of_copy"] or 0 for r in rows])
     for bar, r in zip(bars, rows):
