@@ -137,6 +137,9 @@ def memory_probe_warps(records):
     for key, probe in (("one", "memory_bound"), ("four", "memory_bound_ilp4")):
         warps = [_warps_for_90pct(record, probe, "gbps") for record in repeats]
         values.update({key: statistics.median_low(warps), f"{key}_lo": min(warps), f"{key}_hi": max(warps)})
+    values["ranges"] = ("the same in every repeat" if values["one_lo"] == values["one_hi"] and
+                        values["four_lo"] == values["four_hi"] else
+                        f"ranges {values['one_lo']}-{values['one_hi']} and {values['four_lo']}-{values['four_hi']}")
     # the margin under the one-element answer: the sweep's step below it, % of the best in each repeat
     one = [[r for r in record["rows"] if r["probe"] == "memory_bound"] for record in repeats]
     steps = sorted({r["warps_per_sm"] for rows in one for r in rows})
@@ -165,8 +168,11 @@ def _caps_values(records):
 
 def _calculator_values(records):
     sweep = need(records, "calculator_vs_driver")
+    # the kernels it was given: recorded since 2026-12-07; before, the same list resources_vs_driver
+    # compared in the same run (audit_calculator and audit_resources are given one list)
+    given = sweep.get("given") or len(need(records, "resources_vs_driver", "kernels"))
     return {"agree": sweep["agree"], "configurations": sweep["configurations"], "kernels": len(sweep["kernels"]),
-            "seconds": sweep["seconds"], "complete": int(sweep["complete"])}
+            "given": given, "seconds": sweep["seconds"]}
 
 
 def _ptxas_values(records):
@@ -233,8 +239,7 @@ CLAIMS = [
           checks=(says("met", "best_pct", ">=", "target", "at or above the target", "below the target"),)),
     Claim("memory_needs_bytes_in_flight",
           "The memory-bound probe needs {one} warps per SM for 90% of its best speed with one element in "
-          "flight per thread, and {four} with four (median of {repeats} repeats; ranges {one_lo}-{one_hi} and "
-          "{four_lo}-{four_hi}; at {below} warps, {below_lo:.1f}-{below_hi:.1f}% of the best; the sweep ends at "
+          "flight per thread, and {four} with four (median of {repeats} repeats, {ranges}; at {below} warps, {below_lo:.1f}-{below_hi:.1f}% of the best; the sweep ends at "
           "{top}): {verdict}.",
           values=memory_probe_warps,
           checks=(says("verdict", "four", "<", "one", "independent loads in a thread replace resident warps "
@@ -248,13 +253,13 @@ CLAIMS = [
           values=_caps_values, checks=(says("lower", "occ", "<", "occ_tuned", "a lower", "no lower"),)),
     Claim("calculator_equals_driver",
           "The calculator equals the driver on {agree:,} of the {configurations:,} configurations compared "
-          "({kernels} kernels, {seconds:.0f} s); the sweep {coverage} (complete = {complete}).",
+          "({seconds:.0f} s), from {kernels} of the {given} kernels it was given: the sweep {coverage}.",
           headline="calculator = driver on {agree:,} of {configurations:,} configurations compared ({kernels} "
-                   "kernels; the sweep {coverage})",
+                   "of {given} kernels; the sweep {coverage})",
           values=_calculator_values,
           checks=(states("agree", ">=", "configurations"),
-                  says("coverage", "complete", ">=", 1, "covered every kernel it was given",
-                       "stopped at its time budget: the kernels after these were not compared"))),
+                  says("coverage", "kernels", ">=", "given", "covered every kernel it was given",
+                       "stopped at its time budget, and the kernels after these were not compared"))),
     Claim("ptxas_equals_driver",
           "ptxas's registers, static shared memory and stack frame (what kernellab.kernels.resources computes "
           "without a GPU) equal the driver's for {agree} of {kernels} kernels, and so do the active blocks "

@@ -393,7 +393,8 @@ def measure_linear_relu(lab, configs, reps: int = 20) -> dict:
 def audit_calculator(lab) -> dict:
     """The calculator against the driver (kernellab.course.audit) for the sweep kernels and every lab's."""
     declared, _ = audit.course_kernels()
-    return audit.calculator_vs_driver(audit.sweep_kernels() + declared, reference.provenance())
+    kernels = audit.sweep_kernels() + declared
+    return {**audit.calculator_vs_driver(kernels, reference.provenance()), "given": len(kernels)}
 
 
 def audit_resources(lab) -> dict:
