@@ -20,7 +20,8 @@ on as given: a Python float is a float64 argument, the launch then compiles a fl
 
 Tolerance: a kernel's output passes within a relative error of 1e-6 of the float64 reference
 (the norm of the difference over the norm of the reference): one float32 multiply and one add
-round to under 1.2e-7 of each element, and the tests draw |b| > |a x| so that none cancels.
+round to under 1.2e-7 of |a x| + |b| for each element, and the tests draw |b| > |a x|, so that
+no element is zero and b dominates the norm.
 blocks_for is checked exactly.
 
 Graded files may import only kernellab.lab, numba (numba.cuda), numpy and math;

@@ -39,7 +39,8 @@ def axpb_case(lab, rng, block, n=None):
     x = checks.nonzero(rng, n)
     a = np.float32(checks.nonzero(rng, 1)[0])   # the float32 the kernel declares: a Python float
     # would compile a float64 kernel (and fail the compile check of a launcher that passes it on)
-    # |b| > |a * x|: the sum never cancels, so float32 arithmetic (the simulator's) stays in rtol
+    # |b| > |a * x|: no element is zero and b dominates the norm, so float32 arithmetic (the
+    # simulator's) stays in rtol
     b = np.float32(checks.nonzero(rng, 1, low=4.0, high=8.0)[0])
     return x, a, b, lab.reference_axpb(x, a, b)
 
