@@ -126,7 +126,7 @@ def targets(lab, records: dict) -> dict:
 
 # Notebook 08's last cell (claims.take_away): each line filled from its claims' values and words.
 TAKE_AWAY = (
-    "A graph replays a whole pipeline with one submission: {replay_cost[replay]:.2f} us of GPU time per kernel, "
+    "A graph replays a whole pipeline with one submission: {replay_cost[replay]:.2f} us of GPU time per one-block kernel, "
     "against {replay_cost[eager_lo]:.0f}-{replay_cost[eager_hi]:.0f} us eager on the GPU's clock, where "
     "{replay_cost[waiting]}.",
     "Eager, gaps fall under 5% for kernels somewhere between {gaps_below_5pct[eager_below_us]:.0f} and "

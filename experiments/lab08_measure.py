@@ -127,6 +127,13 @@ def resolved(row: dict) -> bool:
     return row["kernel_ms_range"][0] > 0
 
 
+def resolved_in_every(repeats: list[dict]) -> list[list[dict]]:
+    """Each size's idle_gaps rows over the repeats, for the sizes whose kernel duration every repeat
+    resolves, in the first repeat's order (shortest kernel first)."""
+    rows = [[r for rep in repeats for r in rep["rows"] if r["n"] == first["n"]] for first in repeats[0]["rows"]]
+    return [same for same in rows if len(same) == len(repeats) and all(resolved(r) for r in same)]
+
+
 def below_resolution(row: dict, label: str) -> bool:
     """Is the row's `label` gap ("eager" or "graph") negative by more than its resolution (the
     figure's red X, one of gap_problems' rules)? A row recorded before the resolution existed
