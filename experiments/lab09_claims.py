@@ -185,12 +185,12 @@ CLAIMS = [
           "Across Lab 06's occupancy sweep, occupancy moved the memory-bound probe {more} than the "
           "compute-bound one: {memory:.1f}x against {compute:.1f}x in time. What it needs is bytes in "
           "flight: with four elements in flight per thread it reached 90% of its best at {four} warps per "
-          "SM; with one, at {one}, {at_top} of {top} (at {below}: {below_lo:.1f}-{below_hi:.1f}% of its best over "
-          "{repeats} repeats).",
+          "SM; with one, only at {at_top}: {one} warps per SM, of at most {top} (at {below} it reached "
+          "{below_lo:.1f}-{below_hi:.1f}% of its best over {repeats} repeats).",
           values=occupancy_values,
           checks=(says("more", "memory", ">", "compute", "more", "less"),
                   states("four", "<", "one"),
-                  says("at_top", "one", ">=", "top", "the sweep's top", "below the sweep's top")),
+                  says("at_top", "one", ">=", "top", "the sweep's top", "a point below the sweep's top")),
           article="occupancy",
           explains="occupancy is one way to put bytes in flight, independent loads per thread another "
                    "(Little's law). The article's advice holds for kernels with one element in flight per "

@@ -12,7 +12,7 @@
    the label says so: never a DRAM figure that was not measured. A second panel shows the small
    sizes, where the host's launch path, not the roof, sets a kernel's time.
 3. The verdict on the seed article's closing advice (compute-bound work gains from aggressive
-   fusion, memory-bound work needs careful occupancy), as claims (`CLAIMS`) read from the same
+   fusion, memory-bound work needs finer occupancy control), as claims (`CLAIMS`) read from the same
    points.
 
 Lab 09's own scale_rows points join the plot from its `scale_rows` record: live on a GPU (the
