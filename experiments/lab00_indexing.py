@@ -187,7 +187,7 @@ def _lab03_pct(records: dict, variant: str) -> float:
 
 
 LOAD_BYTES = 4       # one float32 per thread
-WIDE_LOADS = 4       # Lab 03's horizontal_4_per_thread: elements (loads) per thread
+WIDE_LOADS = 4       # Lab 03's horizontal_4_per_thread: elements per thread (a load each; the add: two)
 
 
 def lab03_blocks(n: int, per_thread: int) -> int:
@@ -226,7 +226,7 @@ def bytes_in_flight(records):
             "pct128": _lab03_pct(records, "horizontal"), "pct256": _lab03_pct(records, "horizontal_block256"),
             "pct4": _lab03_pct(records, "horizontal_4_per_thread"), "lab03_n": lab03_n,
             "blocks1": lab03_blocks(lab03_n, 1), "blocks4": lab03_blocks(lab03_n, WIDE_LOADS),
-            "wide_loads": WIDE_LOADS}
+            "wide_loads": WIDE_LOADS, "add_loads": 2 * WIDE_LOADS}   # the add reads two arrays
 
 
 CLAIMS = [
@@ -288,14 +288,14 @@ CLAIMS = [
     Claim("wider_loads",
           "At the {latency:.2f} us a load took above, reading at the copy ceiling ({ceiling_read:.2f} TB/s) needs "
           "about {needed:.2f} MB in flight, {short} one 4-byte load in each of the GPU's {slots:,} thread slots "
-          "holds ({max4:.2f} MB). In one launch of blocks of 128 (Lab 03), {wide_loads} loads per thread before "
-          "the first store, in a quarter of the blocks ({blocks4:,} against {blocks1:,}), reach {pct4:.0f}% of "
+          "holds ({max4:.2f} MB). In one launch of blocks of 128 (Lab 03), {wide_loads} elements per thread "
+          "({wide_loads} loads before the first store; the add's threads, {add_loads}), in a quarter of the blocks ({blocks4:,} against {blocks1:,}), reach {pct4:.0f}% of "
           "copy, against {pct128:.0f}% with one element per thread. The record changes both at once, so it "
           "cannot say which of the two gives the gain. The {needed:.2f} MB is an estimate, not a bound: the "
           "latency counts every resident thread as always waiting on its load, which overstates it; it was read at "
           "lower rates than the copy ceiling's, where memory answers sooner, which understates it.",
           headline="reading at the copy ceiling needs about {needed:.2f} MB in flight (an estimate), {short} 4-byte loads in "
-                   "every thread slot hold ({max4:.2f} MB); {wide_loads} loads per thread in a quarter of the "
+                   "every thread slot hold ({max4:.2f} MB); {wide_loads} elements per thread in a quarter of the "
                    "blocks: {pct4:.0f}% of copy against {pct128:.0f}%",
           values=bytes_in_flight,
           checks=(says("short", "max4", "<", "needed", "more than", "no more than"),
@@ -315,7 +315,7 @@ def takeaway() -> str:
         "- A warp's 32 threads should touch neighbouring addresses: then the access is coalesced.",
         f"- A memory-bound kernel needs bytes in flight: about {flight['needed']:.2f} MB (an estimate) to read at "
         "the copy ceiling.",
-        f"- Fill the thread slots, or load more per thread: {flight['wide_loads']} loads per thread in a quarter "
+        f"- Fill the thread slots, or load more per thread: {flight['wide_loads']} elements per thread in a quarter "
         f"of the blocks reached {flight['pct4']:.0f}% of copy (Lab 03).",
     ])
 
