@@ -53,13 +53,17 @@ def _launch_values(records):
     empty, pre = method_us(records, "empty kernel, host submit"), method_us(records, "prebuilt, host submit")
     sync = method_us(records, "synchronized")
     replays = method_repeats(records, "graph replay, GPU events")
-    ratios = [h / r for h, r in zip(method_repeats(records, "plain, host submit"), replays)]
+    hosts = method_repeats(records, "plain, host submit")
+    ratios = [h / r for h, r in zip(hosts, replays)]
+    empty_pcts = [100 * e / h for e, h in zip(method_repeats(records, "empty kernel, host submit"), hosts)]
+    waits = [s - h for s, h in zip(method_repeats(records, "synchronized"), hosts)]   # within each repeat
     ranges = {f"{key}_{end}": pick(method_repeats(records, method))
               for key, method in (("host", "plain, host submit"), ("empty", "empty kernel, host submit"),
                                   ("pre", "prebuilt, host submit"))
               for end, pick in (("lo", min), ("hi", max))}
     return {"host": host, "gpu": gpu, "idle": 100 * (1 - gpu / host), "pre": pre, "empty": empty,
-            "empty_pct": 100 * empty / host, "waits": sync - host, "sync": sync, "host_over_gpu": host / gpu,
+            "empty_pct": _median(empty_pcts), "empty_pct_lo": min(empty_pcts), "empty_pct_hi": max(empty_pcts),
+            "waits": _median(waits), "waits_lo": min(waits), "waits_hi": max(waits), "sync": sync, "host_over_gpu": host / gpu,
             "repeats": len(replays), "replay": max(replays), "ratio": min(ratios), **ranges,
             "replay_max": need(records, "launch_methods", "targets", "replay_us_max"),
             "ratio_min": need(records, "launch_methods", "targets", "ratio_min")}
@@ -194,7 +198,8 @@ CLAIMS = [
                        "host and GPU within 5x of each other"),)),
     Claim("prebuilt_arguments",
           "An empty kernel with no arguments costs the host {empty:.1f} us ({empty_lo:.1f}-{empty_hi:.1f}), "
-          "{empty_pct:.0f}% of a plain launch with one array ({host:.1f} us): {most}. Prebuilt arguments cut "
+          "{empty_pct:.0f}% of a plain launch with one array ({host:.1f} us; the median of the repeats' own "
+          "ratios, {empty_pct_lo:.0f}-{empty_pct_hi:.0f}%): {most}. Prebuilt arguments cut "
           "the submit to {pre:.1f} us ({pre_lo:.1f}-{pre_hi:.1f}), {less} (medians of {repeats} repeats).",
           headline="an empty launch with no arguments: {empty:.1f} us of the {host:.1f} us ({most}); prebuilt: "
                    "{pre:.1f} us",
@@ -205,7 +210,8 @@ CLAIMS = [
                        "compiled kernel and its context, and typing", "no less than the empty launch"))),
     Claim("synchronized",
           "A synchronize after every launch costs {sync:.1f} us per launch: the submit ({host:.1f} us) and "
-          "{waits:.1f} us more, {than} the GPU's own {gpu:.2f} us: {so}.",
+          "{waits:.1f} us more (the median of the repeats' own differences, {waits_lo:.1f}-{waits_hi:.1f} us), "
+          "{than} the GPU's own {gpu:.2f} us: {so}.",
           headline="a synchronize after every launch costs {sync:.1f} us per launch: {so}",
           values=_launch_values,
           checks=(says("than", "waits", ">", "gpu", "more than", "no more than"),

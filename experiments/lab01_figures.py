@@ -130,8 +130,8 @@ def draw_python_around_launch(lab, records: dict, figures_dir: Path) -> Path:
 
 def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
     """One kernel's time against n beside the floor model; rows per launch against one launch,
-    each beside its model (`floor_model`). The GPU's own empty launch (dotted) shows how much of
-    the floor is the host's."""
+    each beside its model (`floor_model`). An empty kernel launched back to back (dotted) shows how
+    much of the floor is the host's."""
     one, rows = typical_times(records["scale_one_kernel"]), typical_times(records["merge_rows"])   # medians of the repeats
     launch_us, gbps, crossover = floor_model(lab, one, "scale")
     fig, (ax_one, ax_rows) = plots.new_figure("Time against size (median of the repeats): the launch "

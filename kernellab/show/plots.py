@@ -358,7 +358,7 @@ def time_vs_size(ax, result: dict):
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2)
     if result.get("launch_floor_ms"):
         ax.axhline(result["launch_floor_ms"], color="grey", linestyle=":",
-                   label=f"the GPU's own launch floor ({result['launch_floor_ms'] * 1e3:.1f} us)")
+                   label=f"an empty kernel, launched back to back ({result['launch_floor_ms'] * 1e3:.1f} us)")
     _size_axis(ax, result)
     ax.set_yscale("log")
     ax.set_ylabel(f"time per call (ms; band: {band_label(result)})")
