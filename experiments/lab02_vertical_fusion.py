@@ -241,7 +241,7 @@ def traffic_figure(lab, records: dict, figures_dir: Path) -> Path:
     return plots.save(fig, "lab02_traffic", figures_dir)
 
 
-# 4 versions and the floor: fused_vectorized and torch.compile would hide fused, and the record's
+# 4 versions and the empty kernel (dotted): fused_vectorized and torch.compile would hide fused, and the record's
 # fused_4_per_thread predates the present kernel (their claims tell them)
 TIME_FIGURE_LEAVES_OUT = ("unfused_allocating", GENERATOR, "fused_vectorized", "torch_compile", FOUR_PER_THREAD)
 # the allocation is its own topic, and torch eager is told by its claim: one grey baseline bar
@@ -278,7 +278,7 @@ def time_figure(lab, records: dict, figures_dir: Path) -> Path:
                                     if name not in TIME_FIGURE_LEAVES_OUT},
              "rows": [{**r, "median_ms": ms(result, r["variant"], r["size"])} if r.get("median_ms") else r
                       for r in result["rows"]]}          # each point the median of the repeats
-    fig, (ax,) = plots.new_figure("Time per call against n (median of the repeats): the launch floor, then "
+    fig, (ax,) = plots.new_figure("Time per call against n (median of the repeats): the launches, then "
                                   "bandwidth", result)
     plots.time_vs_size(ax, shown)
     return plots.save(fig, "lab02_time_vs_size", figures_dir)
@@ -337,8 +337,8 @@ def _chain_values(records):
             "samples": exposed_samples(records, "unfused_allocating", n)[1],
             "unfused_small_us": 1e3 * ms(chain, "unfused", small),
             "fused_small_us": 1e3 * ms(chain, "fused", small),
-            "floor_us": 1e3 * chain["launch_floor_ms"],
-            "fused_floors": ms(chain, "fused", small) / chain["launch_floor_ms"],
+            "empty_kernel_us": 1e3 * chain["launch_floor_ms"],
+            "fused_over_empty": ms(chain, "fused", small) / chain["launch_floor_ms"],
             "unfused_over_fused": ms(chain, "unfused", small) / ms(chain, "fused", small)}
 
 
@@ -454,7 +454,8 @@ CLAIMS = [
           "{unfused:.3f} ms of GPU work per call, it adds {alloc_us:.0f} us: {alloc_pct:.0f}% of the call, {share}; "
           "there the submit outlasted the hold in {alloc_exposed} of {samples} samples: {window}.",
           headline="allocating and freeing the temporaries on every call: +{alloc_lo_us:.0f} to +{alloc_hi_us:.0f} us "
-                   "per call over the sizes (at n = {small}: {small_window}; at n = {n}: {window})",
+                   "per call over the sizes. At n = {small}, {alloc_small_us:.0f} us against {unfused_small_us:.1f} us "
+                   "of launches ({sets}; {small_window}); at n = {n}, {alloc_pct:.0f}% of the call ({share}; {window})",
           values=_chain_values,
           explains="numba-cuda allocates each temporary from the driver and frees it later, in batches; a free "
                    "can wait for the GPU's queued work, so the difference is allocating, freeing, and any host "
@@ -467,12 +468,12 @@ CLAIMS = [
                        "the window includes host time"),
                   says("share", "alloc_pct", "<", 10, "a small share", "not a small share"))),
     Claim("small_n_is_launches",
-          "At n = {small} the fused kernel takes {fused_small_us:.1f} us of GPU time, {fused_floors:.1f}x the GPU's "
-          "own launch floor (an empty kernel, {floor_us:.1f} us): {sits}. The unfused chain's four launches take "
+          "At n = {small} the fused kernel takes {fused_small_us:.1f} us of GPU time, {fused_over_empty:.1f}x an empty "
+          "kernel launched back to back ({empty_kernel_us:.1f} us): {sits}. The unfused chain's four launches take "
           "{unfused_small_us:.1f} us, {unfused_over_fused:.1f}x fused: {count}.",
           headline="at n = {small}: fused {fused_small_us:.1f} us, unfused {unfused_small_us:.1f} us ({count})",
           values=_chain_values,
-          checks=(says("sits", "fused_floors", "<", 4, "it costs about a launch, not its bytes", "its bytes show"),
+          checks=(says("sits", "fused_over_empty", "<", 4, "it costs about a launch, not its bytes", "its bytes show"),
                   says("count", "unfused_over_fused", ">", 2, "the launch count sets the time",
                        "the launch count does not set the time"))),
     Claim("fused_near_ceiling",
