@@ -425,7 +425,6 @@ def _epilogue_values(records):
             "ratio_lo": min(ratio), "ratio_hi": max(ratio), "at_copy": min(at_copy),
             "elementwise_ms": elementwise_ms, "elementwise_over": elementwise_ms / copy_ms,
             "elementwise_mb": elementwise_bytes / 1e6, "saved_mb": saved_bytes / 1e6,
-            "elementwise_dram": statistics.mean(r["dram_throughput_pct"] for r in elementwise),
             "elementwise_pct": 100 * elementwise_bytes / (elementwise_ms * 1e-3) / (epilogue["copy_gbps"] * 1e9),
             "near_copy": NEAR_COPY_PCT}
 
@@ -488,16 +487,16 @@ CLAIMS = [
           explains="its inner loop is mostly instructions that are not multiply-adds. In its PTX (sm_90, "
                    "numba-cuda 0.30) the loop over the tile is unrolled 4 times, yet each multiply-add still "
                    "brings two shared loads and 64-bit index arithmetic with negative-index wrap-around "
-                   "checks. The 8 x 8 kernel's unsigned indices drop those checks, and each shared load "
-                   "feeds 4 multiply-adds."),
+                   "checks. The 8 x 8 kernel's unsigned indices drop those checks, and each value it loads from "
+                   "shared memory feeds 4 multiply-adds."),
     Claim("epilogue_saving",
           "At n = {n}, fusing the epilogue saves {lo:.3f}-{hi:.3f} ms per call over the {pairs} pairs, "
           "{share_lo:.1%}-{share_hi:.1%} of the unfused call (each time the median of {repeats} repeats). "
           "A variant's repeats differ by at most {spread:.3f} ms, so the smallest saving is {over_spread:.0f}x "
           "that spread ({resolved}). The saving is {ratio_lo:.2f}-{ratio_hi:.2f}x what the saved bytes take "
           "at copy speed, {at_copy:.3f} ms ({beyond}). Under Nsight Compute the three elementwise kernels "
-          "fusing removes took {elementwise_ms:.3f} ms, {elementwise_over:.2f}x that (DRAM {elementwise_dram:.0f}% "
-          "busy). They request {elementwise_mb:.0f} MB, more than the {saved_mb:.0f} MB fusing saves (the fused "
+          "fusing removes took {elementwise_ms:.3f} ms, {elementwise_over:.2f}x that. "
+          "They request {elementwise_mb:.0f} MB, more than the {saved_mb:.0f} MB fusing saves (the fused "
           "kernel still reads bias and mask, under its math), at {elementwise_pct:.0f}% of copy ({pace} {near_copy:.0f}%).",
           headline="fusing the epilogue saves {lo:.2f}-{hi:.2f} ms at n = {n}: {over_spread:.0f}x the repeats' "
                    "spread, {ratio_lo:.1f}-{ratio_hi:.1f}x its bytes at copy speed",
