@@ -41,7 +41,7 @@ def test_a_replay_makes_the_launchers_launches_and_only_those():
 
 def _rows(variants, ms_of):
     return [{"size": n, "variant": v, "ok": True, "median_ms": ms_of(v, n), "p10_ms": ms_of(v, n),
-             "p90_ms": ms_of(v, n), "bytes": 22 * n}
+             "p90_ms": ms_of(v, n), "bytes": 22 * n, "inner": 1}
             for n in SIZES for v in variants]
 
 
