@@ -127,9 +127,7 @@ def survivors(copies: list[Path], lab: str) -> tuple[int, list[dict]]:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
     graded, found = 0, []
-    name = target.labs()[lab]
     for copy in copies:
-        lines = (copy / "solutions" / f"{name}.py").read_text().splitlines()
         with use_db(str(copy / "mutants.sqlite"), WorkDB.Mode.open) as db:
             for item, result in db.completed_work_items:
                 if result.worker_outcome == WorkerOutcome.SKIPPED:
@@ -138,9 +136,16 @@ def survivors(copies: list[Path], lab: str) -> tuple[int, list[dict]]:
                 if result.test_outcome == TestOutcome.SURVIVED:
                     spec = item.mutations[0]
                     found.append({"line": spec.start_pos[0], "operator": spec.operator_name,
-                                  "occurrence": spec.occurrence, "text": lines[spec.start_pos[0] - 1].strip(),
+                                  "occurrence": spec.occurrence, "text": original_line(result.diff or ""),
                                   "diff": result.diff or ""})
     return graded, sorted(found, key=lambda s: (s["line"], s["operator"]))
+
+
+def original_line(diff: str) -> str:
+    """The mutated line as the solution has it, stripped: the diff's removed line (the copy's file
+    is mutated in place while its shard runs, so it is not read)."""
+    return next((line[1:].strip() for line in diff.splitlines()
+                 if line.startswith("-") and not line.startswith("---")), "")
 
 
 def report(lab: str, graded: int, found: list[dict], seconds: float, seed: int) -> str:

@@ -5,6 +5,11 @@ lab -> [(cosmic-ray operator, the mutated line's text stripped, why it computes 
 """
 
 EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
+    "04": [("core/ReplaceComparisonOperator_Gt_GtE", "if value > ZERO and keep != 0:",
+            "at value == 0 both branches give zero (0 x scale, or ZERO): relu's edge has one value"),
+           ("core/AddNot", 'ledger = (Ledger("fused" if fused else "unfused")',
+            "the ledger's own name is not in linear_ledger's contract (its ops and per-array bytes are), "
+            "so any name gets full marks")],
     "08": [("core/NumberReplacer",
             "gap = idle / (kernels - 1) if kernels > 1 else 0.0   # between kernels, none before or after",
             "the gap taken for one kernel only ever multiplies i = 0, so any number gives [(0, kernel_ms)]")],
