@@ -36,7 +36,7 @@ def plot_timeline(lab, records: dict, figures_dir: Path) -> Path:
     drawn = _drawn(records)
     cases = [drawn[0], drawn[-1]]
     fig, axes = plots.new_figure(f"{gaps['kernels']}-kernel pipeline, eager vs graph replay, reconstructed "
-                                 f"from the total and the kernel time\nkernel time: {duration_used(gaps)}",
+                                 f"from the total and the kernel time (the first of the repeats)\nkernel time: {duration_used(gaps)}",
                                  gaps, ncols=2)
     for ax, row in zip(axes, cases):
         for lane, (label, total) in enumerate((("eager", row["eager_ms"]),
@@ -58,7 +58,8 @@ def plot_timeline(lab, records: dict, figures_dir: Path) -> Path:
 def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
     """Idle gaps against kernel length, eager and replayed; per-kernel cost of tiny kernels."""
     gaps, tiny = records["idle_gaps"], records["tiny_kernels"]
-    fig, (ax_gap, ax_cost) = plots.new_figure("Idle gaps between kernels, and the cost per kernel",
+    fig, (ax_gap, ax_cost) = plots.new_figure("Idle gaps between kernels (the first of the repeats), "
+                                              "and the cost per kernel",
                                               gaps, ncols=2)
     drawn = _drawn(records)
     kernel_us = [1e3 * r["kernel_ms"] for r in drawn]
