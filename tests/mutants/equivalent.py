@@ -5,6 +5,9 @@ lab -> [(cosmic-ray operator, the mutated line's text stripped, why it computes 
 """
 
 EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
+    "03": [("core/ReplaceComparisonOperator_Gt_GtE",
+            "out[out_starts[2] + i] = v if v > ZERO else ZERO  # 1 write",
+            "at v == 0 both branches write zero: relu's edge has one value")],
     "04": [("core/ReplaceComparisonOperator_Gt_GtE", "if value > ZERO and keep != 0:",
             "at value == 0 both branches give zero (0 x scale, or ZERO): relu's edge has one value"),
            ("core/AddNot", 'ledger = (Ledger("fused" if fused else "unfused")',
