@@ -1,5 +1,5 @@
 """Lab 01's figures: a launch's cost by method and what it pays for, the total time of a chain
-of tiny kernels, the Python around a launch, and time against size beside the launch-floor model."""
+of tiny kernels, the Python around a launch, and time against size beside the floor model."""
 
 from __future__ import annotations
 
@@ -134,8 +134,8 @@ def draw_time_vs_size(lab, records: dict, figures_dir: Path) -> Path:
     much of the floor is the host's."""
     one, rows = typical_times(records["scale_one_kernel"]), typical_times(records["merge_rows"])   # medians of the repeats
     launch_us, gbps, crossover = floor_model(lab, one, "scale")
-    fig, (ax_one, ax_rows) = plots.new_figure("Time against size (median of the repeats): the launch "
-                                              "floor and the crossover, model against measurement", one, ncols=2)
+    fig, (ax_one, ax_rows) = plots.new_figure("Time against size (median of the repeats): the floor "
+                                              "model and its crossover against measurement", one, ncols=2)
     plots.time_vs_size(ax_one, one)
     sizes = np.array(one["sizes"], dtype=np.float64)
     ax_one.plot(sizes, 1e-3 * lab.predicted_time_us(sizes, launch_us, 8, gbps), "k--",
