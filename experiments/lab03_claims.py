@@ -301,6 +301,12 @@ def _profiled_kernels_values(records):
     outside_four = [t["separate"] - separate_us for t in each]
     longer = [m - f for m, f in zip(outside_merged, outside_four)]
     python = [t["horizontal"] - t[f"horizontal{LAUNCHES}"] for t in each]
+    same = [i for i, one in enumerate(repeats_of(records, "tasks", NUMBER))   # as many calls per timing sample
+            if row(one, "separate", n)["inner"] == row(one, "horizontal", n)["inner"]]
+    same_outside = (f"with as many calls per sample in both ({len(same)} of {len(each)} repeats), "
+                    f"{statistics.median(outside_merged[i] for i in same):.0f} us against "
+                    f"{statistics.median(outside_four[i] for i in same):.0f}" if same else
+                    "no repeat ran as many calls per sample in both")
     return {"prof_n": n, "merged_gpu_us": merged_us, "separate_gpu_us": separate_us,
             "kernel_ratio": separate_us / merged_us, "kernel_gap_pct": 100 * abs(separate_us / merged_us - 1),
             "merged_regs": merged[0]["registers_per_thread"],
@@ -311,7 +317,8 @@ def _profiled_kernels_values(records):
             **_spread("paced_ratio", [t["separate"] / t["horizontal"] for t in each]),
             **_spread("merged_outside_us", outside_merged), **_spread("separate_outside_us", outside_four),
             **_spread("longer_us", longer), "longer_in": sum(d > 0 for d in longer),
-            **_spread("python_us", python), "python_in": sum(d > 0 for d in python)}
+            **_spread("python_us", python), "python_in": sum(d > 0 for d in python),
+            "same_outside": same_outside}
 
 
 CLAIMS = [
@@ -449,14 +456,15 @@ CLAIMS = [
           "repeats; within each repeat the one ran at {paced_ratio:.2f}x the speed of the four "
           "({paced_ratio_lo:.2f}-{paced_ratio_hi:.2f}). The merged call spent {merged_outside_us:.0f} us outside "
           "its kernel (repeats {merged_outside_us_lo:.0f}-{merged_outside_us_hi:.0f}), the four "
-          "{separate_outside_us:.0f} us outside theirs ({separate_outside_us_lo:.0f}-{separate_outside_us_hi:.0f}). "
+          "{separate_outside_us:.0f} us outside theirs ({separate_outside_us_lo:.0f}-{separate_outside_us_hi:.0f}); "
+          "{same_outside}. "
           "Repeat by repeat the merged call's is longer in {longer_in} of {repeats} ({outside}; the difference "
           "{longer_us_lo:+.0f} to {longer_us_hi:+.0f} us). Its whole call outlasts its launches alone in "
           "{python_in} of {repeats} repeats (the difference {python_us_lo:+.0f} to {python_us_hi:+.0f} us, "
           "median {python_us:+.0f}): {launches}.",
           headline="at {prof_n:,}: the kernels {kernel_verdict}; outside its kernel the merged call spent "
                    "{merged_outside_us:.0f} us, the four {separate_outside_us:.0f} us (medians; longer in "
-                   "{longer_in} of {repeats} repeats)",
+                   "{longer_in} of {repeats} repeats); {same_outside}",
           values=_profiled_kernels_values,
           checks=(says("kernel_verdict", "kernel_gap_pct", "<=", 2, "as fast, within 2%",
                        "more than 2% apart"),
