@@ -7,6 +7,8 @@ named with the rule it tests. 06.5 compiles the lab's kernel (ptxas; in a child 
 simulator) and feeds its real registers to the calculator.
 """
 
+import dataclasses
+
 import pytest
 
 from kernellab.gpu import checks, device
@@ -18,6 +20,10 @@ cuda = device.cuda()
 ARCHS = list(calculator.ARCHITECTURES.values())
 HOPPER = calculator.ARCHITECTURES[(9, 0)]
 VOLTA = calculator.ARCHITECTURES[(7, 0)]
+TWICE_THE_BLOCK = dataclasses.replace(HOPPER, name="Hopper with twice the register file",
+                                      registers_per_sm=2 * HOPPER.registers_per_block)
+"""An Architecture whose register file holds more than one block may take (as cc 3.7's did): the only
+kind on which "0 when one block does not fit" differs from the per-sub-partition count."""
 RANDOM_PER_ARCH = 300
 CARVEOUTS = (-1, -1, 0, 10, 25, 50, 75, 100)
 TARGET_OCCUPANCY = 0.75      # 06.5, on an H200
@@ -64,7 +70,11 @@ def test_register_limit(lab, rng):
              ((HOPPER, 256, 0), "a kernel that uses no registers is not limited by them: UNLIMITED"),
              ((HOPPER, 128, 256), "more than 255 registers per thread cannot run: 0"),
              ((HOPPER, 32, 255), "exactly 255 registers per thread is allowed: 255 * 32 takes 8192, 8 warps"),
-             ((HOPPER, 1024, 64), "a block that exactly fills the register file fits: 32 warps * 2048 = 65536, 1")]
+             ((HOPPER, 1024, 64), "a block that exactly fills the register file fits: 32 warps * 2048 = 65536, 1"),
+             ((TWICE_THE_BLOCK, 1024, 65), "a register file twice the per-block limit: 32 warps * 2304 = 73728 "
+                                           "registers do not fit one block's 65536: 0"),
+             ((TWICE_THE_BLOCK, 544, 120), "17 warps are checked as 20 (4 sub-partitions): 20 * 3840 > 65536: 0"),
+             ((TWICE_THE_BLOCK, 1024, 64), "a block fits its 65536, and the file holds 2 of them")]
     for arch in ARCHS:
         blocks = rng.integers(1, arch.max_threads_per_block + 1, RANDOM_PER_ARCH)
         registers = rng.integers(1, arch.max_registers_per_thread + 1, RANDOM_PER_ARCH)
@@ -162,7 +172,7 @@ def test_occupancy_rejects_bad_input(lab):
            (dict(dynamic_shared=-1), "dynamic"), (dict(carveout=101), "carveout"),
            (dict(carveout=-2), "carveout"), (dict(max_dynamic_shared=227 * 1024 + 1), "max_dynamic_shared"),
            # no shared memory on a Turing part: no given helper checks the carveout there
-           (dict(cc=(7, 5), carveout=150), "carveout"), (dict(cc=(7, 5), carveout=-2), "carveout"),
+           (dict(cc=(7, 5), carveout=101), "carveout"), (dict(cc=(7, 5), carveout=-2), "carveout"),
            (dict(static_shared=1024, max_dynamic_shared=227 * 1024 - 1024 + 1), "max_dynamic_shared")]
     base = dict(cc=(9, 0), block_size=256, registers_per_thread=32)
     for override, name in bad:

@@ -13,7 +13,18 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            ("core/AddNot", 'ledger = (Ledger("fused" if fused else "unfused")',
             "the ledger's own name is not in linear_ledger's contract (its ops and per-array bytes are), "
             "so any name gets full marks")],
+    "06": [("core/AddNot",
+            "raise ValueError(f\"{name} must be in {low}..{high if high is not None else ''}, got {value}\")",
+            "only the message's upper bound changes; the contract asks that the ValueError name the "
+            "argument, which it still does")],
     "08": [("core/NumberReplacer",
             "gap = idle / (kernels - 1) if kernels > 1 else 0.0   # between kernels, none before or after",
             "the gap taken for one kernel only ever multiplies i = 0, so any number gives [(0, kernel_ms)]")],
+    "09": [("core/NumberReplacer", '"compute": flops / (ceilings["fp32_fma_tflops"] * 1e12),',
+            "1e12 +- 1 moves the time by 1e-12 of itself, under the 1e-9 relative tolerance the docstring "
+            "states"),
+           ("core/NumberReplacer",
+            'roof = min(ceilings["fp32_fma_tflops"] * 1e12, point_intensity * ceilings["copy_gbps"] * 1e9)',
+            "1e12 +- 1 moves the roof by 1e-12 of itself, under the 1e-9 relative tolerance the docstring "
+            "states")],
 }
