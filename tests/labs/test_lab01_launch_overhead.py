@@ -24,14 +24,15 @@ def test_launch_chain_launches_count_tiny_kernels(lab, rng, count):
     """launch_chain adds `count` to counter[0] with `count` one-thread launches (count drawn), and
     returns the counter; count=0 launches nothing, count < 0 is a ValueError."""
     start = float(rng.integers(1, 50))
-    counter = cuda.to_device(np.array([start], dtype=np.float32))
+    counter = cuda.to_device(np.array([start, -7.0, -9.0], dtype=np.float32))   # counter[0] only
     with record_launches() as launches:
         result = lab.launch_chain(counter, count)
     checks.assert_launched(launches, "bump_kernel", count=count)
     assert all(l.grid == (1, 1, 1) and l.block == (1, 1, 1) for l in launches), \
         f"launch shapes {[(l.grid, l.block) for l in launches]}: one block of one thread each"
     assert result is counter, "launch_chain returns the counter it was given"
-    assert counter.copy_to_host()[0] == start + count
+    assert counter.copy_to_host().tolist() == [start + count, -7.0, -9.0], (
+        f"counter[0] grows by {count}, the rest untouched: got {counter.copy_to_host().tolist()}")
     with record_launches() as none:
         result = lab.launch_chain(counter, 0)
     assert len(none) == 0, "count=0 launches nothing"

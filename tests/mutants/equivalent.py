@@ -5,6 +5,15 @@ lab -> [(cosmic-ray operator, the mutated line's text stripped, why it computes 
 """
 
 EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
+    "01": [("core/NumberReplacer", "out = cuda.device_array_like(arrays[0])",
+            "the contract's 8 arrays are equally long: out allocated like any of them is the same"),
+           ("core/NumberReplacer", "grid = (out.size + block - 1) // block        # one thread per element",
+            "one spare block of idle threads: sum8's contract fixes the launch count and the block size, "
+            "not the grid"),
+           ("core/ReplaceBinaryOperator_Sub_Add",
+            "slope = float(np.sum(dc * (total_us - total_us.mean())) / np.sum(dc * dc))",
+            "dc is centred (it sums to 0), so adding the mean instead adds mean x 0: the same slope to "
+            "the last digits, under the 1e-9 tolerance")],
     "03": [("core/ReplaceComparisonOperator_Gt_GtE",
             "out[out_starts[2] + i] = v if v > ZERO else ZERO  # 1 write",
             "at v == 0 both branches write zero: relu's edge has one value")],
@@ -13,10 +22,14 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            ("core/AddNot", 'ledger = (Ledger("fused" if fused else "unfused")',
             "the ledger's own name is not in linear_ledger's contract (its ops and per-array bytes are), "
             "so any name gets full marks")],
-    "06": [("core/AddNot",
+    "06": [(operator,
             "raise ValueError(f\"{name} must be in {low}..{high if high is not None else ''}, got {value}\")",
             "only the message's upper bound changes; the contract asks that the ValueError name the "
-            "argument, which it still does")],
+            "argument, which it still does") for operator in ("core/AddNot", "core/ReplaceComparisonOperator_IsNot_Is")]
+           + [("core/ReplaceBinaryOperator_FloorDiv_Div",
+               "warps_per_part = (arch.registers_per_sm // parts) // per_warp   # a warp lives in one quarter",
+               "registers_per_sm is a multiple of parts on every architecture, so / gives the same count "
+               "(as a float equal to the int)")],
     "08": [("core/NumberReplacer",
             "gap = idle / (kernels - 1) if kernels > 1 else 0.0   # between kernels, none before or after",
             "the gap taken for one kernel only ever multiplies i = 0, so any number gives [(0, kernel_ms)]")],
