@@ -58,7 +58,9 @@ def stub_lines(solution: Path, starter: Path) -> set[int]:
     """The lines of the solution file inside the bodies of the starter's stubs (their def lines and
     docstrings left out)."""
     import ast
-    names = set(contract.stubs(starter))
+    starter_tree = target.parse_source(starter.read_text(), str(starter))
+    names = {node.name for node in ast.walk(starter_tree) if isinstance(node, ast.FunctionDef)
+             and node.name in contract.stubs(starter) and raises_itself(node)}
     lines = set()
     for node in ast.walk(target.parse_source(solution.read_text(), str(solution))):
         if isinstance(node, ast.FunctionDef) and node.name in names:
@@ -66,6 +68,21 @@ def stub_lines(solution: Path, starter: Path) -> set[int]:
             for statement in body:
                 lines.update(range(statement.lineno, (statement.end_lineno or statement.lineno) + 1))
     return lines
+
+
+def raises_itself(function) -> bool:
+    """Whether the starter's `function` raises NotImplementedError in its own body: a given function
+    that holds a stub kernel (Lab 05's fused_kernels) is given code around it, not the student's."""
+    import ast
+    pending = list(function.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Raise) and node.exc is not None and contract.STUB_CALL in ast.unparse(node.exc):
+            return True
+        pending.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def equivalents(lab: str) -> dict[tuple[str, str], str]:
@@ -122,15 +139,17 @@ def run_shard(copy: Path) -> Path:
     return copy
 
 
-def survivors(copies: list[Path], lab: str) -> tuple[int, list[dict]]:
-    """The mutants graded in the lab's shards, and those the tests let through."""
+def survivors(copies: list[Path], lab: str, inside: set[int] | None = None) -> tuple[int, list[dict]]:
+    """The mutants graded in the lab's shards, and those the tests let through; with `inside`, only
+    those on these lines of the solution."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
     graded, found = 0, []
     for copy in copies:
         with use_db(str(copy / "mutants.sqlite"), WorkDB.Mode.open) as db:
             for item, result in db.completed_work_items:
-                if result.worker_outcome == WorkerOutcome.SKIPPED:
+                if result.worker_outcome == WorkerOutcome.SKIPPED or (
+                        inside is not None and item.mutations[0].start_pos[0] not in inside):
                     continue
                 graded += 1
                 if result.test_outcome == TestOutcome.SURVIVED:

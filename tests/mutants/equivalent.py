@@ -22,6 +22,21 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            ("core/AddNot", 'ledger = (Ledger("fused" if fused else "unfused")',
             "the ledger's own name is not in linear_ledger's contract (its ops and per-array bytes are), "
             "so any name gets full marks")],
+    "05": [("core/ReplaceComparisonOperator_Gt_GtE", "if value > running_max:",
+            "a tie rescales the running sum by exp(0) = 1 and keeps the same maximum")]
+           + [("core/ReplaceTrueWithFalse", line,
+               "a Ledger counts an array as temporary when any of its entries is (Ledger.temporaries, "
+               "which the tests and the meter read), and every statistic keeps another entry marked")
+              for line in (
+            '.add("row_max", "x", reads=n).add("row_max", "row_max", writes=rows, temporary=True)',
+            '.add("row_exp_sum", "x", reads=n).add("row_exp_sum", "row_max", reads=rows * block, temporary=True)',
+            '.add("row_exp_sum", "row_sum", writes=rows, temporary=True)',
+            '.add("normalize", "x", reads=n).add("normalize", "row_max", reads=rows * block, temporary=True)',
+            '.add("normalize", "row_sum", reads=rows * block, temporary=True)',
+            '.add("row_rstd", "rstd", writes=rows, temporary=True)',
+            '.add("normalize", "x", reads=n).add("normalize", "mean", reads=rows * block, temporary=True)',
+            '.add("normalize", "rstd", reads=rows * block, temporary=True))',
+           )],
     "06": [(operator,
             "raise ValueError(f\"{name} must be in {low}..{high if high is not None else ''}, got {value}\")",
             "only the message's upper bound changes; the contract asks that the ValueError name the "
