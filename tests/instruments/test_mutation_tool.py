@@ -59,3 +59,14 @@ def test_no_committed_report_shows_a_survivor_left_unexplained():
     reports = sorted((target.ROOT / "docs" / "mutation").glob("lab[0-9][0-9].md"))
     unexplained = [report.name for report in reports if "**survives: no check kills it**" in report.read_text()]
     assert unexplained == []
+
+
+def test_a_given_function_around_a_stub_kernel_is_not_mutated():
+    """Lab 05's fused_kernels is given code that holds the student's kernel: its own lines (the
+    items check) are not the student's, the kernel's are."""
+    solution, starter = (target.ROOT / part / "lab05_reduction_fusion.py" for part in ("solutions", "labs"))
+    lines = solution.read_text().splitlines()
+    inside = mutation.stub_lines(solution, starter)
+    check = next(n for n, line in enumerate(lines, 1) if "if not 1 <= items <= MAX_ITEMS:" in line)
+    online = next(n for n, line in enumerate(lines, 1) if "if value > running_max:" in line)
+    assert check not in inside and online in inside
