@@ -219,6 +219,7 @@ def test_floor_model_and_crossover(lab, rng):
         f"crossover {n_star} for launch {launch_us} us, {bytes_per_element} B, {gbps} GB/s: want {exact} rounded up"
     assert lab.crossover_size(16.0, 8, 4000.0) == 8_000_000   # 16 us x 4e12 B/s / 8 B
     assert lab.crossover_size(1.0, 3, 1.0) == 334     # rounded up: 1000 / 3 = 333.3
+    assert lab.crossover_size(1.0, 1, 1.0) == 1000    # 1 byte an element is positive: allowed
     assert lab.crossover_size(0.0, 8, 4000.0) == 0    # no launch cost: no size is launch-bound
     assert float(lab.predicted_time_us(1000, launch_us, bytes_per_element, gbps)) == launch_us
     assert float(lab.predicted_time_us(1000, 1.0, 3, 1.0)) == pytest.approx(3.0)   # 3000 B at 1 GB/s
