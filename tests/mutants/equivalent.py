@@ -7,9 +7,9 @@ lab -> [(cosmic-ray operator, the mutated line's text stripped, why it computes 
 EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
     "01": [("core/NumberReplacer", "out = cuda.device_array_like(arrays[0])",
             "the contract's 8 arrays are equally long: out allocated like any of them is the same"),
-           ("core/NumberReplacer", "grid = (out.size + block - 1) // block        # one thread per element",
-            "one spare block of idle threads: sum8's contract fixes the launch count and the block size, "
-            "not the grid"),
+           *((operator, "grid = (out.size + block - 1) // block        # one thread per element",
+              "one spare block of idle threads: sum8's contract fixes the launch count and the block size, "
+              "not the grid") for operator in ("core/NumberReplacer", "core/ReplaceBinaryOperator_Sub_Add")),
            ("core/ReplaceBinaryOperator_Sub_Add",
             "slope = float(np.sum(dc * (total_us - total_us.mean())) / np.sum(dc * dc))",
             "dc is centred (it sums to 0), so adding the mean instead adds mean x 0: the same slope to "
