@@ -14,11 +14,16 @@
 #   mutants    every mutant and alternative graded on the GPU and in the simulator on one seed
 #              (SEED, default 1): logs/mutants.tsv has both verdicts per mutant (killed by which
 #              test, or full marks); they must agree
+#   mutation   the automatic mutants (cosmic-ray, kernellab.grading.mutation) graded on the GPU on
+#              seed 1, each lab's verdicts compared with its committed simulator report in docs/mutation
+#              (exit 1 where a mutant's verdict differs); reports in OUTDIR/mutation
 #   sanitize   the solutions' GPU tests under compute-sanitizer memcheck (out-of-bounds accesses)
 #              and racecheck (shared-memory hazards): each must report no error. API errors are not
 #              reported: cuda-python probes driver entry points with cuGetProcAddress, and each probe
 #              for one the driver lacks is an INVALID_VALUE the sanitizer would count (34 on
 #              2026-12-02, none of them a memory error)
+# MUTANT_MODES=gpu grades the hand-written mutants on the GPU only (logs/mutants-gpu.tsv), for a
+# simulator half run elsewhere (the same function with sim): device time goes to the GPU's half.
 # LABS="02 05" limits grade/tour/bench/profile to those labs. Carry the wheels of
 # ../shared/gpu/wheels.sh as .whl/ (numpy 2.4.x and the Jupyter stack the notebooks need).
 # It leaves OUTDIR/run-<stages>.tgz (reference/ with every repeat, figures/, logs/); each stage
@@ -107,12 +112,12 @@ PY
 mutant_table() {   # the GPU's score of each mutant beside the simulator's; exit 1 where they differ
   # both halves at once, 6 jobs each (16 cores): about 4 min on the H200 (2026-12-02), where one
   # after the other at 4 jobs outran a 10-minute device call
-  mutant_scores gpu > "$out/logs/mutants-gpu.tsv" & local gpu=$!
-  mutant_scores sim > "$out/logs/mutants-sim.tsv" & local sim=$!
-  local failed=0
-  wait $gpu || failed=1
-  wait $sim || failed=1
-  [ $failed = 0 ] || return 1
+  local mode failed=0 pids=()
+  for mode in ${MUTANT_MODES:-gpu sim}; do
+    mutant_scores "$mode" > "$out/logs/mutants-$mode.tsv" & pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  [ $failed = 0 ] && [ -s "$out/logs/mutants-sim.tsv" ] || return $failed
   paste "$out/logs/mutants-gpu.tsv" <(cut -f4 "$out/logs/mutants-sim.tsv") |
     awk -F'\t' 'BEGIN { OFS = "\t"; print "lab", "mutant", "kind", "gpu", "simulator", "" }
                 { same = (($4 == "full") == ($5 == "full")); bad += !same   # killed on both, or on neither
@@ -142,8 +147,10 @@ for name in $stages; do
     profile) stage profile profile_all ;;
     mutants) stage mutants mutant_table ;;
     sanitize) stage sanitize sanitize ;;
+    mutation) stage mutation python3 -m kernellab.grading.mutation $labs --device gpu --shards "${SHARDS:-4}" \
+                --jobs "${JOBS:-12}" --seed "${SEED:-1}" --out "$out/mutation" --compare docs/mutation ;;
     *) echo "unknown stage $name (stages: tests grade notebooks tour bench profile mutants" \
-            "sanitize)"; exit 2 ;;
+            "mutation sanitize)"; exit 2 ;;
   esac
 done
-tar czf "$out/run-${stages// /-}.tgz" -C "$out" reference figures logs
+tar czf "$out/run-${stages// /-}.tgz" -C "$out" reference figures logs $(cd "$out" && ls -d mutation 2>/dev/null)

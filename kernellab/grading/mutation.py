@@ -20,9 +20,11 @@ It takes hours on two cores (each mutant is a pytest run in the simulator), so i
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -134,9 +136,9 @@ def prepare(lab: str, shards: int, seed: int, limit: int | None, scratch: Path) 
     return copies
 
 
-def run_shard(copy: Path) -> Path:
+def run_shard(copy: Path, device: str = "sim") -> Path:
     subprocess.run([*COSMIC_RAY, "exec", "cosmic-ray.toml", "mutants.sqlite"], cwd=copy,
-                   capture_output=True, env={**os.environ, "KERNELLAB_DEVICE": "sim"})
+                   capture_output=True, env={**os.environ, "KERNELLAB_DEVICE": device})
     return copy
 
 
@@ -168,13 +170,16 @@ def original_line(diff: str) -> str:
                  if line.startswith("-") and not line.startswith("---")), "")
 
 
-def report(lab: str, graded: int, found: list[dict], seconds: float, seed: int) -> str:
+WHERE = {"sim": "in the simulator", "gpu": "on the GPU"}
+
+
+def report(lab: str, graded: int, found: list[dict], seconds: float, seed: int, device: str = "sim") -> str:
     recorded = equivalents(lab)
     lines = [f"# Lab {lab}: mutation testing of the stubs' solutions (cosmic-ray)", "",
              f"Graded {graded} mutants inside the stub bodies of solutions/{target.labs()[lab]}.py on seed "
              f"{seed} (done {seconds:.0f} s into the run); {len(found)} survived, "
              f"{sum((s['operator'], s['text']) in recorded for s in found)} of them recorded as equivalent.", "",
-             f"Each mutant was judged by the lab's graded tests in the simulator (`pytest -m points -x "
+             f"Each mutant was judged by the lab's graded tests {WHERE[device]} (`pytest -m points -x "
              f"--seed {seed}`): it is killed when one of them fails.", ""]
     for s in found:
         why = recorded.get((s["operator"], s["text"]))
@@ -182,6 +187,30 @@ def report(lab: str, graded: int, found: list[dict], seconds: float, seed: int) 
                   + (f"equivalent: {why}" if why else "**survives: no check kills it**"),
                   "", "```diff", s["diff"].strip(), "```", ""]
     return "\n".join(lines)
+
+
+def verdicts(text: str) -> tuple[int, collections.Counter]:
+    """A report's count of graded mutants and its survivors, counted by (line, operator, occurrence)
+    (one occurrence can hold two mutants: a number's +1 and -1): with the same solution and seed,
+    two reports that agree on both agree on every mutant's verdict."""
+    graded = int(re.search(r"^Graded (\d+) mutants", text, re.M).group(1))
+    return graded, collections.Counter((int(line), operator, int(occurrence)) for line, operator, occurrence
+                                       in re.findall(r"^- line (\d+), (\S+) #(\d+):", text, re.M))
+
+
+def differences(lab: str, text: str, reference: Path) -> str:
+    """'' when the report `text` gives every mutant the verdict of the committed report in
+    `reference`, else one line saying which mutants differ."""
+    path = reference / f"lab{lab}.md"
+    if not path.exists():
+        return f"lab {lab}: no report in {reference} to compare with"
+    (graded, survived), (graded_ref, survived_ref) = verdicts(text), verdicts(path.read_text())
+    if graded != graded_ref:
+        return f"lab {lab}: {graded} mutants graded against {graded_ref} in {path}"
+    odd = sorted(((survived - survived_ref) + (survived_ref - survived)).elements())
+    return (f"lab {lab}: the verdict differs from {path} for " + ", ".join(
+        f"line {line} {operator} #{occurrence} ({'survives here' if survived[line, operator, occurrence] > survived_ref[line, operator, occurrence] else 'killed here'})"
+        for line, operator, occurrence in odd)) if odd else ""
 
 
 def main(argv=None) -> int:
@@ -192,6 +221,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--limit", type=int, default=None, help="at most this many mutants per shard")
     parser.add_argument("--out", type=Path, default=target.ROOT / "docs" / "mutation")
+    parser.add_argument("--device", choices=sorted(WHERE), default="sim", help="where the graded tests run")
+    parser.add_argument("--compare", type=Path, default=None, metavar="DIR",
+                        help="reports (docs/mutation) whose per-mutant verdicts these must match; exit 1 where not")
     args = parser.parse_args(argv)
     if importlib.util.find_spec("cosmic_ray") is None:
         print("kernellab mutation: cosmic-ray is not installed (`make mutation` installs it)", file=sys.stderr)
@@ -207,14 +239,19 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="kernellab-mutation-") as tmp:
         copies = {lab: prepare(lab, args.shards, args.seed, args.limit, Path(tmp)) for lab in labs}
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:   # every lab's shards in one pool
-            running = {lab: [pool.submit(run_shard, copy) for copy in shards] for lab, shards in copies.items()}
+            running = {lab: [pool.submit(run_shard, copy, args.device) for copy in shards]
+                       for lab, shards in copies.items()}
+            differ = []
             for lab in labs:       # each lab's report as soon as its shards are done
                 concurrent.futures.wait(running[lab])
                 graded, found = survivors(copies[lab], lab)
-                text = report(lab, graded, found, time.monotonic() - started, args.seed)
+                text = report(lab, graded, found, time.monotonic() - started, args.seed, args.device)
                 (args.out / f"lab{lab}.md").write_text(text)
                 print(text.splitlines()[2], flush=True)
-    return 0
+                if args.compare is not None:
+                    differ.append(differences(lab, text, args.compare))
+                    print(differ[-1] or f"lab {lab}: every verdict as in {args.compare}", flush=True)
+    return 1 if any(differ) else 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -70,3 +70,18 @@ def test_a_given_function_around_a_stub_kernel_is_not_mutated():
     check = next(n for n, line in enumerate(lines, 1) if "if not 1 <= items <= MAX_ITEMS:" in line)
     online = next(n for n, line in enumerate(lines, 1) if "if value > running_max:" in line)
     assert check not in inside and online in inside
+
+
+def test_a_gpu_report_is_compared_mutant_by_mutant_with_the_committed_one(tmp_path):
+    """gpu_run.sh's mutation stage: a report that kills a mutant the committed one let through (or
+    grades another number of mutants) is named; the committed report agrees with itself."""
+    committed = target.ROOT / "docs" / "mutation"
+    text = (committed / "lab01.md").read_text()
+    assert mutation.differences("01", text, committed) == ""
+    first = text.index("\n- line ")
+    killed = text[:first] + text[text.index("\n- line ", first + 1):]
+    assert "(killed here)" in mutation.differences("01", killed, committed)
+    graded, _ = mutation.verdicts(text)
+    fewer = text.replace(f"Graded {graded} ", f"Graded {graded - 1} ")
+    assert f"{graded - 1} mutants graded against {graded}" in mutation.differences("01", fewer, committed)
+    assert "no report" in mutation.differences("01", text, tmp_path)
