@@ -7,7 +7,8 @@
 #   tests      the pytest suite on the GPU (--target solutions; -n auto as make test: one process there);
 #              TESTS names the paths to run (default: tests, all of it)
 #   grade      `kernellab grade` of the solutions (copied into a temp --root) and of the starter
-#   notebooks  every notebook executed live (python3 -m kernellab.course.notebooks --execute)
+#   notebooks  every notebook executed live, one at a time (NB_JOBS), the executed copies in
+#              OUTDIR/notebooks (python3 -m kernellab.course.notebooks --execute)
 #   tour       `kernellab tour`, live figures
 #   bench      `kernellab bench --repeat $REPEAT` (default 3): each lab in REPEAT fresh processes
 #   profile    `kernellab profile LAB` for every lab (Nsight Compute, clock control off)
@@ -141,7 +142,8 @@ for name in $stages; do
     tests) stage tests python3 -m pytest ${TESTS:-tests} --target solutions -q -n auto -p no:cacheprovider \
              --results "$out/logs/results-gpu.json" ;;
     grade) stage grade grade_both ;;
-    notebooks) stage notebooks python3 -m kernellab.course.notebooks --execute ;;
+    notebooks) stage notebooks python3 -m kernellab.course.notebooks --execute -j "${NB_JOBS:-1}" \
+                 --output-dir "$out/notebooks" ;;   # one at a time: two notebooks would time each other's kernels
     tour) stage tour python3 -m kernellab.cli tour $labs --figures "$out/figures" ;;
     bench) stage bench python3 -m kernellab.cli bench $labs --repeat "${REPEAT:-3}" --out "$out/reference" ;;
     profile) stage profile profile_all ;;
@@ -153,4 +155,4 @@ for name in $stages; do
             "mutation sanitize)"; exit 2 ;;
   esac
 done
-tar czf "$out/run-${stages// /-}.tgz" -C "$out" reference figures logs $(cd "$out" && ls -d mutation 2>/dev/null)
+tar czf "$out/run-${stages// /-}.tgz" -C "$out" reference figures logs $(cd "$out" && ls -d mutation notebooks 2>/dev/null)
