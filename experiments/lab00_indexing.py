@@ -198,9 +198,14 @@ def lab03_blocks(n: int, per_thread: int) -> int:
 def bytes_in_flight(records):
     """Little's law on two kernels of one shape (one 4-byte load, one store per thread) that
     Nsight Compute profiled: this lab's in blocks of 256, Lab 03's scale_kernel in blocks of 128.
-    A thread's bytes in flight: its one load, waiting. Read rate: DRAM bytes read / GPU time."""
+    A thread's bytes in flight: its one load, waiting. Read rate: DRAM bytes read / GPU time.
+    The profiles are recorded ones, so the sweep must come from their GPU: a live sweep on another
+    GPU is Missing here, and the claims read the reference's sweep instead."""
     sweep = need(records, "grid_size_sweep")
     gpu = sweep["provenance"]["gpu"]
+    profiled_on = (reference.load("00") or {}).get("profile", {}).get("provenance", {}).get("gpu")
+    if gpu != profiled_on:
+        raise Missing(f"the Nsight Compute rows were recorded on the {profiled_on}, the sweep on the {gpu}")
     facts = next((f for f in device.REFERENCE_DEVICES.values() if f.name == gpu), None)
     if facts is None:
         raise Missing(f"no published limits of the {gpu} in kernellab.gpu.device")
@@ -226,7 +231,8 @@ def bytes_in_flight(records):
             "pct128": _lab03_pct(records, "horizontal"), "pct256": _lab03_pct(records, "horizontal_block256"),
             "pct4": _lab03_pct(records, "horizontal_4_per_thread"), "lab03_n": lab03_n,
             "blocks1": lab03_blocks(lab03_n, 1), "blocks4": lab03_blocks(lab03_n, WIDE_LOADS),
-            "wide_loads": WIDE_LOADS, "add_loads": 2 * WIDE_LOADS}   # the add reads two arrays
+            "wide_loads": WIDE_LOADS, "add_loads": 2 * WIDE_LOADS,   # the add reads two arrays
+            "gpu": gpu}
 
 
 CLAIMS = [
@@ -306,15 +312,15 @@ CLAIMS = [
 def takeaway() -> str:
     """The notebook's last cell: the key figure and four lines, from the records the claims read."""
     from kernellab.course import claims
-    records = claims.sources(NUMBER)
-    grid, flight = _grid_values(records), bytes_in_flight(records)
+    grid = _grid_values(claims.sources(NUMBER))
+    flight, _ = claims.figures_of(NUMBER, ["more_resident_threads"])   # the reference's, off its GPU
     return "\n".join([
         f"What to take away (key figure: a grid of 4 blocks per SM reaches {grid['at4']:.0f}% of the copy "
         f"ceiling, every thread slot filled {grid['best']:.0f}%)",
         "- A thread finds its element from its block's index and its own; a guard idles the threads past the end.",
         "- A warp's 32 threads should touch neighbouring addresses: then the access is coalesced.",
         f"- A memory-bound kernel needs bytes in flight: about {flight['needed']:.2f} MB (an estimate) to read at "
-        "the copy ceiling.",
+        f"the {flight['gpu']}'s copy ceiling.",
         f"- Fill the thread slots, or load more per thread: {flight['wide_loads']} elements per thread in a quarter "
         f"of the blocks reached {flight['pct4']:.0f}% of copy (Lab 03).",
     ])

@@ -210,6 +210,18 @@ def test_a_claim_the_live_run_did_not_measure_falls_back_to_the_reference(monkey
     assert (verdict.text, verdict.source) == ("n = 7, positive", "live")
 
 
+def test_lab00s_bytes_in_flight_reads_one_gpu_when_the_live_sweep_ran_on_another(monkeypatch):
+    """Notebook 00 live on an H100 (2026-12-07) failed in its take-away: the live sweep's GPU has no
+    recorded Nsight Compute rows. The law then reads the reference's sweep and names its GPU."""
+    from experiments import lab00_indexing as lab00
+    recorded = reference.load("00")["records"]["grid_size_sweep"]
+    elsewhere = {**recorded, "live": True, "provenance": {**recorded["provenance"], "gpu": "NVIDIA H100 80GB HBM3"}}
+    with pytest.raises(claims.Missing, match="recorded on the NVIDIA H200, the sweep on the NVIDIA H100"):
+        lab00.bytes_in_flight({**claims.sources("00", live=False), "grid_size_sweep": elsewhere})
+    monkeypatch.setattr(reference, "LIVE", {"00": {"grid_size_sweep": elsewhere}})
+    assert "at the NVIDIA H200's copy ceiling" in lab00.takeaway()
+
+
 def test_a_take_away_line_prints_its_claims_values_and_the_words_their_comparisons_chose():
     line = "{events_not_barriers[ratio]:.1f}x later: {events_not_barriers[verdict]}."
     verdict = claims.report("07", ["events_not_barriers"], out=lambda line: None)[0]
