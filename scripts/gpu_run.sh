@@ -7,7 +7,7 @@
 #   tests      the pytest suite on the GPU (--target solutions; -n auto as make test: one process there);
 #              TESTS names the paths to run (default: tests, all of it)
 #   grade      `kernellab grade` of the solutions (copied into a temp --root) and of the starter
-#   notebooks  every notebook executed live, one at a time (NB_JOBS), the executed copies in
+#   notebooks  every notebook (or NOTEBOOKS) executed live, one at a time (NB_JOBS), the executed copies in
 #              OUTDIR/notebooks (python3 -m kernellab.course.notebooks --execute)
 #   tour       `kernellab tour`, live figures
 #   bench      `kernellab bench --repeat $REPEAT` (default 3): each lab in REPEAT fresh processes
@@ -142,7 +142,7 @@ for name in $stages; do
     tests) stage tests python3 -m pytest ${TESTS:-tests} --target solutions -q -n auto -p no:cacheprovider \
              --results "$out/logs/results-gpu.json" ;;
     grade) stage grade grade_both ;;
-    notebooks) stage notebooks python3 -m kernellab.course.notebooks --execute -j "${NB_JOBS:-1}" \
+    notebooks) stage notebooks python3 -m kernellab.course.notebooks ${NOTEBOOKS:-} --execute -j "${NB_JOBS:-1}" \
                  --output-dir "$out/notebooks" ;;   # one at a time: two notebooks would time each other's kernels
     tour) stage tour python3 -m kernellab.cli tour $labs --figures "$out/figures" ;;
     bench) stage bench python3 -m kernellab.cli bench $labs --repeat "${REPEAT:-3}" --out "$out/reference" ;;
