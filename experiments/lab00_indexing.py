@@ -322,7 +322,7 @@ def takeaway() -> str:
         f"- A memory-bound kernel needs bytes in flight: about {flight['needed']:.2f} MB (an estimate) to read at "
         f"the {flight['gpu']}'s copy ceiling.",
         f"- Fill the thread slots, or load more per thread: {flight['wide_loads']} elements per thread in a quarter "
-        f"of the blocks reached {flight['pct4']:.0f}% of copy (Lab 03).",
+        f"of the blocks reached {flight['pct4']:.0f}% of copy (Lab 03, on the {flight['gpu']}).",
     ])
 
 
