@@ -85,3 +85,19 @@ def test_a_gpu_report_is_compared_mutant_by_mutant_with_the_committed_one(tmp_pa
     fewer = text.replace(f"Graded {graded} ", f"Graded {graded - 1} ")
     assert f"{graded - 1} mutants graded against {graded}" in mutation.differences("01", fewer, committed)
     assert "no report" in mutation.differences("01", text, tmp_path)
+
+
+def test_the_shards_grade_every_mutant_of_the_stubs_once(tmp_path):
+    """Each mutant inside the stubs is in exactly one shard: none skipped, none graded twice."""
+    pytest.importorskip("cosmic_ray")
+    from cosmic_ray.work_db import WorkDB, use_db
+    copies = mutation.prepare("02", 3, 1, None, tmp_path)
+    every = mutation.prepare("02", 1, 1, None, tmp_path / "one")[0]
+    key = lambda item: (item.mutations[0].operator_name, item.mutations[0].occurrence)
+    dealt = []
+    for copy in copies:
+        with use_db(str(copy / "mutants.sqlite"), WorkDB.Mode.open) as db:
+            dealt += [key(item) for item in db.pending_work_items]
+    with use_db(str(every / "mutants.sqlite"), WorkDB.Mode.open) as db:
+        expected = sorted(key(item) for item in db.pending_work_items)
+    assert sorted(dealt) == expected and len(set(dealt)) == len(dealt) > 0
