@@ -97,16 +97,19 @@ profile_all() {
 }
 
 mutant_scores() {   # MODE: one line per mutant (lab, what, bug or valid, the first test it lost or
-                    # "full"; grading stops at the first lost point, so a kill is the score)
+                    # "full"; grading stops at the first lost point, so a kill is the score), written
+                    # lab by lab so that a call stopped at its limit keeps the labs it finished
   KERNELLAB_DEVICE=$1 python3 - "${SEED:-1}" $labs <<'PY'
 import sys
+from kernellab.course import target
 from kernellab.grading import mutants
-verdicts = mutants.run(sys.argv[2:] or None, jobs=6, seeds=1, first_seed=int(sys.argv[1]),
-                       out=lambda line: print(line, file=sys.stderr))
-for lab, found in verdicts.items():
-    for v in found:
-        lost = next(iter(v.lost.values()), "") or "full"
-        print(f"{lab}\t{v.mutant.what}\t{'valid' if v.mutant.valid else 'bug'}\t{lost}")
+for number in sys.argv[2:] or sorted(target.labs()):
+    verdicts = mutants.run([number], jobs=6, seeds=1, first_seed=int(sys.argv[1]),
+                           out=lambda line: print(line, file=sys.stderr))
+    for lab, found in verdicts.items():
+        for v in found:
+            lost = next(iter(v.lost.values()), "") or "full"
+            print(f"{lab}\t{v.mutant.what}\t{'valid' if v.mutant.valid else 'bug'}\t{lost}", flush=True)
 PY
 }
 
