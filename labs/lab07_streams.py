@@ -207,7 +207,8 @@ def pipeline(host_x, iters, streams, chunks, host_out=None, device_buffers=None)
     """busy(host_x) back to the host, chunk c on streams[c % S]: its H2D copy, kernel and D2H copy
     in order on that stream (the chunks queued in any order), so other chunks' copies overlap with
     its kernel. host_x should be
-    pinned (cuda.pinned_array): copies from pageable memory do not overlap. device_buffers: an
+    pinned (cuda.pinned_array): a copy from pageable memory holds the host until the driver has
+    staged it, so the chunks do not overlap. device_buffers: an
     optional (d_in, d_out) pair shaped like host_x. Waits for the result before returning it:
     `synchronize()` on every stream, on the streams that carry a chunk, or one `cuda.synchronize()`,
     each after the last chunk is queued, all pass (the tests check only that every D2H copy is done

@@ -487,9 +487,23 @@ def _display_collapsed(results: list[Verdict], collapsed: bool | str) -> None:
         shown = element(collapsed, "\n\n".join(v.detailed() for v in results))
         plain = collapsed
     else:
-        shown = "".join(element(v.short(), v.detailed()) for v in results)
-        plain = "\n".join(v.short() for v in results)
+        shown = "".join(element(headline(v), v.detailed()) for v in results)
+        plain = "\n".join(headline(v) for v in results)
     display({"text/html": shown, "text/plain": plain}, raw=True)
+
+
+def headline(verdict: Verdict) -> str:
+    """A collapsed claim's visible line: in a live run, a verdict read from a recording names the
+    GPU it was recorded on (its detail has the full source), so that live and recorded lines
+    side by side cannot be taken for one run."""
+    text = verdict.short()
+    if verdict.true is None or not reference.LIVE or verdict.source == "live":
+        return text
+    recorded = sorted({part.split(" reference")[0].removeprefix("NVIDIA ") + " reference"
+                       for part in verdict.source.split("; ") if " reference" in part})
+    first, _, rest = text.partition("\n")
+    return f"{first} ({', '.join(recorded)}{'; partly live' if 'live' in verdict.source.split('; ') else ''})" \
+        + (f"\n{rest}" if rest else "")
 
 
 def compare_prediction(prediction, lab: str, claim: str, key: str, what: str, unit: str = "",

@@ -222,6 +222,19 @@ def test_lab00s_bytes_in_flight_reads_one_gpu_when_the_live_sweep_ran_on_another
     assert "at the NVIDIA H200's copy ceiling" in lab00.takeaway()
 
 
+def test_a_collapsed_headline_names_its_recording_in_a_live_run(monkeypatch):
+    """Live on an H100 (2026-12-07), notebooks printed H200-recorded headlines beside live ones
+    with nothing to tell them apart; in the simulator every line is recorded and none is labelled."""
+    import dataclasses
+    verdict = claims.report("00", ["more_resident_threads"], out=lambda line: None)[0]
+    assert claims.headline(verdict) == verdict.short()
+    monkeypatch.setattr(reference, "LIVE", {"00": {"grid_size_sweep": {"live": True}}})
+    assert claims.headline(verdict) == verdict.short() + " (H200 reference)"
+    assert claims.headline(dataclasses.replace(verdict, source="live")) == verdict.short()
+    mixed = dataclasses.replace(verdict, source="live; " + verdict.source)
+    assert claims.headline(mixed).endswith("(H200 reference; partly live)")
+
+
 def test_a_take_away_line_prints_its_claims_values_and_the_words_their_comparisons_chose():
     line = "{events_not_barriers[ratio]:.1f}x later: {events_not_barriers[verdict]}."
     verdict = claims.report("07", ["events_not_barriers"], out=lambda line: None)[0]

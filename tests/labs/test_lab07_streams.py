@@ -343,7 +343,8 @@ CONTRACT = [
     clause("pipeline", "busy(host_x) back to the host, chunk c on streams[c % S]: its H2D copy, kernel and D2H copy "
            "in order on that stream (the chunks queued in any order), so other chunks' copies overlap with its "
            "kernel.", "test_pipeline_result", "test_pipeline_chunks_flow_through_one_stream_each"),
-    clause("pipeline", "host_x should be pinned (cuda.pinned_array): copies from pageable memory do not overlap.",
+    clause("pipeline", "host_x should be pinned (cuda.pinned_array): a copy from pageable memory holds the host "
+           "until the driver has staged it, so the chunks do not overlap.",
            "test_pipeline_is_stream_safe"),
     clause("pipeline", "device_buffers: an optional (d_in, d_out) pair shaped like host_x.",
            "test_pipeline_is_stream_safe"),
