@@ -360,7 +360,9 @@ class _Tracked(dict):
         return super().__contains__(name)
 
 
-def _source(records: dict, names) -> str:
+def _source(records: dict, names, profiled=()) -> str:
+    """Where a claim's numbers came from: each record it read, live or recorded (GPU and date), and
+    each lab's recorded profile it read (a live run does not profile)."""
     def one(name) -> set[str]:
         record = records.get(name) or {}
         if name.startswith("lab") and name[3:].isdigit():     # another lab's records, whole:
@@ -374,20 +376,24 @@ def _source(records: dict, names) -> str:
         date = (record.get("provenance") or {}).get("date", "")[:10]
         gpu = (record.get("provenance") or {}).get("gpu", "reference")
         return f"{gpu} reference, recorded {date}" if date else "reference"
-    return "; ".join(sorted(set().union(*(one(name) for name in names)))) or "no records"
+    profiles = {one_of((reference.load(lab) or {}).get("profile") or {}) for lab in profiled}
+    return "; ".join(sorted(set().union(profiles, *(one(name) for name in names)))) or "no records"
 
 
 def evaluate(claim: Claim, records: dict) -> Verdict:
     """Fill the claim's sentence from `records` and check it; awaiting data when something is Missing."""
-    tracked = _Tracked(records)
+    tracked, profiled = _Tracked(records), set()
+    reference.PROFILES_READ.append(profiled)      # recorded Nsight Compute rows read: a source too
     try:
         values = claim.values(tracked)
     except Missing as missing:
         return Verdict(claim, None, None, missing=str(missing))
+    finally:
+        reference.PROFILES_READ.remove(profiled)
     text, failed = render(claim, values)
     headline = render(claim, values, claim.headline)[0] if claim.headline else None
-    return Verdict(claim, text, not failed, source=_source(records, tracked.read), contradicted=failed,
-                   headline=headline, values=values)
+    return Verdict(claim, text, not failed, source=_source(records, tracked.read, profiled),
+                   contradicted=failed, headline=headline, values=values)
 
 
 def lab_records(lab: str, live: bool = True) -> dict:

@@ -114,8 +114,14 @@ def save(lab: str, record: dict, out_dir: Path | None = None) -> Path:
     return file
 
 
+PROFILES_READ: list[set[str]] = []
+"""While a claim is evaluated, the labs whose recorded profile it read (its source names them)."""
+
+
 def profile_rows(lab: str) -> list[dict]:
     """The lab's recorded Nsight Compute rows (`kernellab profile`; empty when none)."""
+    for reads in PROFILES_READ:
+        reads.add(lab)
     return list(((load(lab) or {}).get("profile") or {}).get("rows", []))
 
 
