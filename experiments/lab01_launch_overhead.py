@@ -119,13 +119,14 @@ def key_figure(lab, records: dict) -> str:
 def takeaway() -> str:
     """The notebook's last cell: the key figure and four lines, from the records the claims read."""
     from kernellab.course import claims
-    from experiments.lab01_claims import _host_array_values, _launch_values, _merged_values
+    from experiments.lab01_claims import CLAIMS, _host_array_values, _launch_values, _merged_values
     records = claims.sources("01")
     launch, arguments, merged = _launch_values(records), _host_array_values(records), _merged_values(records)
+    pace = claims.words_of(next(c for c in CLAIMS if c.name == "host_not_gpu"), launch)["pace"]
     return "\n".join([
         f"What to take away (key figure: a plain Numba launch costs the host {launch['host']:.1f} us, "
         f"the GPU {launch['gpu']:.2f} us)",
-        f"- Between tiny kernels the GPU idles {launch['idle']:.0f}% of the time: the work is host-paced.",
+        f"- Between tiny kernels the GPU idles {launch['idle']:.0f}% of the time: {pace}.",
         f"- Each array argument adds {arguments['per_array']:.1f} us; a NumPy host array adds a copy each "
         "way and a wait for each.",
         f"- One launch for {merged['rows']} rows costs about one launch up to {merged['upto']:,} elements per "

@@ -544,15 +544,16 @@ def takeaway() -> str:
     """The notebook's last cell: the key figure and four lines, from the records the claims read."""
     from kernellab.course import claims
     chain = _chain_values(claims.sources(NUMBER))
+    count = claims.words_of(next(c for c in CLAIMS if c.name == "small_n_is_launches"), chain)["count"]
     return "\n".join([
         f"What to take away (key figure: at n = {chain['n']} the fused kernel is {chain['measured']:.2f}x "
         f"faster than the unfused chain; its bytes predicted {chain['predicted']:.2f}x)",
         "- Unfused, each kernel writes its result to memory and the next reads it back; fused, it stays in a register.",
-        "- A memory-bound kernel's time follows its bytes: count them in a ledger before timing anything.",
+        "- A memory-bound kernel's time follows its bytes and how near its ceiling it runs: count the bytes first.",
         f"- The rest: the fused kernel runs at {chain['fused_pct']:.0f}% of the ceiling of its read:write mix, the "
         f"unfused kernels at {chain['unfused_pct']:.0f}% of theirs (the bar labels give % of the copy ceiling).",
-        f"- At n = {chain['small']} launches set the time: fused {chain['fused_small_us']:.1f} us, unfused "
-        f"{chain['unfused_small_us']:.1f} us.",
+        f"- At n = {chain['small']}: fused {chain['fused_small_us']:.1f} us, unfused "
+        f"{chain['unfused_small_us']:.1f} us; {count}.",
     ])
 
 

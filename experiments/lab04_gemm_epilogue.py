@@ -331,7 +331,8 @@ def key_figure(lab, records) -> str:
     pairs = goals["epilogue"]       # the fastest like-for-like pair recorded (a recording may lack one)
     pair = pairs[next(f for f in ("register_tiled_capped", "double_buffered", "tiled") if f in pairs)]
     return (f"best GEMM {goals['best_numba']} {goals['best_numba_tflops']:.1f} TFLOP/s{cublas}; fused "
-            f"epilogue ({pair['fused_variant']}) saves {pair['saved_ms']:.2f} ms at n = {goals['n']} "
+            f"epilogue ({pair['fused_variant']}) {'saves' if pair['saved_ms'] > 0 else 'costs'} "
+            f"{abs(pair['saved_ms']):.2f} ms at n = {goals['n']} "
             f"({pair['ratio']:.1f}x its bytes at copy speed)")
 
 
