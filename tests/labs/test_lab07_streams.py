@@ -290,6 +290,7 @@ def test_speedup_bound_closed_form(lab, kernels, streams, blocks, blocks_per_sm,
     assert lab.speedup_bound(16, 16, 132 * 8, 8, 132) == 1
     assert lab.speedup_bound(16, 16, 300, 8, 132) == pytest.approx(16 / 5)
     assert lab.speedup_bound(10, 4, 8, 8, 132) == pytest.approx(10 / 3)
+    assert lab.speedup_bound(2, 1, 133, 1, 132) == 1     # one stream gains nothing, a partial round included
     machine = scheduler.Machine(sm_count=20)
     for kernels, streams, blocks, bps in ((9, 4, 30, 2), (16, 16, 45, 3), (5, 2, 1, 1)):
         bound = lab.speedup_bound(kernels, streams, blocks, bps, 20)

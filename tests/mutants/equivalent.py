@@ -14,6 +14,8 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
             "slope = float(np.sum(dc * (total_us - total_us.mean())) / np.sum(dc * dc))",
             "dc is centred (it sums to 0), so adding the mean instead adds mean x 0: the same slope to "
             "the last digits, under the 1e-9 tolerance")],
+    "02": [("core/ReplaceComparisonOperator_Lt_LtE", "if v < ZERO:",
+            "at v == 0 both branches leave zero: relu's edge has one value")],
     "03": [("core/ReplaceComparisonOperator_Gt_GtE",
             "out[out_starts[2] + i] = v if v > ZERO else ZERO  # 1 write",
             "at v == 0 both branches write zero: relu's edge has one value")],
