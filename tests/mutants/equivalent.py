@@ -46,7 +46,12 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            + [("core/ReplaceBinaryOperator_FloorDiv_Div",
                "warps_per_part = (arch.registers_per_sm // parts) // per_warp   # a warp lives in one quarter",
                "registers_per_sm is a multiple of parts on every architecture, so / gives the same count "
-               "(as a float equal to the int)")],
+               "(as a float equal to the int)"),
+              ("core/NumberReplacer",
+               '"max_dynamic_shared": (max_dynamic_shared, 0, arch.shared_per_block_optin - static_shared),',
+               "the contract bounds max_dynamic_shared from above only; a max_dynamic_shared of -1 accepted "
+               "gives every launch 0 blocks (it asks for more dynamic shared memory than that), which the "
+               "contract's other clause allows: both readings get full marks")],
     "08": [("core/NumberReplacer",
             "gap = idle / (kernels - 1) if kernels > 1 else 0.0   # between kernels, none before or after",
             "the gap taken for one kernel only ever multiplies i = 0, so any number gives [(0, kernel_ms)]")],
