@@ -27,7 +27,7 @@ from matplotlib.text import Annotation, Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 FIGURES = Path("figures")
-LEDGER_SOURCE = "declared by the ledgers, checked against the simulator's meter"
+LEDGER_SOURCE = "declared by the ledgers, whose formulas the simulator's meter checks on small inputs"
 
 DPI = 100                  # every figure is saved at this resolution
 MIN_WIDTH_IN = 12.0        # 1200 px at DPI: what a projector needs
