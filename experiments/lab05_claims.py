@@ -290,8 +290,9 @@ CLAIMS = [
           "{target:.0f}%, {met}).",
           headline="the graded fused kernel: {pct:.0f}% of copy (target {target:.0f}%)",
           values=_headline_values, checks=(target("met", "pct", ">=", "target"),),
-          explains="per value it issues a 4-byte load and store with 2-D index arithmetic and a libdevice exp, "
-                   "and Nsight Compute found its SM busier than its DRAM. The vectorised form issues about a third "
+          explains="per value it issues a 4-byte load and store with 2-D index arithmetic and a full-precision exp "
+                   "from libdevice, CUDA's math library, and Nsight Compute, NVIDIA's kernel profiler, found its SM "
+                   "busier than its DRAM. The vectorised form issues about a third "
                    "of the instructions and loads 16 bytes at a time: it reaches the target."),
     Claim("unfused_vs_bytes",
           "The unfused form takes {unfused_ratio:.2f}x the fused time at {cols} columns; its compulsory bytes "
@@ -392,7 +393,7 @@ CLAIMS = [
           "against {uncapped:.0f}%), where one measurement's spread (p10 to p90) is at most {spread:.1%}: "
           "{same} ({over_spread:.0f}x). Under Nsight Compute it issued {capped_inst:.0f} M warp instructions against {uncapped_inst:.0f} M "
           "({more}).",
-          headline="capped at 32 registers, the 1024 x 8 kernel uses {capped_regs} ({regs_same} under the default cap, {default_cap}): "
+          headline="capped at 32 registers, the 1024 x 8 kernel uses {capped_regs}, {regs_same} under the default {default_cap}-register cap ({registers}): "
                    "{slower_lo:.1%}-{slower_hi:.1%} slower, {capped_inst:.0f} M instructions against "
                    "{uncapped_inst:.0f} M ({more})",
           values=_capped_values,
