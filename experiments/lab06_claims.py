@@ -101,8 +101,8 @@ def _shared_values(records):
     within = [r for r in sweep if r["shared_bytes"] <= 32 * 1024]
     above = [r for r in sweep if r["shared_bytes"] > 32 * 1024]
     if not (within and above):
-        raise Missing("linear_relu_shared_sweep has no tiles on both sides of 32 KB")
-    table = ", ".join(f"{r['shared_bytes'] / 1024:.0f} KB: {r['occupancy']:.0%} {r['tflops']:.2f}" for r in sweep)
+        raise Missing("linear_relu_shared_sweep has no tiles on both sides of 32 KiB")
+    table = ", ".join(f"{r['shared_bytes'] / 1024:.0f} KiB: {r['occupancy']:.0%} {r['tflops']:.2f}" for r in sweep)
     return {"table": table, "cap": SHARED_SWEEP_CAP, "best_kb": best["shared_bytes"] / 1024,
             "best_occ": best["occupancy"], "best": best["tflops"],
             "best_within": _fastest(within, "tflops")["tflops"], "best_above": _fastest(above, "tflops")["tflops"],
@@ -221,12 +221,12 @@ CLAIMS = [
           "{table}.",
           values=_shared_values, checks=(states("agree", ">=", "rows"),)),
     Claim("shared_verdict",
-          "The best tile within 32 KB of shared memory per block reaches {best_within:.2f} TFLOP/s, the best "
-          "above {best_above:.2f}: {verdict}. The fastest tile uses {best_kb:.0f} KB ({best_occ:.0%} "
-          "occupancy, {best:.2f}); linear_relu is one kernel at tile depths on both sides of 32 KB.",
+          "The best tile within 32 KiB of shared memory per block reaches {best_within:.2f} TFLOP/s, the best "
+          "above {best_above:.2f}: {verdict}. The fastest tile uses {best_kb:.0f} KiB ({best_occ:.0%} "
+          "occupancy, {best:.2f}); linear_relu is one kernel at tile depths on both sides of 32 KiB.",
           values=_shared_values,
-          checks=(says("verdict", "best_within", ">=", "best_above", "staying within 32 KB lost nothing here",
-                       "a tile above 32 KB ran faster"),),
+          checks=(says("verdict", "best_within", ">=", "best_above", "staying within 32 KiB lost nothing here",
+                       "a tile above 32 KiB ran faster"),),
           article="shared"),
     Claim("compute_probe_peak",
           "The compute-bound probe peaks at {one:.1f} TFLOP/s ({pct:.0f}% of the FP32 peak, {peak:.1f}), "
@@ -247,7 +247,7 @@ CLAIMS = [
                        "four loads per thread did not lower the warps it needs"),)),
     Claim("caps_against_occupancy",
           "The fastest linear_relu, {best:.2f} TFLOP/s at {occ:.0%} occupancy, ran at {lower} occupancy than "
-          "TUNED ({t_tuned:.2f} at {occ_tuned:.0%}). At {size}^3: the fastest is cap {cap}, tile_k {k} "
+          "the solution's TUNED ({t_tuned:.2f} at {occ_tuned:.0%}). At {size}^3: the fastest is cap {cap}, tile_k {k} "
           "({spills} B of spills); as written ({regs_written} registers, {occ_written:.0%}) it runs "
           "{t_written:.2f}.",
           values=_caps_values, checks=(says("lower", "occ", "<", "occ_tuned", "a lower", "no lower"),)),

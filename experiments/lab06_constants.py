@@ -19,8 +19,8 @@ FP32_LANES_PER_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64}   # others in ARCHITECT
 SIM_N, SIM_BLOCKS = 300, 2                             # the simulator: the loops run several times per thread
 
 # The article's "at most 32 KB of shared memory per block", measured: the tile depth sets the
-# shared memory per block (384 B per unit of tile_k at 128 threads: 3 KB .. 48 KB), at a cap of
-# 64 registers, where registers allow 8 blocks per SM, so that shared memory binds from ~27 KB on.
+# shared memory per block (384 B per unit of tile_k at 128 threads: 3 KiB .. 48 KiB), at a cap of
+# 64 registers, where registers allow 8 blocks per SM, so that shared memory binds from ~27 KiB on.
 SHARED_SWEEP_TILE_K = (8, 16, 32, 48, 64, 96, 128)
 SHARED_SWEEP_CAP = 64
 

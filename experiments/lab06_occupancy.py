@@ -181,7 +181,7 @@ def take_away() -> str:
         "What to take away",
         "  1. The scarcest resource (warp slots, registers, shared memory, blocks) sets the blocks an SM holds.",
         f"  2. {means}the fastest linear_relu ran {figures['best']:.2f} TFLOP/s at "
-        f"{figures['occ']:.0%} occupancy, TUNED {figures['t_tuned']:.2f} at {figures['occ_tuned']:.0%}.",
+        f"{figures['occ']:.0%} occupancy, the solution's TUNED {figures['t_tuned']:.2f} at {figures['occ_tuned']:.0%}.",
         f"  3. {in_flight}the memory probe needs {figures['one']} warps per SM with one element in "
         f"flight per thread ({top}; at {figures['below']}, {figures['below_lo']:.1f}-{figures['below_hi']:.1f}%), "
         f"{figures['four']} with four, for 90% of its best speed.",
