@@ -61,7 +61,9 @@ def _launch_values(records):
               for key, method in (("host", "plain, host submit"), ("empty", "empty kernel, host submit"),
                                   ("pre", "prebuilt, host submit"))
               for end, pick in (("lo", min), ("hi", max))}
-    return {"host": host, "gpu": gpu, "idle": 100 * (1 - gpu / host), "pre": pre, "empty": empty,
+    host_span = (f"median of {len(hosts)} repeats, {ranges['host_lo']:.1f}-{ranges['host_hi']:.1f}"
+                 if len(hosts) > 1 else "one run")
+    return {"host": host, "host_span": host_span, "gpu": gpu, "idle": 100 * (1 - gpu / host), "pre": pre, "empty": empty,
             "empty_pct": _median(empty_pcts), "empty_pct_lo": min(empty_pcts), "empty_pct_hi": max(empty_pcts),
             "waits": _median(waits), "waits_lo": min(waits), "waits_hi": max(waits), "sync": sync, "host_over_gpu": host / gpu,
             "repeats": len(replays), "replay": max(replays), "ratio": min(ratios), **ranges,
@@ -187,12 +189,10 @@ def _while_on_values(records):
 
 CLAIMS = [
     Claim("host_not_gpu",
-          "A plain Numba launch costs the host {host:.1f} us (median of {repeats} repeats, "
-          "{host_lo:.1f}-{host_hi:.1f}); with the queue kept full the GPU spends "
+          "A plain Numba launch costs the host {host:.1f} us ({host_span}); with the queue kept full the GPU spends "
           "{gpu:.2f} us per launch, {host_over_gpu:.0f}x less: between tiny kernels the GPU idles "
           "{idle:.0f}% of the time, {pace}.",
-          headline="a plain Numba launch costs the host {host:.1f} us ({host_lo:.1f}-{host_hi:.1f} over {repeats} "
-                   "repeats) and the GPU {gpu:.2f} us: {pace}",
+          headline="a plain Numba launch costs the host {host:.1f} us ({host_span}) and the GPU {gpu:.2f} us: {pace}",
           values=_launch_values,
           checks=(says("pace", "host_over_gpu", ">", 5, "the host sets the pace (more than 5x)",
                        "host and GPU within 5x of each other"),)),
@@ -209,8 +209,8 @@ CLAIMS = [
                   says("less", "pre", "<", "empty", "less than the empty launch: they also skip finding the "
                        "compiled kernel and its context, and typing", "no less than the empty launch"))),
     Claim("synchronized",
-          "A synchronize after every launch costs {sync:.1f} us per launch: the submit ({host:.1f} us) and "
-          "{waits:.1f} us more (the median of the repeats' own differences, {waits_lo:.1f}-{waits_hi:.1f} us), "
+          "A synchronize after every launch costs {sync:.1f} us per launch (the median of the repeats). Within "
+          "each repeat it adds {waits_lo:.1f}-{waits_hi:.1f} us to that repeat's plain submit, median {waits:.1f} us, "
           "{than} the GPU's own {gpu:.2f} us: {so}.",
           headline="a synchronize after every launch costs {sync:.1f} us per launch: {so}",
           values=_launch_values,
@@ -291,7 +291,7 @@ CLAIMS = [
           "One 2D launch for all {rows} rows stays within 2x of its fastest size ({one:.1f} us) from the "
           "smallest size up to {upto:,} elements per row, {reach} the floor model's crossover "
           "({crossover_row:,} per row): {so}.",
-          headline="one launch for all {rows} rows stays on its floor up to {upto:,} elements per row ({so})",
+          headline="one launch for all {rows} rows stays within 2x of its floor up to {upto:,} elements per row ({so})",
           values=_merged_values,
           checks=(says("reach", "upto", ">=", "crossover_row", "at or past", "short of"),
                   says("so", "upto", ">=", "crossover_row", "below the crossover, a batch costs one launch",

@@ -129,8 +129,8 @@ def takeaway() -> str:
         f"- Between tiny kernels the GPU idles {launch['idle']:.0f}% of the time: {pace}.",
         f"- Each array argument adds {arguments['per_array']:.1f} us; a NumPy host array adds a copy each "
         "way and a wait for each.",
-        f"- One launch for {merged['rows']} rows costs about one launch up to {merged['upto']:,} elements per "
-        "row: batch small pieces.",
+        f"- One launch for {merged['rows']} rows stays within 2x of its fastest time up to {merged['upto']:,} "
+        "elements per row: batch small pieces.",
         "- Fuse kernels (Lab 02) or replay a CUDA graph (Lab 08) to pay for fewer launches.",
     ])
 
