@@ -500,7 +500,7 @@ CLAIMS = [
           "One element per thread runs at {fused_pct:.0f}% of the ceiling of its mix. It loads {bytes_each} bytes "
           "before it stores; with {occupancy:.0f}% of the thread slots occupied that is about {in_flight:.2f} MB in "
           "flight, {enough} the {needed:.2f} MB its own read rate ({read:.2f} TB/s) needs at the {latency:.2f} us a "
-          "load Lab 00 estimated. Both are estimates, not bounds: the first counts every resident thread as "
+          "load Lab 00 estimated: {suffices}. Both are estimates, not bounds: the first counts every resident thread as "
           "always waiting on all its bytes, and Lab 00 tells the second's errors; they are {slack:.1f}x apart. "
           "At n = {n}, "
           "fused_vectorized (4 neighbouring elements per thread, 16-byte loads) takes {vectorized:.3f} ms against "
@@ -508,10 +508,12 @@ CLAIMS = [
           "version it timed loaded each mask byte after the previous element's store, and took {four:.3f} ms "
           "({four_faster}).",
           headline="one element per thread: {fused_pct:.0f}% of the ceiling of its mix, about {in_flight:.2f} MB in flight "
-                   "({enough} the {needed:.2f} MB its read rate needs at Lab 00's latency; both estimates); 4 per thread in "
-                   "16-byte loads: {vectorized:.3f} ms against {fused:.3f} ms ({vec_faster})",
+                   "({enough} the {needed:.2f} MB its read rate needs at Lab 00's latency: {suffices}); 4 per "
+                   "thread in 16-byte loads: {vectorized:.3f} ms against {fused:.3f} ms ({vec_faster})",
           values=lambda records: {**_four_values(records), "bytes_each": FUSED_BYTES_IN_FLIGHT},
           checks=(says("enough", "in_flight", ">=", "needed", "more than", "less than"),
+                  says("suffices", "in_flight", ">=", "needed", "enough by these estimates",
+                       "too few by these estimates"),
                   says("vec_faster", "vectorized", "<", "fused", "faster", "not faster"),
                   says("four_faster", "four", "<", "fused", "faster", "slower"))),
     Claim("torch_eager_follows_bytes",
