@@ -18,9 +18,9 @@ def _tiny_us(records, row: str) -> list[float]:
 
 def _replay_values(records):
     """The tiny kernels' cost per kernel in every repeat, each row its own timed run: replay's worst
-    and the speed-up's worst, which the targets judge; the eager cost's and the speed-up's range; a
-    kernel's own GPU time (the queue kept full) as a share of the cheapest eager one; the host's
-    submit of a replay (median)."""
+    and the speed-up's worst, which the targets judge; the eager cost's and the speed-up's range; the
+    GPU's time per kernel launched back to back with the queue kept full, as a share of the cheapest
+    eager one; the host's submit of a replay (median)."""
     tiny = repeats_of(records, "tiny_kernels", NUMBER)
     eager, speedups = _tiny_us(records, "eager_gpu_events"), [t["speedup"] for t in tiny]
     own = statistics.median(_tiny_us(records, "kernel_gpu_queue_full"))
@@ -132,8 +132,8 @@ CLAIMS = [
           "Replayed as a graph, a kernel costs at most {replay:.2f} us of GPU time over {repeats} repeats (target: "
           "at most {replay_max:.0f} us, {replay_met}), against {eager_lo:.0f}-{eager_hi:.0f} us eager on the GPU's "
           "clock, {speedup:.0f}-{speedup_hi:.0f}x less (target: at least {speedup_min:.0f}x in each, {speedup_met}). "
-          "Eager, {waiting}: a kernel's own GPU time, the queue kept full, is {own:.2f} us ({own_pct:.0f}% of the "
-          "cheapest eager). The host spends {host:.3f} us per kernel submitting the replay. Each figure is its own "
+          "Eager, {waiting}: launched back to back with the queue kept full, a kernel costs the GPU {own:.2f} us "
+          "({own_pct:.0f}% of the cheapest eager). The host spends {host:.3f} us per kernel submitting the replay. Each figure is its own "
           "timed run of a {kernels}-kernel chain on {n} elements.",
           headline="100-kernel pipeline replayed: {replay:.2f} us per kernel, {speedup:.0f}-{speedup_hi:.0f}x "
                    "cheaper than eager",

@@ -35,8 +35,9 @@ def plot_timeline(lab, records: dict, figures_dir: Path) -> Path:
     gaps = records["idle_gaps"]
     drawn = _drawn(records)
     cases = [drawn[0], drawn[-1]]
-    fig, axes = plots.new_figure(f"{gaps['kernels']}-kernel pipeline, eager vs graph replay, reconstructed "
-                                 f"from the total and the kernel time (the first of the repeats)\nkernel time: {duration_used(gaps)}",
+    repeats = len(repeats_of(records, "idle_gaps", NUMBER))
+    fig, axes = plots.new_figure(f"{gaps['kernels']} kernels, eager vs replayed, rebuilt from the total and the "
+                                 f"kernel time (repeat 1 of {repeats})\nkernel time: {duration_used(gaps)}",
                                  gaps, ncols=2)
     for ax, row in zip(axes, cases):
         for lane, (label, total) in enumerate((("eager", row["eager_ms"]),
@@ -51,7 +52,7 @@ def plot_timeline(lab, records: dict, figures_dir: Path) -> Path:
         ax.set_ylim(-0.5, 1.8)
         ax.set_xlim(0, 1e3 * max(row["eager_ms"], row["graph_ms"]) * 1.02)
         ax.set_xlabel("time (us)")
-        ax.set_title(f"n = {row['n']:,}: kernel {1e3 * row['kernel_ms']:.1f} us")
+        ax.set_title(f"n = {row['n']:,}: kernel {1e3 * row['kernel_ms']:.2f} us")
     return plots.save(fig, "lab08_timeline", figures_dir)
 
 
