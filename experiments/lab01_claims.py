@@ -16,6 +16,13 @@ def _median(values) -> float:
     return float(np.median(values))
 
 
+def _over_repeats(figures, digits: int = 1) -> str:
+    """Where a figure's median comes from: "median of 3 repeats, 3.9-5.0", or "one run" (live)."""
+    if len(figures) == 1:
+        return "one run"
+    return f"median of {len(figures)} repeats, {min(figures):.{digits}f}-{max(figures):.{digits}f}"
+
+
 def method_repeats(records: dict, method: str) -> list[float]:
     """A launch method's host or GPU microseconds in each recorded repeat."""
     need(records, "launch_methods", "methods", method, "us")
@@ -61,12 +68,11 @@ def _launch_values(records):
               for key, method in (("host", "plain, host submit"), ("empty", "empty kernel, host submit"),
                                   ("pre", "prebuilt, host submit"))
               for end, pick in (("lo", min), ("hi", max))}
-    host_span = (f"median of {len(hosts)} repeats, {ranges['host_lo']:.1f}-{ranges['host_hi']:.1f}"
-                 if len(hosts) > 1 else "one run")
-    return {"host": host, "host_span": host_span, "gpu": gpu, "idle": 100 * (1 - gpu / host), "pre": pre, "empty": empty,
+    return {"host": host, "host_span": _over_repeats(hosts), "gpu": gpu, "idle": 100 * (1 - gpu / host), "pre": pre, "empty": empty,
             "empty_pct": _median(empty_pcts), "empty_pct_lo": min(empty_pcts), "empty_pct_hi": max(empty_pcts),
             "waits": _median(waits), "waits_lo": min(waits), "waits_hi": max(waits), "sync": sync, "host_over_gpu": host / gpu,
-            "repeats": len(replays), "replay": max(replays), "ratio": min(ratios), **ranges,
+            "repeats": len(replays), "replay": max(replays),
+            "worst_of": f"the worst of {len(replays)} repeats" if len(replays) > 1 else "one run", "ratio": min(ratios), **ranges,
             "replay_max": need(records, "launch_methods", "targets", "replay_us_max"),
             "ratio_min": need(records, "launch_methods", "targets", "ratio_min")}
 
@@ -91,8 +97,9 @@ def _host_array_values(records):
     measured_none = [r["us"] for arguments in repeats_of(records, "arguments", "01")
                      for r in arguments["by_count"] if r["arrays"] == 0]
     smallest = min(typical_record(records, "arguments")["host_arrays"], key=lambda r: r["bytes"])
-    return {"per_array": slope, "none": none, "per_array_lo": min(f[0] for f in fits),
-            "per_array_hi": max(f[0] for f in fits), "repeats": len(fits), "bytes": int(smallest["bytes"]),
+    slopes = [f[0] for f in fits]
+    return {"per_array": slope, "none": none, "per_array_lo": min(slopes), "per_array_hi": max(slopes),
+            "per_array_span": _over_repeats(slopes), "bytes": int(smallest["bytes"]),
             "none_lo": min(measured_none), "none_hi": max(measured_none),
             "host": smallest["host"]["us"], "device": smallest["device"]["us"],
             "host_over_device": smallest["host"]["us"] / smallest["device"]["us"]}
@@ -106,10 +113,12 @@ def _slope_values(records):
     fixed = [f["eager"]["fixed_us"] for f in fits]
     single = [r["eager_us"] for counts in repeats_of(records, "kernel_count", "01") for r in counts["rows"]
               if r["count"] == 1]
-    return {"repeats": len(fits), "eager": float(np.median(eager)), "graph": float(np.median(graph)),
-            "eager_lo": min(eager), "eager_hi": max(eager), "graph_lo": min(graph),
-            "graph_hi": max(graph), "replay_gain": min(eager) / max(graph),
-            "fixed_lo": min(fixed), "fixed_hi": max(fixed), "single_lo": min(single), "single_hi": max(single)}
+    return {"eager": float(np.median(eager)), "graph": float(np.median(graph)),
+            "eager_span": _over_repeats(eager), "graph_span": _over_repeats(graph, 2),
+            "replay_gain": min(eager) / max(graph), "fixed_lo": min(fixed),
+            "fixed_to": f" to {max(fixed):.0f}" if len(fits) > 1 else "",
+            "fits": f"{len(fits)} repeats" if len(fits) > 1 else "one run",
+            "single": f"{min(single):.0f}-{max(single):.0f}" if len(single) > 1 else f"{single[0]:.0f}"}
 
 
 def _rows_values(records):
@@ -221,8 +230,8 @@ CLAIMS = [
     Claim("graph_replay",
           "Replayed as a graph, a kernel costs {replay:.2f} us of GPU time (target: at most "
           "{replay_max:.0f} us, {replay_met}): {ratio:.0f}x less than a plain launch's host cost "
-          "(target: at least {ratio_min:.0f}x, {ratio_met}); both in the worst of {repeats} repeats.",
-          headline="graph replay {replay:.2f} us per kernel ({ratio:.0f}x less; the worst of {repeats} repeats)",
+          "(target: at least {ratio_min:.0f}x, {ratio_met}); both in {worst_of}.",
+          headline="graph replay {replay:.2f} us per kernel ({ratio:.0f}x less; {worst_of})",
           values=_launch_values,
           checks=(target("replay_met", "replay", "<=", "replay_max"), target("ratio_met", "ratio", ">=", "ratio_min")),
           explains="a replay leaves the host out: what remains is the GPU starting each captured kernel, "
@@ -239,13 +248,12 @@ CLAIMS = [
           explains="cProfile runs a hook at every Python call and return, and a Numba launch is dozens of "
                    "small Python calls (the profile's functions_seen)"),
     Claim("per_argument",
-          "Each array argument adds {per_array:.1f} us to the host submit (the fitted line of the repeat with "
-          "the median slope, of {repeats}; slopes {per_array_lo:.1f}-{per_array_hi:.1f}), "
+          "Each array argument adds {per_array:.1f} us to the host submit (the slope of a fitted line, "
+          "{per_array_span}), "
           "{size}: a 1-D array is seven values (5 + 2 per dimension: data, shape and strides among them), "
           "marshalled in Python at every launch. The line's intercept, {none:.1f} us, is {above} the "
           "{none_lo:.1f}-{none_hi:.1f} us a launch with no array took: {line}.",
-          headline="each array argument adds {per_array:.1f} us to a launch ({per_array_lo:.1f}-{per_array_hi:.1f} "
-                   "over {repeats} repeats; {size})",
+          headline="each array argument adds {per_array:.1f} us to a launch ({per_array_span}; {size})",
           values=_host_array_values,
           checks=(says("size", "per_array", ">", 1, "more than a microsecond each", "under a microsecond each"),
                   says("above", "none", ">", "none_hi", "above", "no higher than the top of"),
@@ -260,18 +268,17 @@ CLAIMS = [
           checks=(says("why", "host_over_device", ">", 3, "an implicit copy each way, and a wait for each",
                        "the implicit copies cost little here"),)),
     Claim("kernel_count_slope",
-          "Against the number of tiny kernels, eager launches cost {eager:.1f} us each (the fitted slope; "
-          "{eager_lo:.1f}-{eager_hi:.1f} over {repeats} repeats); replayed as a graph, {graph:.2f} us "
-          "({graph_lo:.2f}-{graph_hi:.2f}): even the slowest replay is {replay_gain:.0f}x {gain}.",
+          "Against the number of tiny kernels, eager launches cost {eager:.1f} us each (the fitted slope, "
+          "{eager_span}); replayed as a graph, {graph:.2f} us ({graph_span}): even the slowest replay is {replay_gain:.0f}x {gain}.",
           headline="the slope: {eager:.1f} us per eager launch, {graph:.2f} us per replayed kernel",
           values=_slope_values,
           checks=(says("gain", "replay_gain", ">", 10, "cheaper than the fastest eager slope (more than 10x)",
                        "cheaper than the fastest eager slope, less than 10x"),)),
     Claim("kernel_count_intercept",
-          "The eager line's intercept is {fixed_lo:.0f} to {fixed_hi:.0f} us over the {repeats} repeats: "
+          "The eager line's intercept is {fixed_lo:.0f}{fixed_to} us ({fits}): "
           "{sign}. The real fixed cost, one synchronize, is at most the count = 1 row's total "
-          "({single_lo:.0f}-{single_hi:.0f} us, one launch included).",
-          headline="the intercept: {fixed_lo:.0f} to {fixed_hi:.0f} us ({sign})",
+          "({single} us, one launch included).",
+          headline="the intercept: {fixed_lo:.0f}{fixed_to} us ({sign})",
           values=_slope_values,
           checks=(says("sign", "fixed_lo", ">", 0, "positive in every repeat, a fixed cost the fit resolves",
                        "not positive in every repeat, so the fit does not resolve a fixed cost"),),
