@@ -96,8 +96,9 @@ def plot_idle_gaps(lab, records: dict, figures_dir: Path) -> Path:
     for y, us in enumerate(per_repeat):
         ax_cost.plot(us, [y] * len(us), "o", color="black", markersize=3)
     ax_cost.set_xscale("log")
-    ax_cost.set_xlabel(f"us per kernel ({tiny['kernels']} kernels of {tiny['n']} elements)\neach bar its own "
-                       f"timed run: median of {len(repeats)} repeat(s),\na dot each repeat")
+    ax_cost.set_title(f"each bar its own timed run:\nmedian of {len(repeats)} repeat(s), a dot each repeat",
+                      fontsize="small")
+    ax_cost.set_xlabel(f"us per kernel ({tiny['kernels']} kernels of {tiny['n']} elements)")
     return plots.save(fig, "lab08_idle_gaps", figures_dir)
 
 
