@@ -177,17 +177,29 @@ def drawn_texts(fig) -> list:
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     renderer = canvas.get_renderer()
     drawn: dict[int, object] = {}
+    being_drawn: list = []          # matplotlib hands each line of a multi-line text over without it
+    text_draw = Text.draw
+
+    def drawing(text, *args, **kwargs):
+        being_drawn.append(text)
+        try:
+            return text_draw(text, *args, **kwargs)
+        finally:
+            being_drawn.pop()
 
     def recording(gc, x, y, s, prop, angle, ismath=False, mtext=None):
-        if mtext is not None and s.strip():
-            drawn.setdefault(id(mtext), mtext)
+        text = mtext if mtext is not None else (being_drawn[-1] if being_drawn else None)
+        if text is not None and s.strip():
+            drawn.setdefault(id(text), text)
 
     painters = [name for name in dir(RendererBase) if name.startswith("draw_")]
     for name in painters:
         setattr(renderer, name, recording if name == "draw_text" else lambda *args, **kwargs: None)
+    Text.draw = drawing
     try:
         fig.draw(renderer)
     finally:
+        Text.draw = text_draw
         for name in painters:
             delattr(renderer, name)
     return list(drawn.values())

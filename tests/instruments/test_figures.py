@@ -93,6 +93,15 @@ def test_checker_reports_overlapping_text_off_canvas_text_and_a_narrow_canvas():
     plots.plt.close("all")
 
 
+def test_checker_sees_a_text_of_several_lines():
+    """matplotlib draws each line of a multi-line text without naming the text: Lab 08's title ran
+    off both edges unseen (review 12, 08-M2)."""
+    fig = blank_figure()
+    fig.text(0.97, 0.5, "a first line\nand a second one that runs off the right edge")
+    assert any("leaves the canvas" in p for p in plots.layout_problems(fig))
+    plots.plt.close("all")
+
+
 def test_checker_uses_a_slanted_label_s_own_box_not_its_upright_extent():
     """Two parallel labels at 45 degrees, 60 px apart: their upright extents overlap, their
     glyphs do not, and rotated into each other they do."""
