@@ -18,7 +18,7 @@ import numpy as np
 
 from kernellab.course import bench as harness
 from kernellab.course import protocol, reference
-from kernellab.course.claims import Claim, Missing, need, repeats_of, says, states
+from kernellab.course.claims import Claim, Missing, need, profile_rows_beside, repeats_of, says, states
 from kernellab.gpu import checks, device, timing, traffic
 from kernellab.show import plots
 
@@ -203,9 +203,7 @@ def bytes_in_flight(records):
     GPU is Missing here, and the claims read the reference's sweep instead."""
     sweep = need(records, "grid_size_sweep")
     gpu = sweep["provenance"]["gpu"]
-    profiled_on = (reference.load("00") or {}).get("profile", {}).get("provenance", {}).get("gpu")
-    if gpu != profiled_on:
-        raise Missing(f"the Nsight Compute rows were recorded on the {profiled_on}, the sweep on the {gpu}")
+    profile_rows_beside(sweep, "00")
     facts = next((f for f in device.REFERENCE_DEVICES.values() if f.name == gpu), None)
     if facts is None:
         raise Missing(f"no published limits of the {gpu} in kernellab.gpu.device")

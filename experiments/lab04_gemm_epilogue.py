@@ -23,7 +23,8 @@ from kernellab.course import protocol, reference, registers
 from kernellab.gpu import checks, device
 from kernellab.gpu.launches import record_launches
 from kernellab.show import plots
-from kernellab.course.claims import Claim, Compare, Missing, course_solution, need, repeats_ms, row, says, states, target, typical_ms
+from kernellab.course.claims import (Claim, Compare, Missing, course_solution, need, profile_rows_beside, repeats_ms,
+                                     row, says, states, target, typical_ms)
 
 P = 0.1                                   # dropout probability in every measurement
 HEADLINE_N = 4096                         # the size the targets are stated at
@@ -408,7 +409,7 @@ def _epilogue_values(records):
         at_copy.append(copy_ms)
         spread += [max(r.get("repeat_ms") or [r["p90_ms"]]) - min(r.get("repeat_ms") or [r["p10_ms"]])
                    for r in (unfused, fused)]
-    elementwise = [r for r in reference.profile_rows("04") if r["benchmark"] == "epilogue" and r["size"] == n
+    elementwise = [r for r in profile_rows_beside(epilogue, "04") if r["benchmark"] == "epilogue" and r["size"] == n
                    and r["variant"] == "register_tiled_capped_unfused" and not r["kernel"].startswith("matmul")]
     if len(elementwise) != 3:
         raise Missing("no Nsight Compute rows of the three elementwise kernels (`kernellab profile 04`)")

@@ -312,6 +312,17 @@ def need(records: dict, name: str, *keys) -> Any:
     return value
 
 
+def profile_rows_beside(record: dict, lab: str) -> list[dict]:
+    """The lab's recorded Nsight Compute rows, to be set beside `record`'s figures. Missing when
+    `record` was measured live on another GPU than the rows (a ratio of two GPUs' numbers): the
+    claim is then judged on the reference alone (`judge`)."""
+    profiled_on = (((reference.load(lab) or {}).get("profile") or {}).get("provenance") or {}).get("gpu")
+    measured_on = (record.get("provenance") or {}).get("gpu")
+    if record.get("live") and measured_on != profiled_on:
+        raise Missing(f"the Nsight Compute rows were recorded on the {profiled_on}, the live run on the {measured_on}")
+    return reference.profile_rows(lab)
+
+
 def repeats_of(records: dict, name: str, lab: str) -> list[dict]:
     """Record `name` in every repeat (`kernellab bench --repeat N` keeps them all), for a claim
     judged on the worst: a live record stands alone; a reference file without repeats gives its

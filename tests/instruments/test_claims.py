@@ -216,10 +216,22 @@ def test_lab00s_bytes_in_flight_reads_one_gpu_when_the_live_sweep_ran_on_another
     from experiments import lab00_indexing as lab00
     recorded = reference.load("00")["records"]["grid_size_sweep"]
     elsewhere = {**recorded, "live": True, "provenance": {**recorded["provenance"], "gpu": "NVIDIA H100 80GB HBM3"}}
-    with pytest.raises(claims.Missing, match="recorded on the NVIDIA H200, the sweep on the NVIDIA H100"):
+    with pytest.raises(claims.Missing, match="recorded on the NVIDIA H200, the live run on the NVIDIA H100"):
         lab00.bytes_in_flight({**claims.sources("00", live=False), "grid_size_sweep": elsewhere})
     monkeypatch.setattr(reference, "LIVE", {"00": {"grid_size_sweep": elsewhere}})
     assert "at the NVIDIA H200's copy ceiling" in lab00.takeaway()
+
+
+def test_lab04s_epilogue_saving_sets_no_live_copy_speed_beside_another_gpus_profile(monkeypatch):
+    """Review 13: live on an H100, the epilogue's elementwise time (the H200's Nsight Compute rows)
+    would have been divided by the H100's copy ceiling; the claim now reads the reference alone."""
+    recorded = reference.load("04")["records"]["epilogue"]
+    elsewhere = {**recorded, "live": True, "provenance": {**recorded["provenance"], "gpu": "NVIDIA H100 80GB HBM3"}}
+    monkeypatch.setattr(reference, "LIVE", {"04": {"epilogue": elsewhere}})
+    saving = next(c for c in claims.claims_of("04") if c.name == "epilogue_saving")
+    verdict, records = claims.judge(saving, "04")
+    assert verdict.true is not None and "live" not in verdict.source.split("; ")
+    assert not records["epilogue"].get("live")
 
 
 def test_a_collapsed_headline_names_its_recording_in_a_live_run(monkeypatch):
