@@ -97,13 +97,12 @@ def _pipeline_repeats(records) -> list[dict]:
 
 
 def _overlap_values(records):
-    """The pinned and pageable pipelines' hidden share without the recorder: the median over the
-    repeats with their range, and the worst, which the target judges; and what resolves the pageable
-    share: its copies alone, their widest spread within a repeat (p10 to p90 over its reps), against
-    its kernels alone (the median over the repeats)."""
+    """The pinned and pageable pipelines' hidden share without the recorder (the median over the repeats,
+    their range, the worst, which the target judges), and what resolves the pageable share: its copies'
+    widest p10-p90 spread within a repeat against its kernels alone (the median over the repeats)."""
     repeats = _pipeline_repeats(records)
-    pinned = [100 * r["cases"]["pinned"]["bare"]["hidden_fraction"] for r in repeats]
-    pageable = [100 * r["cases"]["pageable"]["bare"]["hidden_fraction"] for r in repeats]
+    pinned, pageable = ([100 * r["cases"][case]["bare"]["hidden_fraction"] for r in repeats]
+                        for case in ("pinned", "pageable"))
     bare = [r["cases"]["pageable"]["bare"] for r in repeats]
     return {**_spread("pinned", pinned), "target": 100 * TARGETS["hidden_fraction"],
             **_spread("pageable", pageable), "repeats": len(repeats),

@@ -1,6 +1,5 @@
-"""Lab 07's constants, shared by its declaration (lab07_streams) and its parts (lab07_measure,
-lab07_figures, lab07_claims): here, the parts import them without importing the declaration, which
-imports the parts."""
+"""Lab 07's constants, shared by its declaration (lab07_streams) and its parts (measure, figures, claims):
+here, the parts import them without importing the declaration, which imports the parts."""
 
 NUMBER = "07"
 KERNELS = 16
@@ -16,14 +15,12 @@ PIPELINE_CHUNKS, PIPELINE_STREAMS = 8, 4
 # out, chunk after chunk); breadth first issues every copy in, then every kernel, then every copy out.
 PIPELINE_STEPS = {
     "one_stream": (8, 1, "depth_first", "8 chunks on one stream: every op waits for the one before it"),
-    "chunks_4": (4, 4, "depth_first", "4 chunks: the first copy in and the last copy out, a quarter of "
-                                      "the data each, overlap nothing"),
+    "chunks_4": (4, 4, "depth_first", "4 chunks: the first copy in and the last copy out, a quarter each, overlap nothing"),
     "chunks_8": (8, 4, "depth_first", "the lab's pipeline: 8 chunks on 4 streams"),
     "chunks_16": (16, 4, "depth_first", "16 chunks: shorter ends, but 48 submissions"),
     "chunks_64": (64, 4, "depth_first", "64 chunks: 192 submissions, more than the host makes while the GPU copies"),
-    "breadth_first": (8, 4, "breadth_first", "the lab's 8 chunks issued breadth first: each stream holds two "
-                                             "chunks and runs in order, so its first kernel waits for its "
-                                             "second copy in"),
+    "breadth_first": (8, 4, "breadth_first", "the lab's 8 chunks issued breadth first: each stream holds two chunks "
+                                             "and runs in order, so its first kernel waits for its second copy in"),
 }
 ONE_STREAM_OVERLAP_PCT = 10.0          # one stream hides at most this (%): what noise can leave of nothing
 MODEL_AGREES_PCT = 15.0               # the model's pipeline time within this (%) of the measured agrees

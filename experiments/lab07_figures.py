@@ -32,9 +32,8 @@ def predicted_pipeline(lab, bps: int, sm_count: int, copy_ms: float, kernel_ms: 
     waves = -(-chunk_blocks // (sm_count * bps))
 
     def cost(op):
-        if op.kind == "kernel":
-            return {"blocks": chunk_blocks, "block_ms": kernel_ms / waves, "blocks_per_sm": bps}
-        return {"block_ms": copy_ms}
+        kernel = {"blocks": chunk_blocks, "block_ms": kernel_ms / waves, "blocks_per_sm": bps}
+        return kernel if op.kind == "kernel" else {"block_ms": copy_ms}
 
     return scheduler.simulate(scheduler.from_trace(tl.trace, cost), scheduler.Machine(sm_count),
                               source="model, recorded costs, free host")
@@ -101,9 +100,8 @@ def draw_overlap(lab, records: dict, figures_dir: Path) -> Path:
 
 
 def draw_pipeline_steps(lab, records: dict, figures_dir: Path) -> Path:
-    """Each tuning step's pipeline time without the recorder: a bar for the median over the repeats,
-    a dot for each repeat, in the order a student would try them, and across each bar that step's own
-    copies alone (what it would take if it hid every kernel; the median over the repeats)."""
+    """Each tuning step's pipeline time without the recorder (a bar: the median over the repeats; a dot
+    each repeat), in the order a student would try them, across each bar its copies alone (all hidden)."""
     repeats = [r for r in repeats_of(records, "pipeline", NUMBER) if "steps" in r]
     names = [name for name in PIPELINE_STEPS if all(name in r["steps"] for r in repeats)]
     fig, (ax,) = plots.new_figure(f"pipeline tuning steps, no recorder: median of {len(repeats)} repeat(s) "

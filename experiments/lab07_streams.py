@@ -110,10 +110,8 @@ def targets(lab, records: dict) -> dict:
     main, default = records["concurrency"], records[CONCURRENCY_RECORD[8]]
     errors = {f"{connections}/{key}": error for connections in CONNECTIONS
               for key, error in model_errors(records[CONCURRENCY_RECORD[connections]]).items()}
-    pipeline = records["pipeline"]
-    pinned = pipeline["cases"]["pinned"]
+    pinned, recorder = records["pipeline"]["cases"]["pinned"], recorder_figures(records["pipeline"])
     bare = pinned["bare"]["hidden_fraction"]
-    recorder = recorder_figures(pipeline)
     return {
         "speedup_16_streams": {
             "value": speedups(main)[16], "target": TARGETS["speedup_16_streams"],
@@ -144,8 +142,7 @@ def targets(lab, records: dict) -> dict:
 
 def key_figure(lab, records: dict) -> str:
     """16 streams over 1 and the model's worst error."""
-    conc = records["concurrency"]
-    default = records.get(CONCURRENCY_RECORD[8])
+    conc, default = records["concurrency"], records.get(CONCURRENCY_RECORD[8])
     at_8 = f"{speedups(default)[16]:.1f}x at the default 8" if default else "not measured at 8 yet"
     return (f"16 x 8-block kernels: 16 streams {speedups(conc)[16]:.1f}x over 1 (pre-enqueued, "
             f"{conc['max_connections']} hardware queues; {at_8}); model error <= "
