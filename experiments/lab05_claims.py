@@ -7,9 +7,9 @@ from __future__ import annotations
 import statistics
 
 from kernellab import occupancy as occ
-from kernellab.course import reference
 from kernellab.gpu import device
-from kernellab.course.claims import Claim, Compare, Missing, course_solution, need, repeats_of, row, says, states, target, typical_ms
+from kernellab.course.claims import (Claim, Compare, Missing, course_solution, need, profile_rows_beside, repeats_of, row,
+                                     says, states, target, typical_ms)
 
 from experiments.lab05_constants import HEADLINE_COLS, ROWS, SHAPES, TARGET_PCT_OF_COPY, cached_rereads
 from experiments.lab05_measure import shape_name
@@ -146,9 +146,10 @@ def _staged_values(records):
             "staged_gap": abs(fastest["pct_of_copy"] - shapes["best_pct"])}
 
 
-def _profiled(variant: str, benchmark: str = "softmax_shapes") -> dict:
-    """The recorded Nsight Compute row of a variant at the headline size."""
-    found = [r for r in reference.profile_rows("05") if r["benchmark"] == benchmark
+def _profiled(records, variant: str, benchmark: str = "softmax_shapes") -> dict:
+    """The recorded Nsight Compute row of a variant at the headline size (Missing beside a live
+    record of another GPU: the claim then reads the reference alone)."""
+    found = [r for r in profile_rows_beside(need(records, benchmark), "05") if r["benchmark"] == benchmark
              and r["variant"] == variant and r["size"] == HEADLINE_COLS and r.get("warp_instructions")]
     if not found:
         raise Missing(f"no profile row with warp instructions for {benchmark} {variant}")
@@ -159,7 +160,7 @@ def _instruction_values(records):
     (_, staged), (_, vector) = _timed_shapes(records, "staged"), _timed_shapes(records, "vector")
     values = {"cols": HEADLINE_COLS, "staged": staged["shape"], "vector": vector["shape"]}
     for key, name in (("fused", shape_name(*SHAPES[0])), ("staged", staged["shape"]), ("vector", vector["shape"])):
-        found = _profiled(name)
+        found = _profiled(records, name)
         values.update({f"{key}_inst": found["warp_instructions"] / 1e6, f"{key}_sm": found["sm_throughput_pct"],
                        f"{key}_dram": found["dram_throughput_pct"]})
     return {**values, "vector_share": values["vector_inst"] / min(values["fused_inst"], values["staged_inst"]),
@@ -177,7 +178,7 @@ def _as_launched(records, benchmark: str, kernel: str):
     """(registers, occupancy) of a fused kernel as its launcher compiles it, under the launcher's
     register cap: Nsight Compute's register count of the launch the benchmark times, and the
     occupancy the calculator gives it with the block and shared memory of the registers record."""
-    regs = _profiled("fused", benchmark)["registers_per_thread"]
+    regs = _profiled(records, "fused", benchmark)["registers_per_thread"]
     found = _registers_row(records, kernel)
     cc = need(records, "registers", "provenance")["cc"]
     return regs, occ.occupancy(cc, found["block"], regs, found["shared_bytes"])
@@ -201,19 +202,20 @@ def _layernorm_values(records):
 def _unfused_values(records):
     """The unfused form against its bytes, beside how busy Nsight Compute found DRAM in each of its
     three kernels and in the fused kernel."""
-    unfused = [r for r in reference.profile_rows("05") if r["benchmark"] == "softmax" and r["variant"] == "unfused"
+    unfused = [r for r in profile_rows_beside(need(records, "softmax"), "05") if r["benchmark"] == "softmax"
+               and r["variant"] == "unfused"
                and r["size"] == HEADLINE_COLS]
     if not unfused:
         raise Missing("no Nsight Compute rows of the unfused softmax (`kernellab profile 05`)")
     busy = [r["dram_throughput_pct"] for r in unfused]
     return {**_headline_values(records), "unfused_lo": min(busy), "unfused_hi": max(busy),
-            "fused_busy": _profiled("fused", "softmax")["dram_throughput_pct"]}
+            "fused_busy": _profiled(records, "fused", "softmax")["dram_throughput_pct"]}
 
 
 def _online_values(records):
     """The online form's time and requested bytes against the fused form's, beside the DRAM bytes,
     DRAM busy share and warp instructions Nsight Compute recorded for each."""
-    fused, online = _profiled("fused", "softmax"), _profiled("online", "softmax")
+    fused, online = _profiled(records, "fused", "softmax"), _profiled(records, "online", "softmax")
     dram = {name: (r["dram_bytes_read"] + r["dram_bytes_write"]) / 1e6 for name, r in (("fused", fused), ("online", online))}
     return {**_headline_values(records), "fused_dram_mb": dram["fused"], "online_dram_mb": dram["online"],
             "dram_off": 100 * abs(dram["online"] / dram["fused"] - 1),
@@ -236,8 +238,8 @@ def _capped_values(records):
             "slower_lo": min(slower), "slower_hi": max(slower), "spread": max(spread),
             "capped": _shape(records, capped_name)["pct_of_copy"],
             "uncapped": _shape(records, uncapped_name)["pct_of_copy"],
-            "capped_inst": _profiled(capped_name)["warp_instructions"] / 1e6,
-            "uncapped_inst": _profiled(uncapped_name)["warp_instructions"] / 1e6}
+            "capped_inst": _profiled(records, capped_name)["warp_instructions"] / 1e6,
+            "uncapped_inst": _profiled(records, uncapped_name)["warp_instructions"] / 1e6}
 
 
 def _vector_values(records):

@@ -222,16 +222,20 @@ def test_lab00s_bytes_in_flight_reads_one_gpu_when_the_live_sweep_ran_on_another
     assert "at the NVIDIA H200's copy ceiling" in lab00.takeaway()
 
 
-def test_lab04s_epilogue_saving_sets_no_live_copy_speed_beside_another_gpus_profile(monkeypatch):
-    """Review 13: live on an H100, the epilogue's elementwise time (the H200's Nsight Compute rows)
-    would have been divided by the H100's copy ceiling; the claim now reads the reference alone."""
-    recorded = reference.load("04")["records"]["epilogue"]
+@pytest.mark.parametrize("lab, name, claim", [("04", "epilogue", "epilogue_saving"),
+                                               ("05", "softmax", "online_second_read"),
+                                               ("05", "softmax_shapes", "instructions_pace_the_row")])
+def test_no_claim_sets_a_live_figure_beside_another_gpus_profile(monkeypatch, lab, name, claim):
+    """Reviews 13 and 14: live on an H100, Lab 04 divided the H200's Nsight Compute time by the H100's
+    copy ceiling, and Lab 05 set the H100's time ratio beside the H200's instruction ratio. Such a
+    claim now reads the reference alone."""
+    recorded = reference.load(lab)["records"][name]
     elsewhere = {**recorded, "live": True, "provenance": {**recorded["provenance"], "gpu": "NVIDIA H100 80GB HBM3"}}
-    monkeypatch.setattr(reference, "LIVE", {"04": {"epilogue": elsewhere}})
-    saving = next(c for c in claims.claims_of("04") if c.name == "epilogue_saving")
-    verdict, records = claims.judge(saving, "04")
+    monkeypatch.setattr(reference, "LIVE", {lab: {name: elsewhere}})
+    chosen = next(c for c in claims.claims_of(lab) if c.name == claim)
+    verdict, records = claims.judge(chosen, lab)
     assert verdict.true is not None and "live" not in verdict.source.split("; ")
-    assert not records["epilogue"].get("live")
+    assert not records[name].get("live")
 
 
 def test_a_collapsed_headline_names_its_recording_in_a_live_run(monkeypatch):
