@@ -391,7 +391,7 @@ CLAIMS = [
           values=_vector_values, checks=(states("vector_pct", ">", "fused_pct"),)),
     Claim("capped_is_another_kernel",
           "The 1024 x 8 kernel capped at 32 registers uses {capped_regs} registers, {regs_same} the same "
-          "kernel under the {default_cap}-register cap every 1024-thread launch gets ({registers}). In each of {repeats} repeats it took {slower_lo:.1%}-{slower_hi:.1%} longer ({capped:.0f}% of copy "
+          "kernel under the {default_cap}-register cap the lab's launcher gives every 1024-thread launch ({registers}). In each of {repeats} repeats it took {slower_lo:.1%}-{slower_hi:.1%} longer ({capped:.0f}% of copy "
           "against {uncapped:.0f}%), where one measurement's spread (p10 to p90) is at most {spread:.1%}: "
           "{same} ({over_spread:.0f}x). Under Nsight Compute it issued {capped_inst:.0f} M warp instructions against {uncapped_inst:.0f} M "
           "({more}).",
