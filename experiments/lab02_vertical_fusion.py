@@ -23,8 +23,9 @@ from pathlib import Path
 
 from experiments import lab00_indexing
 from kernellab.course import bench as harness
-from kernellab.course import protocol, reference
-from kernellab.course.claims import Claim, Missing, need, repeats_of, repeats_ms, row, says, target, typical_ms
+from kernellab.course import protocol
+from kernellab.course.claims import (Claim, Missing, need, profile_rows_beside, repeats_of, repeats_ms, row, says, target,
+                                     typical_ms)
 from kernellab.gpu import checks, device
 from kernellab.gpu.traffic import Ledger
 from kernellab.show import plots
@@ -362,7 +363,7 @@ def _versions_values(records):
     fused = row(chain, "fused", n)
     slots = device.facts().max_threads_per_sm
     blocks_per_sm, block = 4, BLOCK               # fused_chain_grid_stride's grid (validate checks BLOCK)
-    occupancy = {r["variant"]: r["achieved_occupancy_pct"] for r in reference.profile_rows(NUMBER)
+    occupancy = {r["variant"]: r["achieved_occupancy_pct"] for r in profile_rows_beside(chain, NUMBER)
                  if r["benchmark"] == "chain" and r["size"] == n and r["variant"] in ("fused", "fused_grid_stride")}
     if len(occupancy) < 2:
         raise Missing(f"no Nsight Compute rows of fused and fused_grid_stride at n = {size_label(n)}")
@@ -382,7 +383,7 @@ def _four_values(records):
     fused_chain_4_per_thread against one element per thread."""
     chain = need(records, "chain")
     n = headline_size(chain)
-    profiled = {r["variant"]: r for r in reference.profile_rows(NUMBER)
+    profiled = {r["variant"]: r for r in profile_rows_beside(chain, NUMBER)
                 if r["benchmark"] == "chain" and r["size"] == n and r["kernel"].startswith("fused_chain")}
     if "fused" not in profiled:
         raise Missing(f"no Nsight Compute row of fused at n = {size_label(n)}")
@@ -455,11 +456,11 @@ CLAIMS = [
           "us, where the launches take {unfused_small_us:.1f} us: {sets} (times: medians of the repeats). The host's "
           "submit outlasted the timing's hold in {alloc_small_exposed} of the repeats' {samples} samples there: "
           "{small_window}. At n = {n}, beside "
-          "{unfused:.3f} ms of GPU work per call, it adds {alloc_us:.0f} us: {alloc_pct:.0f}% of the call, {share}; "
+          "{unfused:.3f} ms of GPU work per call, it adds {alloc_us:.0f} us: {alloc_pct:.0f}% on top of that work, {share}; "
           "there the submit outlasted the hold in {alloc_exposed} of {samples} samples: {window}.",
           headline="allocating and freeing the temporaries on every call: +{alloc_lo_us:.0f} to +{alloc_hi_us:.0f} us "
                    "per call over the sizes. At n = {small}, {alloc_small_us:.0f} us against {unfused_small_us:.1f} us "
-                   "of launches ({sets}; {small_window}); at n = {n}, {alloc_pct:.0f}% of the call ({share}; {window})",
+                   "of launches ({sets}; {small_window}); at n = {n}, {alloc_pct:.0f}% on top of the GPU work ({share}; {window})",
           values=_chain_values,
           explains="numba-cuda allocates each temporary from the driver and frees it later, in batches; a free "
                    "can wait for the GPU's queued work, so the difference is allocating, freeing, and any host "

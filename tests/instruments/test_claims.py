@@ -222,7 +222,9 @@ def test_lab00s_bytes_in_flight_reads_one_gpu_when_the_live_sweep_ran_on_another
     assert "at the NVIDIA H200's copy ceiling" in lab00.takeaway()
 
 
-@pytest.mark.parametrize("lab, name, claim", [("04", "epilogue", "epilogue_saving"),
+@pytest.mark.parametrize("lab, name, claim", [("02", "chain", "one_per_thread_is_enough"),
+                                               ("02", "chain", "grid_stride_not_a_launch_saving"),
+                                               ("04", "epilogue", "epilogue_saving"),
                                                ("05", "softmax", "online_second_read"),
                                                ("05", "softmax_shapes", "instructions_pace_the_row")])
 def test_no_claim_sets_a_live_figure_beside_another_gpus_profile(monkeypatch, lab, name, claim):
