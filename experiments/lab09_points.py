@@ -217,8 +217,9 @@ def roofline_points(lab, own: dict | None = None, records_of: Callable[[str], di
         dram = reference.variant_dram_bytes(chosen.lab, chosen.record, chosen.variant, measured["size"])
         points.append(_point(lab, chosen.label, chosen.lab, measured, dram, ceilings_of(record, records_of),
                              record, chosen.counted))
-    for entry in own_rows(own or {}, records_of):
-        dram = reference.variant_dram_bytes(NUMBER, entry["benchmark"], entry["variant"], entry["size"])
+    for entry in own_rows(own or {}, records_of):      # a live run's DRAM bytes only from its own GPU's profile
+        dram = (reference.variant_dram_bytes(NUMBER, entry["benchmark"], entry["variant"], entry["size"])
+                if not entry["live"] or entry["provenance"].get("gpu") == reference.profiled_on(NUMBER) else None)
         name = f"09 {entry['variant']} ({'live' if entry['live'] else 'recorded'})"
         points.append(_point(lab, name, NUMBER, entry, dram, entry["ceilings"], entry,
                              "one multiply per element"))

@@ -316,8 +316,7 @@ def profile_rows_beside(record: dict, lab: str) -> list[dict]:
     """The lab's recorded Nsight Compute rows, to be set beside `record`'s figures. Missing when
     `record` was measured live on another GPU than the rows (a ratio of two GPUs' numbers): the
     claim is then judged on the reference alone (`judge`)."""
-    profiled_on = (((reference.load(lab) or {}).get("profile") or {}).get("provenance") or {}).get("gpu")
-    measured_on = (record.get("provenance") or {}).get("gpu")
+    profiled_on, measured_on = reference.profiled_on(lab), (record.get("provenance") or {}).get("gpu")
     if record.get("live") and measured_on != profiled_on:
         raise Missing(f"the Nsight Compute rows were recorded on the {profiled_on}, the live run on the {measured_on}")
     return reference.profile_rows(lab)

@@ -118,6 +118,11 @@ PROFILES_READ: list[set[str]] = []
 """While a claim is evaluated, the labs whose recorded profile it read (its source names them)."""
 
 
+def profiled_on(lab: str) -> str | None:
+    """The GPU the lab's recorded Nsight Compute rows were measured on (None: no profile)."""
+    return (((load(lab) or {}).get("profile") or {}).get("provenance") or {}).get("gpu")
+
+
 def profile_rows(lab: str) -> list[dict]:
     """The lab's recorded Nsight Compute rows (`kernellab profile`; empty when none)."""
     for reads in PROFILES_READ:

@@ -97,6 +97,11 @@ def test_lab09_recorded_points_join_the_roofline(monkeypatch, tmp_path):
     strided, coalesced = points["09 scale_rows_strided (recorded)"], points["09 scale_rows (recorded)"]
     assert (strided["bytes_kind"], strided["bytes"]) == (experiment.DRAM_BYTES, 4 * requested + 10**8)
     assert (coalesced["bytes_kind"], coalesced["bytes"]) == (experiment.REQUESTED_BYTES, requested)
+    elsewhere = {**record, "live": True, "provenance": {"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-12-07"}}
+    live = {p["name"]: p for p in experiment.roofline_points(target.load("09", "solutions"),
+                                                             own={"scale_rows": elsewhere})}
+    assert live["09 scale_rows_strided (live)"]["bytes_kind"] == experiment.REQUESTED_BYTES, \
+        "a live run on another GPU takes no DRAM bytes from the recorded profile (review 14, 09-1)"
     assert math.isclose(coalesced["flops"], rows * cols, rel_tol=1e-9)
     assert coalesced["ceilings"]["copy_gbps"] == CEILINGS["copy_gbps"]
     assert "09" in experiment.missing_profiles(list(points.values()))
