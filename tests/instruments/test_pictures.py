@@ -521,8 +521,8 @@ def test_the_checker_fails_two_legend_entries_of_one_colour():
 
 
 def test_the_readability_check_sees_small_text_and_a_two_line_title_off_the_canvas():
-    """plots.layout_problems sees single-line texts only (matplotlib draws each line of a longer
-    one without naming it): canvas.small_texts looks at those too."""
+    """Small text, and a title of two lines that leaves the canvas (matplotlib draws each line of a
+    longer text without naming it; plots.drawn_texts finds it all the same)."""
     fig, ((ax,),) = plots.figure(plots.MIN_WIDTH_IN, 4)
     fig.suptitle("a title far too long to fit on a canvas of twelve inches, even at a modest size of font\n"
                  "and its second line", fontsize=24)

@@ -182,7 +182,8 @@ def replay_timelines(n: int | None = None, record: dict | None = None, shown: in
         spans = [{"label": f"kernel {i}", "row": "stream", "kind": "kernel", "start_ms": i * pace,
                   "end_ms": i * pace + row["kernel_ms"], "submit_ms": 0.0 if one_submit and i == 0 else
                   (None if one_submit else i * pace)} for i in range(shown)]
-        return {"source": f"recorded on {gpu}: the medians of data/reference/h200/lab08.json",
+        return {"source": f"recorded on {gpu}: the first repeat of data/reference/h200/lab08.json (each time "
+                          "the median of its samples)",
                 "rows": ["stream"], "spans": spans, "title": label}
     return (chain(row["eager_ms"], f"eager: {shown} of {kernels} launches, n = {row['n']}", False),
             chain(row["graph_ms"], f"replayed graph: the same {shown} kernels", True))

@@ -79,14 +79,10 @@ def picture(draw, data: dict, title: str, caption: str, source: str) -> Picture:
 
 def small_texts(fig) -> list[str]:
     """The drawn texts under MIN_POINTS, and those that leave the canvas, one line each (empty: all
-    readable from the back). Every Text artist, multi-line ones too, which `plots.layout_problems`
-    does not see (matplotlib draws each of their lines without naming the artist)."""
-    from matplotlib.text import Text
-    single = plots.drawn_texts(fig)
-    several = [text for text in fig.findobj(Text) if text.get_visible() and "\n" in text.get_text().strip()]
+    readable from the back), multi-line ones included (`plots.drawn_texts`)."""
     renderer = fig.canvas.get_renderer()
     problems = []
-    for text in single + several:
+    for text in plots.drawn_texts(fig):
         if text.get_fontsize() < MIN_POINTS - 0.05:
             problems.append(f"{text.get_text()!r} at {text.get_fontsize():.1f} pt")
         box = text.get_window_extent(renderer)
