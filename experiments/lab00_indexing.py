@@ -238,7 +238,7 @@ CLAIMS = [
     Claim("grid_2_4x_sms",
           "A grid-stride grid of 2x and 4x the SM count, in blocks of 256, reaches {at2:.0f}% and {at4:.0f}% of the copy "
           "ceiling (medians of {repeats} repeats; 4x: {at4_lo:.1f}-{at4_hi:.1f}%), the best grid ({best_k}x "
-          "SMs) {best:.0f}%. At 4x SMs a memory-bound kernel gets {at4_of_best:.0f}% of the best grid's "
+          "SMs) {best:.0f}%. At 4x SMs in blocks of 256 this memory-bound kernel gets {at4_of_best:.0f}% of the best grid's "
           "speed: the article's advice {verdict}.",
           headline="the article's grid of 2-4x SMs, in blocks of 256: {at2:.0f}% and {at4:.0f}% of copy, the best grid "
                    "({best_k}x SMs) {best:.0f}%: the advice {verdict}",

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import statistics
 
-from kernellab.course import protocol, reference
-from kernellab.course.claims import (Claim, Missing, course_solution, need, repeats_ms, repeats_of, row,
-                                     says, target, typical_ms)
+from kernellab.course import protocol
+from kernellab.course.claims import (Claim, Missing, course_solution, need, profile_rows_beside, repeats_ms,
+                                     repeats_of, row, says, target, typical_ms)
 
 from experiments.lab01_measure import typical_record
 from experiments.lab03_constants import (BLOCK, GAIN_THAT_PAYS, KERNEL_PACE, KERNELS, LAUNCHES, NUMBER,
@@ -168,7 +168,10 @@ def _argument_values(records):
         raise Missing(f"launcher_prep was timed at {need(records, 'launcher_prep', 'size'):,} elements, "
                       f"the tasks' smallest size is {n:,}")
     need(records, "launcher_prep", "variants", "horizontal")
-    per_array, _ = protocol.experiment("01").per_array_us(need(records, "lab01"))
+    lab01 = need(records, "lab01")
+    if need(records, "tasks").get("live") and not any(isinstance(r, dict) and r.get("live") for r in lab01.values()):
+        raise Missing("the live launches would lose Lab 01's cost per array recorded on another machine")
+    per_array, _ = protocol.experiment("01").per_array_us(lab01)
     extra = MERGED_ARRAYS - SCALE_ARRAYS
     python, over_launch, rest, prep = [], [], [], []
     for each in _each_repeat(records, "tasks", "host_launch", "launcher_prep"):
@@ -271,7 +274,7 @@ def _in_flight_values(records):
     if missing:
         raise Missing(f"tasks_gpu has no {', '.join(missing)} (recorded before them, or a student release)")
     pct = {v: _pct_of_copy(records, v, n) for v in wanted}
-    profiled = [r for r in reference.profile_rows(NUMBER) if r["benchmark"] == "tasks" and r["size"] == n
+    profiled = [r for r in profile_rows_beside(tasks_gpu, NUMBER) if r["benchmark"] == "tasks" and r["size"] == n
                 and r["variant"] == "horizontal"]
     if not profiled:
         raise Missing("no Nsight Compute row of the merged kernel (`kernellab profile 03` records it)")
@@ -285,7 +288,7 @@ def _profiled_kernels_values(records):
     """The recorded Nsight Compute rows of the merged and the four kernels (each kernel alone,
     caches flushed), beside the whole calls of the same size."""
     tasks = need(records, "tasks")
-    profiled = [r for r in reference.profile_rows(NUMBER)
+    profiled = [r for r in profile_rows_beside(tasks, NUMBER)
                 if r["benchmark"] == "tasks" and r["variant"] in ("separate", "horizontal")]
     if not profiled:
         raise Missing("no Nsight Compute rows of tasks (`kernellab profile 03` on a GPU records them)")

@@ -376,7 +376,7 @@ def _steps_values(records):
     tflops = {name: row(matmul, name, n)["gflops"] / 1e3 for name in chain}
     steps = {after: tflops[after] / tflops[before] - 1 for before, after in zip(chain, chain[1:])}
     largest = max(steps, key=steps.get)
-    double = [r for r in reference.profile_rows("04") if r["benchmark"] == "matmul" and r["size"] == n
+    double = [r for r in profile_rows_beside(matmul, "04") if r["benchmark"] == "matmul" and r["size"] == n
               and r["variant"] == "bk16_double_buffered" and r.get("registers_per_thread")]
     if not double:
         raise Missing("no Nsight Compute row of bk16_double_buffered (`kernellab profile 04`)")
@@ -436,7 +436,7 @@ def _naive_values(records):
     """The naive kernel's loads against the DRAM bytes Nsight Compute measured for it."""
     matmul = need(records, "matmul")
     n = headline(matmul)
-    found = [r for r in reference.profile_rows("04") if r["benchmark"] == "matmul" and r["variant"] == "naive"
+    found = [r for r in profile_rows_beside(matmul, "04") if r["benchmark"] == "matmul" and r["variant"] == "naive"
              and r["size"] == n]
     if not found:
         raise Missing("no Nsight Compute row of the naive kernel (`kernellab profile 04`)")

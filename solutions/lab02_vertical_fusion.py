@@ -1,8 +1,9 @@
 """Lab 02: vertical fusion.
 
 The lesson: fusing a chain of elementwise ops into one kernel keeps its intermediates in
-registers, and a memory-bound chain's time follows the bytes it moves, so fusing pays about the
-ratio of the bytes, which a ledger counts before anything is timed (notebooks/02_vertical_fusion.ipynb).
+registers, and a memory-bound chain's time follows the bytes it moves, so the ratio of the bytes,
+which a ledger counts before anything is timed, is a first estimate of what fusing pays
+(notebooks/02_vertical_fusion.ipynb).
 Dropout comes two ways: a given keep-mask (1 byte read per element) or a counter-based generator
 that recomputes the mask from (seed, index) in the kernel (0 bytes).
 

@@ -224,6 +224,7 @@ def test_lab00s_bytes_in_flight_reads_one_gpu_when_the_live_sweep_ran_on_another
 
 @pytest.mark.parametrize("lab, name, claim", [("02", "chain", "one_per_thread_is_enough"),
                                                ("02", "chain", "grid_stride_not_a_launch_saving"),
+                                               ("03", "tasks", "merged_call_cost"),
                                                ("04", "epilogue", "epilogue_saving"),
                                                ("05", "softmax", "online_second_read"),
                                                ("05", "softmax_shapes", "instructions_pace_the_row")])
