@@ -243,8 +243,8 @@ CLAIMS = [
           headline="the article's grid of 2-4x SMs, in blocks of 256: {at2:.0f}% and {at4:.0f}% of copy, the best grid "
                    "({best_k}x SMs) {best:.0f}%: the advice {verdict}",
           values=_grid_values,
-          checks=(says("verdict", "at4_of_best", "<", 90, "leaves bandwidth unused",
-                       "comes within a tenth of the best grid"),),
+          checks=(says("verdict", "at4_of_best", "<", 90, "leaves bandwidth unused in blocks of 256",
+                       "comes within a tenth of the best grid in blocks of 256"),),
           article="grid"),
     Claim("full_sm_levels_off",
           "From 8 blocks of 256 threads per SM on (every thread slot of every SM filled), the grid size "
