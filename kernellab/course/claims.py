@@ -290,15 +290,20 @@ def take_away(lab: str, lines) -> str:
     """A notebook's last cell: "What to take away", then `lines`, format strings of the lab's claims'
     values and words ("{claim[value]}", "{claim[slot]}"), from the records they read (live where this
     process measured them, the reference otherwise); awaiting data where one awaits it."""
-    said, sources = {}, set()
+    said, sources, read = {}, set(), {}
     for claim in claims_of(lab):
         if any(f"{{{claim.name}[" in line for line in lines):
             verdict = judge(claim, lab)[0]
             if verdict.true is None:
                 return f"What to take away: awaiting data ({verdict.missing})"
             said[claim.name] = {**verdict.values, **words_of(claim, verdict.values)}
-            sources.update(verdict.source.split("; "))
-    return "\n".join(("What to take away", *(f"  {k}. {line.format(**said)}" for k, line in enumerate(lines, 1)),
+            read[claim.name] = verdict.source.split("; ")
+            sources.update(read[claim.name])
+
+    def labelled(line: str) -> str:      # in a live run, a line read from a recording names it
+        label = recorded_label([part for name, parts in read.items() if f"{{{name}[" in line for part in parts])
+        return f"{line.format(**said)} ({label})" if label else line.format(**said)
+    return "\n".join(("What to take away", *(f"  {k}. {labelled(line)}" for k, line in enumerate(lines, 1)),
                       f"  ({recorded_between(sorted(sources))})"))
 
 
@@ -513,13 +518,21 @@ def headline(verdict: Verdict) -> str:
     GPU it was recorded on (its detail has the full source), so that live and recorded lines
     side by side cannot be taken for one run."""
     text = verdict.short()
-    if verdict.true is None or not reference.LIVE or verdict.source == "live":
+    label = recorded_label(verdict.source.split("; ")) if verdict.true is not None else ""
+    if not label:
         return text
-    recorded = sorted({part.split(" reference")[0].removeprefix("NVIDIA ") + " reference"
-                       for part in verdict.source.split("; ") if " reference" in part})
     first, _, rest = text.partition("\n")
-    return f"{first} ({', '.join(recorded)}{'; partly live' if 'live' in verdict.source.split('; ') else ''})" \
-        + (f"\n{rest}" if rest else "")
+    return f"{first} ({label})" + (f"\n{rest}" if rest else "")
+
+
+def recorded_label(sources: list[str]) -> str:
+    """In a live run, the recordings among `sources` as short labels ("H200 reference", "; partly live"
+    where some are live); "" where none is a recording or nothing in this process was measured live."""
+    recorded = sorted({part.split(" reference")[0].removeprefix("NVIDIA ") + " reference"
+                       for part in sources if " reference" in part})
+    if not reference.LIVE or not recorded:
+        return ""
+    return ", ".join(recorded) + ("; partly live" if "live" in sources else "")
 
 
 def compare_prediction(prediction, lab: str, claim: str, key: str, what: str, unit: str = "",

@@ -252,6 +252,9 @@ def test_a_collapsed_headline_names_its_recording_in_a_live_run(monkeypatch):
     assert claims.headline(dataclasses.replace(verdict, source="live")) == verdict.short()
     mixed = dataclasses.replace(verdict, source="live; " + verdict.source)
     assert claims.headline(mixed).endswith("(H200 reference; partly live)")
+    monkeypatch.setattr(reference, "LIVE", {"09": {"scale_rows": {"live": True}}})   # a live run, elsewhere
+    line = claims.take_away("00", ["{more_resident_threads[mb128]:.2f} MB"]).splitlines()[1]
+    assert line.endswith("MB (H200 reference)"), line     # review 16: a take-away line names its recording too
 
 
 def test_a_take_away_line_prints_its_claims_values_and_the_words_their_comparisons_chose():
