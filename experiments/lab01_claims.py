@@ -243,7 +243,7 @@ CLAIMS = [
           headline="under cProfile a launch costs {profiled_ratio:.1f}x as much (the median of the repeats' own "
                    "ratios, {ratio_lo:.1f}-{ratio_hi:.1f}x): {slowed}",
           values=_profile_values,
-          checks=(says("slowed", "profiled_ratio", ">", 1.5, "read the profile's shares, not its microseconds",
+          checks=(says("slowed", "profiled_ratio", ">", 1.5, "read it for the calls a launch makes, not for time",
                        "its microseconds are close to an unprofiled launch's"),),
           explains="cProfile runs a hook at every Python call and return, and a Numba launch is dozens of "
                    "small Python calls (the profile's functions_seen)"),
