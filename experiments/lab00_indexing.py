@@ -316,7 +316,7 @@ def takeaway() -> str:
     flight, _ = claims.figures_of(NUMBER, ["more_resident_threads"])   # the reference's, off its GPU
     return "\n".join([
         f"What to take away (key figure: a grid of 4 blocks per SM reaches {grid['at4']:.0f}% of the copy "
-        f"ceiling, every thread slot filled {grid['best']:.0f}%)",
+        f"ceiling, the best grid ({grid['best_k']}x SMs) {grid['best']:.0f}%)",
         "- A thread finds its element from its block's index and its own; a guard idles the threads past the end.",
         "- A warp's 32 threads should touch neighbouring addresses: then the access is coalesced.",
         f"- A memory-bound kernel needs bytes in flight: about {flight['needed']:.2f} MB (an estimate) to read at "
