@@ -247,9 +247,10 @@ CLAIMS = [
                        "comes within a tenth of the best grid in blocks of 256"),),
           article="grid"),
     Claim("full_sm_levels_off",
-          "From 8 blocks of 256 threads per SM on (every thread slot of every SM filled), the grid size "
+          "From 8 blocks of 256 threads per SM on (2,048 threads, at least as many as an SM holds: every thread "
+          "slot filled), the grid size "
           "{levels}: {lo:.1f}-{hi:.1f}% of copy from 8x to 64x SMs, {spread:.1f} points apart.",
-          headline="from 8 blocks of 256 per SM on (every thread slot filled), the grid size {levels}",
+          headline="from 8 blocks of 256 per SM on (at least as many threads as an SM holds), the grid size {levels}",
           values=_grid_values,
           checks=(says("levels", "spread", "<", 5, "stops mattering", "still matters"),)),
     Claim("one_thread_per_element",
