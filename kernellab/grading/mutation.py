@@ -121,10 +121,13 @@ def prepare(lab: str, shards: int, seed: int, limit: int | None, scratch: Path) 
                    capture_output=True)
     copies = [first] + [shutil.copytree(first, scratch / f"lab{lab}-{shard}") for shard in range(1, shards)]
     inside = stub_lines(first / "solutions" / f"{name}.py", first / "labs" / f"{name}.py")
+    with use_db(str(first / "mutants.sqlite"), WorkDB.Mode.open) as db:   # the copies hold the same items
+        items = list(db.pending_work_items)
+    dealt = shard_of(items, inside, shards, limit)
     for shard, copy in enumerate(copies):
+        mine = set(dealt[shard])
         with use_db(str(copy / "mutants.sqlite"), WorkDB.Mode.open) as db:
-            mine = set(shard_of(list(db.pending_work_items), inside, shards, limit)[shard])
-            for item in list(db.pending_work_items):
+            for item in items:
                 if item.job_id not in mine:
                     db.set_result(item.job_id, WorkResult(
                         worker_outcome=WorkerOutcome.SKIPPED,
