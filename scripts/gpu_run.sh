@@ -23,6 +23,7 @@
 #              reported: cuda-python probes driver entry points with cuGetProcAddress, and each probe
 #              for one the driver lacks is an INVALID_VALUE the sanitizer would count (34 on
 #              2026-12-02, none of them a memory error)
+# MUTANT_JOBS (default 6) sets the mutants graded at once in each mode.
 # MUTANT_MODES=gpu grades the hand-written mutants on the GPU only (logs/mutants-gpu.tsv), for a
 # simulator half run elsewhere (the same function with sim): device time goes to the GPU's half.
 # LABS="02 05" limits grade/tour/bench/profile to those labs. Carry the wheels of
@@ -99,12 +100,12 @@ profile_all() {
 mutant_scores() {   # MODE: one line per mutant (lab, what, bug or valid, the first test it lost or
                     # "full"; grading stops at the first lost point, so a kill is the score), written
                     # lab by lab so that a call stopped at its limit keeps the labs it finished
-  KERNELLAB_DEVICE=$1 python3 - "${SEED:-1}" $labs <<'PY'
+  KERNELLAB_DEVICE=$1 python3 - "${SEED:-1}" "${MUTANT_JOBS:-6}" $labs <<'PY'
 import sys
 from kernellab.course import target
 from kernellab.grading import mutants
-for number in sys.argv[2:] or sorted(target.labs()):
-    verdicts = mutants.run([number], jobs=6, seeds=1, first_seed=int(sys.argv[1]),
+for number in sys.argv[3:] or sorted(target.labs()):
+    verdicts = mutants.run([number], jobs=int(sys.argv[2]), seeds=1, first_seed=int(sys.argv[1]),
                            out=lambda line: print(line, file=sys.stderr))
     for lab, found in verdicts.items():
         for v in found:
