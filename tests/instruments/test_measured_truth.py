@@ -390,3 +390,13 @@ def test_a_samples_settling_calls_run_inside_its_context_before_its_clock(monkey
     assert spread["transient"].samples_ms == pytest.approx((0.601,) * 4)     # 6 ms over 10 calls
     assert settled["transient"].samples_ms == pytest.approx((0.001,) * 4)
     assert spread["transient"].settle_ms == () and settled["transient"].settle_ms == pytest.approx((6.005,) * 4)
+
+
+def test_where_eager_gaps_fall_under_5_percent_is_said_in_every_case():
+    """Under 5% from a length on, from the shortest, or nowhere: never 'between 40 and nan us'."""
+    from experiments.lab08_claims import _eager_under_5pct
+    rows = [{"kernel_ms": ms} for ms in (0.005, 0.040, 0.159)]
+    assert _eager_under_5pct(rows, rows[2:]) == ("somewhere between 40 and 159 us kernels "
+                                                 "(the sweep has no length between)")
+    assert _eager_under_5pct(rows, rows) == "at every length every repeat resolves, from 5 us"
+    assert _eager_under_5pct(rows, []) == "at none of the lengths every repeat resolves, up to 159 us"
