@@ -137,6 +137,9 @@ def test_roofline_point(lab, rng):
             assert_point(lab.roofline_point(flops, nbytes, seconds, ceilings),
                          expected_point(flops, nbytes, seconds, ceilings),
                          f"roofline_point({flops:.3g}, {nbytes}, {seconds:.3g})")
+    flops, seconds = int(rng.integers(3, 1000)), float(rng.uniform(1.1, 2.9))   # a few FLOP/s: a real number
+    assert_point(lab.roofline_point(flops, 4096, seconds, ceilings), expected_point(flops, 4096, seconds, ceilings),
+                 f"roofline_point({flops}, 4096, {seconds!r}), attained a real number")
     for bad_seconds in (0.0, -1e-3):
         with pytest.raises(ValueError):
             lab.roofline_point(1e9, 1e6, bad_seconds, ceilings)
