@@ -38,6 +38,8 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
             '.add("row_exp_sum", "row_sum", writes=rows, temporary=True)',
             '.add("normalize", "x", reads=n).add("normalize", "row_max", reads=rows * block, temporary=True)',
             '.add("normalize", "row_sum", reads=rows * block, temporary=True)',
+            '.add("row_mean", "x", reads=n).add("row_mean", "mean", writes=rows, temporary=True)',
+            '.add("row_rstd", "x", reads=n).add("row_rstd", "mean", reads=rows * block, temporary=True)',
             '.add("row_rstd", "rstd", writes=rows, temporary=True)',
             '.add("normalize", "x", reads=n).add("normalize", "mean", reads=rows * block, temporary=True)',
             '.add("normalize", "rstd", reads=rows * block, temporary=True))',
