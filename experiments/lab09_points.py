@@ -318,13 +318,15 @@ def load_width(row: dict) -> int:
     return VECTOR_LOADS.get(row["kernel"], FLOAT32)
 
 
-def diagnose(row: dict) -> list[str]:
-    """What the four metrics of a profile row say about why the kernel is slow, one line each."""
+def diagnose(row: dict, profiled_on: str | None = None) -> list[str]:
+    """What the four metrics of a profile row say about why the kernel is slow, one line each; the
+    first names the GPU that Nsight Compute profiled, where `profiled_on` gives it."""
     dram, sm = row["dram_throughput_pct"], row["sm_throughput_pct"]
     sectors, occupancy = row["l1_sectors_per_request"], row["achieved_occupancy_pct"]
     width = load_width(row)
     ideal = traffic.ideal_sectors(width)
-    lines = [f"{row['kernel']}: DRAM {dram:.0f}% of peak, SM {sm:.0f}%, achieved occupancy "
+    where = f" (Nsight Compute on the {profiled_on})" if profiled_on else ""
+    lines = [f"{row['kernel']}{where}: DRAM {dram:.0f}% of peak, SM {sm:.0f}%, achieved occupancy "
              f"{occupancy:.0f}%, {sectors:.1f} sectors per load request (ideal {ideal:g} for "
              f"{width}-byte loads), {row['registers_per_thread']} registers"]
     if dram >= BUSY_PCT:
