@@ -40,6 +40,20 @@ def flat(text: str) -> str:
     return " ".join(line.strip().removeprefix("#").strip() for line in text.splitlines()).strip()
 
 
+def raises_stub(function: ast.FunctionDef, own_body_only: bool = False) -> bool:
+    """Whether `function` raises NotImplementedError: anywhere in it, or with `own_body_only`, not
+    inside a function nested in it (Lab 05's fused_kernels is given code that holds a stub kernel)."""
+    pending = list(function.body)
+    while pending:
+        node = pending.pop()
+        if own_body_only and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Raise) and node.exc is not None and STUB_CALL in ast.unparse(node.exc):
+            return True
+        pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
 def stubs(starter: Path) -> dict[str, str]:
     """Each stub of a starter file (a function whose body raises NotImplementedError), with what it
     states: its docstring and the comments inside it, flattened."""
@@ -47,11 +61,7 @@ def stubs(starter: Path) -> dict[str, str]:
     lines = source.splitlines()
     found = {}
     for node in ast.walk(target.parse_source(source)):
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        raises = [n for n in ast.walk(node) if isinstance(n, ast.Raise) and n.exc is not None
-                  and STUB_CALL in ast.unparse(n.exc)]
-        if not raises:
+        if not isinstance(node, ast.FunctionDef) or not raises_stub(node):
             continue
         body = lines[node.lineno: node.end_lineno]          # after the def line: comments are no nodes
         comments = [line.split("#", 1)[1] for line in body if line.strip().startswith("#")]

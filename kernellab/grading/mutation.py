@@ -63,7 +63,7 @@ def stub_lines(solution: Path, starter: Path) -> set[int]:
     starter_tree = target.parse_source(starter.read_text(), str(starter))
     stated = contract.stubs(starter)
     names = {node.name for node in ast.walk(starter_tree) if isinstance(node, ast.FunctionDef)
-             and node.name in stated and raises_itself(node)}
+             and node.name in stated and contract.raises_stub(node, own_body_only=True)}
     lines = set()
     for node in ast.walk(target.parse_source(solution.read_text(), str(solution))):
         if isinstance(node, ast.FunctionDef) and node.name in names:
@@ -71,21 +71,6 @@ def stub_lines(solution: Path, starter: Path) -> set[int]:
             for statement in body:
                 lines.update(range(statement.lineno, (statement.end_lineno or statement.lineno) + 1))
     return lines
-
-
-def raises_itself(function) -> bool:
-    """Whether the starter's `function` raises NotImplementedError in its own body: a given function
-    that holds a stub kernel (Lab 05's fused_kernels) is given code around it, not the student's."""
-    import ast
-    pending = list(function.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, ast.Raise) and node.exc is not None and contract.STUB_CALL in ast.unparse(node.exc):
-            return True
-        pending.extend(ast.iter_child_nodes(node))
-    return False
 
 
 def equivalents(lab: str) -> dict[tuple[str, str], str]:
