@@ -101,3 +101,24 @@ def test_the_shards_grade_every_mutant_of_the_stubs_once(tmp_path):
     with use_db(str(every / "mutants.sqlite"), WorkDB.Mode.open) as db:
         expected = sorted(key(item) for item in db.pending_work_items)
     assert sorted(dealt) == expected and len(set(dealt)) == len(dealt) > 0
+
+
+def test_on_a_gpu_the_simulator_tests_run_in_a_simulator_child(tmp_path):
+    """`kernellab grade` on a GPU runs the tests marked `simulator` in a simulator child; a plain
+    pytest on a GPU skips them, so the GPU's mutation verdicts would miss every bug only they catch
+    (the first GPU run, 2026-12-07: 23 of Lab 00's 51 mutants survived). The command runs both halves,
+    and a lab with no test marked so (pytest's exit 5) still passes."""
+    import shlex
+    import subprocess
+    tests = tmp_path / "test_x.py"
+    tests.write_text("import pytest\n\n@pytest.mark.points(1)\ndef test_plain():\n    pass\n")
+    command = mutation.test_command(tests, 7, "gpu")
+    assert mutation.test_command(tests, 7, "sim").endswith("--seed 7 -m points")
+    argv = shlex.split(command)
+    assert argv[:2] == ["sh", "-c"] and "KERNELLAB_DEVICE=sim" in argv[2] and '-m "points and simulator"' in argv[2]
+    # the GPU half swapped for a command that passes: the simulator half selects nothing, exit 5 -> 0
+    halves = argv[2].split(" && ", 1)
+    shell = subprocess.run(["sh", "-c", "true && " + halves[1]], cwd=target.ROOT, capture_output=True, text=True)
+    assert shell.returncode == 0, shell.stdout + shell.stderr
+    failing = subprocess.run(["sh", "-c", "false && " + halves[1]], capture_output=True)
+    assert failing.returncode != 0
