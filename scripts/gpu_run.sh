@@ -16,8 +16,10 @@
 #              (SEED, default 1): logs/mutants.tsv has both verdicts per mutant (killed by which
 #              test, or full marks); they must agree
 #   mutation   the automatic mutants (cosmic-ray, kernellab.grading.mutation) graded on the GPU on
-#              seed 1, each lab's verdicts compared with its committed simulator report in docs/mutation
-#              (exit 1 where a mutant's verdict differs); reports in OUTDIR/mutation
+#              seed 1 as kernellab grade grades there (the tests marked simulator in a simulator child),
+#              each lab's verdicts compared with its committed simulator report in docs/mutation
+#              (exit 1 where a mutant's verdict differs); reports in OUTDIR/mutation. On an H100
+#              (2026-12-07) 7 labs' 601 mutants took 500 s at JOBS=10 beside the mutants stage
 #   sanitize   the solutions' GPU tests under compute-sanitizer memcheck (out-of-bounds accesses)
 #              and racecheck (shared-memory hazards): each must report no error. API errors are not
 #              reported: cuda-python probes driver entry points with cuGetProcAddress, and each probe
