@@ -19,7 +19,8 @@
 #              seed 1 as kernellab grade grades there (the tests marked simulator in a simulator child),
 #              each lab's verdicts compared with its committed simulator report in docs/mutation
 #              (exit 1 where a mutant's verdict differs); reports in OUTDIR/mutation. On an H100
-#              (2026-12-07) 7 labs' 601 mutants took 500 s at JOBS=10 beside the mutants stage
+#              (2026-12-07) 8 labs' 627 mutants took 500 s at JOBS=10 beside the mutants stage, before
+#              the simulator child was added (which costs more: plan a call per 2-3 labs)
 #   sanitize   the solutions' GPU tests under compute-sanitizer memcheck (out-of-bounds accesses)
 #              and racecheck (shared-memory hazards): each must report no error. API errors are not
 #              reported: cuda-python probes driver entry points with cuGetProcAddress, and each probe
