@@ -42,6 +42,7 @@ class Mutant:
 class Verdict:
     mutant: Mutant
     lost: dict           # seed -> the first test that lost points ("" when every test passed)
+    why: dict = dataclasses.field(default_factory=dict)   # seed -> that test's first line of feedback
 
     @property
     def killed(self) -> bool:
@@ -61,8 +62,8 @@ class Verdict:
         """What went wrong, for the summary: the seeds that let a bug through, or that failed an
         alternative, and by which test."""
         if self.mutant.valid:
-            failed = {s: t for s, t in self.lost.items() if t}
-            return f"{self.mutant.what} (lost {', '.join(f'{t} on seed {s}' for s, t in failed.items())})"
+            failed = {s: t for s, t in self.lost.items() if t}   # a valid file that lost says why
+            return f"{self.mutant.what} (lost {', '.join(f'{t} on seed {s}' + (f': {self.why[s]}' if self.why.get(s) else '') for s, t in failed.items())})"
         escaped = [str(s) for s, t in self.lost.items() if not t]
         return f"{self.mutant.what} (escapes seed {', '.join(escaped)})"
 
@@ -97,8 +98,9 @@ def mutated_source(mutant: Mutant) -> str:
     return source.replace(mutant.old, mutant.new)
 
 
-def first_lost(mutant: Mutant, graded: dict, seed: int, timeout: float) -> str:
-    """Grade the mutated solution on one seed; the first test that lost points, or ""."""
+def first_lost(mutant: Mutant, graded: dict, seed: int, timeout: float) -> tuple[str, str]:
+    """Grade the mutated solution on one seed; the first test that lost points and the first line of
+    its feedback (the error's own), or ("", "")."""
     with tempfile.TemporaryDirectory(prefix="kernellab-mutant-") as tmp:
         labs_dir = Path(tmp) / "labs"
         labs_dir.mkdir()
@@ -109,18 +111,22 @@ def first_lost(mutant: Mutant, graded: dict, seed: int, timeout: float) -> str:
         if all(o["outcome"] == "passed" for o in run.outcomes.values()):
             runner.check_compiles([run])   # only here: compiling every kernel of every mutant costs minutes
     failed = [n for n, o in run.outcomes.items() if o["outcome"] != "passed"]
-    return failed[0].split("::")[-1] if failed else ""
+    if not failed:
+        return "", ""
+    output = run.outcomes[failed[0]]["output"]
+    lines = [line.strip() for line in (output if isinstance(output, list) else str(output).splitlines()) if line.strip()]
+    return failed[0].split("::")[-1], (lines[0][:300] if lines else "")
 
 
 def judge(mutant: Mutant, graded: dict, seeds, timeout: float = 60.0) -> Verdict:
     """Grade a mutant on each seed, stopping at the first seed that already decides it: a bug
     that escapes one seed is not killed, an alternative that loses a point has failed."""
-    lost = {}
+    lost, why = {}, {}
     for seed in seeds:
-        lost[seed] = first_lost(mutant, graded, seed, timeout)
+        lost[seed], why[seed] = first_lost(mutant, graded, seed, timeout)
         if bool(lost[seed]) == mutant.valid:
             break
-    return Verdict(mutant, lost)
+    return Verdict(mutant, lost, why)
 
 
 def run(labs=None, jobs: int = 2, seeds: int = DEFAULT_SEEDS, first_seed: int | None = None,

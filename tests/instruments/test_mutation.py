@@ -28,6 +28,7 @@ def test_a_bug_is_killed_on_every_seed_and_an_alternative_passes(tmp_path):
                                valid=True)
     killed = mutants.judge(bug, graded, seeds=(5, 6))
     assert killed.killed and killed.as_expected and list(killed.lost) == [5, 6]
+    assert all(why.startswith("[call] ") for why in killed.why.values()), killed.why   # the error, not the seed note
     passed = mutants.judge(harmless, graded, seeds=(5,))
     assert passed.passed and passed.as_expected
 
@@ -41,6 +42,8 @@ def test_a_bug_that_escapes_one_seed_is_not_killed():
                                    {1: "", 2: "test_axpb_matches_numpy"})
     assert not alternative.as_expected
     assert alternative.describe() == "valid (lost test_axpb_matches_numpy on seed 2)"
+    said = mutants.Verdict(alternative.mutant, {1: "test_x"}, {1: "[call] AssertionError: out[3] = nan"})
+    assert said.describe() == "valid (lost test_x on seed 1: [call] AssertionError: out[3] = nan)"
 
 
 def test_a_mutant_whose_text_is_gone_is_a_clear_error():
