@@ -62,8 +62,9 @@ class Verdict:
         """What went wrong, for the summary: the seeds that let a bug through, or that failed an
         alternative, and by which test."""
         if self.mutant.valid:
-            failed = {s: t for s, t in self.lost.items() if t}   # a valid file that lost says why
-            return f"{self.mutant.what} (lost {', '.join(f'{t} on seed {s}' + (f': {self.why[s]}' if self.why.get(s) else '') for s, t in failed.items())})"
+            lost = ", ".join(f"{test} on seed {seed}" + (f": {self.why[seed]}" if self.why.get(seed) else "")
+                             for seed, test in self.lost.items() if test)   # a valid file that lost says why
+            return f"{self.mutant.what} (lost {lost})"
         escaped = [str(s) for s, t in self.lost.items() if not t]
         return f"{self.mutant.what} (escapes seed {', '.join(escaped)})"
 
@@ -113,8 +114,7 @@ def first_lost(mutant: Mutant, graded: dict, seed: int, timeout: float) -> tuple
     failed = [n for n, o in run.outcomes.items() if o["outcome"] != "passed"]
     if not failed:
         return "", ""
-    output = run.outcomes[failed[0]]["output"]
-    lines = [line.strip() for line in (output if isinstance(output, list) else str(output).splitlines()) if line.strip()]
+    lines = [line.strip() for line in run.outcomes[failed[0]]["output"].splitlines() if line.strip()]
     return failed[0].split("::")[-1], (lines[0][:300] if lines else "")
 
 
