@@ -23,6 +23,7 @@ import argparse
 import collections
 import concurrent.futures
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -84,8 +85,10 @@ def equivalents(lab: str) -> dict[tuple[str, str], str]:
 
 
 def config_text(module: str, command: str) -> str:
-    return (f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = {TIMEOUT_S}\nexcluded-modules = []\n'
-            f'test-command = "{command}"\n\n[cosmic-ray.distributor]\nname = "local"\n')
+    """cosmic-ray's configuration. The strings are written as JSON writes them, which TOML reads as
+    basic strings: the GPU's test command holds quotes."""
+    return (f'[cosmic-ray]\nmodule-path = {json.dumps(module)}\ntimeout = {TIMEOUT_S}\nexcluded-modules = []\n'
+            f'test-command = {json.dumps(command)}\n\n[cosmic-ray.distributor]\nname = "local"\n')
 
 
 def test_command(tests: Path, seed: int, device: str) -> str:
@@ -97,6 +100,10 @@ def test_command(tests: Path, seed: int, device: str) -> str:
         return f"{pytest} -m points"
     return (f"sh -c '{pytest} -m points && {{ KERNELLAB_DEVICE=sim {pytest} -m \"points and simulator\"; "
             f"code=$?; [ $code = 0 ] || [ $code = 5 ]; }}'")
+
+
+class MutationSetupError(RuntimeError):
+    """cosmic-ray could not set a lab up: one line, with what it said."""
 
 
 def prepare(lab: str, shards: int, seed: int, limit: int | None, scratch: Path, device: str = "sim") -> list[Path]:
@@ -111,8 +118,11 @@ def prepare(lab: str, shards: int, seed: int, limit: int | None, scratch: Path, 
         (shutil.copytree if source.is_dir() else shutil.copy)(source, first / part)
     tests = next((first / "tests" / "labs").glob(f"test_lab{lab}_*.py")).relative_to(first)
     (first / "cosmic-ray.toml").write_text(config_text(f"solutions/{name}.py", test_command(tests, seed, device)))
-    subprocess.run([*COSMIC_RAY, "init", "cosmic-ray.toml", "mutants.sqlite"], cwd=first, check=True,
-                   capture_output=True)
+    init = subprocess.run([*COSMIC_RAY, "init", "cosmic-ray.toml", "mutants.sqlite"], cwd=first,
+                          capture_output=True, text=True)
+    if init.returncode != 0:
+        said = (init.stderr.strip() or init.stdout.strip() or "no output").splitlines()[-1]
+        raise MutationSetupError(f"cosmic-ray init failed for lab {lab} (exit {init.returncode}): {said}")
     copies = [first] + [shutil.copytree(first, scratch / f"lab{lab}-{shard}") for shard in range(1, shards)]
     inside = stub_lines(first / "solutions" / f"{name}.py", first / "labs" / f"{name}.py")
     with use_db(str(first / "mutants.sqlite"), WorkDB.Mode.open) as db:   # the copies hold the same items
@@ -242,7 +252,11 @@ def main(argv=None) -> int:
     labs = args.labs or sorted(target.labs())
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kernellab-mutation-") as tmp:
-        copies = {lab: prepare(lab, args.shards, args.seed, args.limit, Path(tmp), args.device) for lab in labs}
+        try:
+            copies = {lab: prepare(lab, args.shards, args.seed, args.limit, Path(tmp), args.device) for lab in labs}
+        except MutationSetupError as error:
+            print(f"kernellab mutation: {error}", file=sys.stderr)
+            return 2
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:   # every lab's shards in one pool
             running = {lab: [pool.submit(run_shard, copy, args.device) for copy in shards]
                        for lab, shards in copies.items()}

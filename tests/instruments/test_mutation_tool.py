@@ -122,3 +122,13 @@ def test_on_a_gpu_the_simulator_tests_run_in_a_simulator_child(tmp_path):
     assert shell.returncode == 0, shell.stdout + shell.stderr
     failing = subprocess.run(["sh", "-c", "false && " + halves[1]], capture_output=True)
     assert failing.returncode != 0
+
+
+def test_the_gpu_command_survives_cosmic_rays_configuration(tmp_path):
+    """The GPU's command holds quotes: written into cosmic-ray.toml, it reads back whole (the first
+    run of it on an H100, 2026-12-07, stopped at `cosmic-ray init` with a TOML error)."""
+    from cosmic_ray.config import load_config
+    command = mutation.test_command(tmp_path / "test_x.py", 7, "gpu")
+    config = tmp_path / "cosmic-ray.toml"
+    config.write_text(mutation.config_text("solutions/lab00_indexing.py", command))
+    assert load_config(str(config))["test-command"] == command
