@@ -241,6 +241,14 @@ def test_parse_ptxas_log():
         ptxas.parse_ptxas_log(LTO_LOG, "other")
 
 
+def test_the_compile_child_links_with_cudas_jit_cache_off(monkeypatch):
+    """A link that CUDA's JIT cache answers prints no ptxas figures: on an H100 the child found none
+    for a kernel the GPU had compiled under the same HOME (so valid Lab 06 files lost 4 points in
+    the mutants' runs, which share a HOME), and found them with the cache off."""
+    monkeypatch.setenv("CUDA_CACHE_DISABLE", "0")
+    assert ptxas._child_env()["CUDA_CACHE_DISABLE"] == "1"
+
+
 def test_kernels_of_one_factory_are_told_apart_by_what_they_closed_over():
     """Two kernels a factory builds share their name; the constants they closed over (block
     sizes, trip counts) make them different compiles (a cache keyed on the name alone gave the
