@@ -14,16 +14,17 @@
 #   profile    `kernellab profile LAB` for every lab (Nsight Compute, clock control off)
 #   mutants    every mutant and alternative graded on the GPU and in the simulator on one seed
 #              (SEED, default 1): logs/mutants.tsv has both verdicts per mutant (killed by which
-#              test, or full marks); they must agree. Beside the mutation stage at JOBS=10 (2026-12-07,
-#              H100) two of Lab 06's valid alternatives lost test_tuned_linear_relu there and not in
-#              the simulator; a valid file that loses now says why in logs/mutants.txt: run this
-#              stage alone until that is understood
+#              test, or full marks); they must agree (a valid file that loses says why in
+#              logs/mutants.txt). Lab 06's 23 took 59 s on an H100 (2026-12-07) beside the mutation
+#              stage, after the compile child's fix (CUDA's JIT cache, shared by the mutants' HOME,
+#              had hidden ptxas's figures from it and cost valid files test_tuned_linear_relu)
 #   mutation   the automatic mutants (cosmic-ray, kernellab.grading.mutation) graded on the GPU on
 #              seed 1 as kernellab grade grades there (the tests marked simulator in a simulator child),
 #              each lab's verdicts compared with its committed simulator report in docs/mutation
 #              (exit 1 where a mutant's verdict differs); reports in OUTDIR/mutation. On an H100
-#              (2026-12-07) 8 labs' 627 mutants took 500 s at JOBS=10 beside the mutants stage, before
-#              the simulator child was added (which costs more: plan a call per 2-3 labs)
+#              (2026-12-07), with the simulator child: LABS="05 01" (293 mutants) 295 s at JOBS=10
+#              SHARDS=5; "06 00 02 07 08" (339) 291 s at JOBS=12 SHARDS=3; "03 09 04" (288) 306 s at
+#              JOBS=15 SHARDS=5. So about 1 mutant a second: a call per ~300 mutants
 #   sanitize   the solutions' GPU tests under compute-sanitizer memcheck (out-of-bounds accesses)
 #              and racecheck (shared-memory hazards): each must report no error. API errors are not
 #              reported: cuda-python probes driver entry points with cuGetProcAddress, and each probe

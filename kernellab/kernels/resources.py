@@ -74,8 +74,10 @@ def kernel_resources_batch(kernels_and_signatures, cc=None, *, method: str = "au
         if use_driver:
             jit.CACHE[key] = _guarded(name, argtypes, _driver_resources, kernel, argtypes, target)
         elif on_device:
-            jit.CACHE[key] = _guarded(name, argtypes, _ptxas_in_process, fn, kernel.targetoptions,
-                                      argtypes, target, lto)
+            jit.CACHE[key] = _guarded(name, argtypes, _ptxas_in_process, fn,
+                                      getattr(kernel, "targetoptions", {}), argtypes, target, lto)
+            if _cache_hid_the_figures(jit.CACHE[key]):
+                pending[key] = ptxas.child_request(kernel, argtypes, target, lto)
         else:
             pending[key] = ptxas.child_request(kernel, argtypes, target, lto)
     if pending:
@@ -107,6 +109,12 @@ def _driver_resources(kernel, argtypes, target) -> Resources:
         cc=target,
         source="driver",
     )
+
+
+def _cache_hid_the_figures(result) -> bool:
+    """A link in this process that printed no ptxas figures: CUDA's JIT cache held the code (a
+    kernel this process already ran). The compile child, whose cache is off, is asked instead."""
+    return isinstance(result, ptxas.KernelCompileError) and "no ptxas figures" in str(result)
 
 
 def _ptxas_in_process(fn, targetoptions, argtypes, target, lto) -> Resources:

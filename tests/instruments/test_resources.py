@@ -241,6 +241,20 @@ def test_parse_ptxas_log():
         ptxas.parse_ptxas_log(LTO_LOG, "other")
 
 
+def test_figures_the_cache_hid_in_process_come_from_the_child(kernels, monkeypatch):
+    """On a GPU a link in the grader's own process may find the code in CUDA's JIT cache and print
+    no figures; the compile child (cache off) answers instead."""
+    import types
+
+    def cached_link(*args):
+        raise ptxas.KernelCompileError("no ptxas figures for K in the link log:\nptxas info    : 8 bytes gmem")
+    monkeypatch.setattr(resources, "device", types.SimpleNamespace(is_simulator=lambda: False, facts=device.facts))
+    monkeypatch.setattr(resources, "_ptxas_in_process", cached_link)
+    monkeypatch.setattr(jit, "CACHE", {})
+    found = resources.kernel_resources(kernels.axpy, None, lto=True)
+    assert found.source == "ptxas" and found.registers_per_thread > 0
+
+
 def test_the_compile_child_links_with_cudas_jit_cache_off(monkeypatch):
     """A link that CUDA's JIT cache answers prints no ptxas figures: on an H100 the child found none
     for a kernel the GPU had compiled under the same HOME (so valid Lab 06 files lost 4 points in
