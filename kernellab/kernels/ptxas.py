@@ -142,6 +142,9 @@ _LINKED = re.compile(r"^info\s*: used (\d+) registers.*?(\d+) stack, (\d+) bytes
 _SMEM = re.compile(r"(\d+) bytes smem")
 
 
+NO_FIGURES = "no ptxas figures"   # how a link log without the entry's figures is reported
+
+
 def parse_ptxas_log(log: str, entry: str) -> dict:
     """Resources of function `entry` from a verbose link log.
 
@@ -170,7 +173,7 @@ def parse_ptxas_log(log: str, entry: str) -> dict:
         elif (match := _LINKED.search(line)) and figures.get("static_shared_bytes") is None:
             figures["static_shared_bytes"] = int(match.group(3))
     if "registers_per_thread" not in figures:
-        raise KernelCompileError(f"no ptxas figures for {entry} in the link log:\n{log.strip()}")
+        raise KernelCompileError(f"{NO_FIGURES} for {entry} in the link log:\n{log.strip()}")
     figures.setdefault("local_bytes", 0)
     figures.setdefault("spill_stores_bytes", 0)
     figures.setdefault("spill_loads_bytes", 0)

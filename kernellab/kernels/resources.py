@@ -114,7 +114,7 @@ def _driver_resources(kernel, argtypes, target) -> Resources:
 def _cache_hid_the_figures(result) -> bool:
     """A link in this process that printed no ptxas figures: CUDA's JIT cache held the code (a
     kernel this process already ran). The compile child, whose cache is off, is asked instead."""
-    return isinstance(result, ptxas.KernelCompileError) and "no ptxas figures" in str(result)
+    return isinstance(result, ptxas.KernelCompileError) and ptxas.NO_FIGURES in str(result)
 
 
 def _ptxas_in_process(fn, targetoptions, argtypes, target, lto) -> Resources:
